@@ -1,0 +1,522 @@
+// uroce-dissect: one line per RoCE packet of a pcap or pcapng capture, optionally with the
+// byte-level layout of the BTH and every extension header.
+//
+// Counting rules (also in --help):
+//   frames     every frame in the file
+//   roce       frames with UDP destination port 4791 or ethertype 0x8915 (RoCE v1), after --qp
+//   icrc ok    RoCEv2 packets that parse and whose ICRC verifies
+//   icrc bad   RoCEv2 packets that parse completely but whose ICRC does not verify
+//   malformed  RoCEv2 packets that parse() rejects for any other reason
+// RoCE v1 frames (GRH over Ethernet, no IP/UDP) count as roce and get a "RoCE v1, not decoded"
+// line; they are neither icrc ok, icrc bad nor malformed. So roce = icrc ok + icrc bad +
+// malformed + RoCE v1.
+//
+// The --bytes layout is read straight from the frame bytes (header views and the opcode
+// table), not from parse()'s Packet, so it also shows the headers of malformed packets as far
+// as the frame holds them.
+#include <arpa/inet.h>
+#include <pcap/pcap.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "proto/aeth.hpp"
+#include "proto/dissect/pcapio.hpp"
+#include "proto/headers.hpp"
+#include "proto/opcode.hpp"
+#include "proto/packet.hpp"
+
+using namespace uroce::proto;
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: uroce-dissect [--qp N] [--errors] [--bytes] FILE\n"
+    "\n"
+    "Prints one line per RoCE packet of a pcap or pcapng capture (Ethernet or Linux cooked\n"
+    "link type): frame number, time since the first frame, addresses, UDP source port, opcode,\n"
+    "destination QP, PSN, flags (A = AckReq, SE, FECN, BECN, CE), the extension headers,\n"
+    "payload length and whether the ICRC verifies.\n"
+    "\n"
+    "  --qp N     only packets for destination QP N (decimal or 0x hex)\n"
+    "  --errors   only malformed packets and packets with a bad ICRC\n"
+    "  --bytes    under each packet, the byte layout of the BTH and every extension header\n"
+    "  -h, --help this text\n"
+    "\n"
+    "A RoCE frame is one with UDP destination port 4791 or ethertype 0x8915. RoCE v1 frames\n"
+    "(ethertype 0x8915) are counted as roce and listed as \"RoCE v1, not decoded\"; they are\n"
+    "neither icrc ok, icrc bad nor malformed. Other frames are counted and skipped.\n"
+    "The last line is: N frames, N roce, N icrc ok, N icrc bad, N malformed\n"
+    "Exit status: 0 all RoCE packets valid, 1 a malformed packet or bad ICRC, 2 usage or file error.\n";
+
+struct Options {
+  bool bytes = false;
+  bool errors_only = false;
+  bool have_qp = false;
+  uint32_t qp = 0;
+  std::string file;
+};
+
+bool parse_number(const char* s, uint32_t& out) {
+  if (!s || !*s) return false;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(s, &end, (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) ? 16 : 10);
+  if (errno || *end || v > 0xFFFFFF || s[0] == '-') return false;
+  out = uint32_t(v);
+  return true;
+}
+
+// ---- where the headers are ---------------------------------------------------------------
+
+enum class Kind { Other, RoceV2, RoceV1 };
+
+struct Offsets {
+  Kind kind = Kind::Other;
+  size_t l3 = 0;   // IP header (or GRH for RoCE v1)
+  size_t udp = 0;  // UDP header (RoCEv2)
+};
+
+// Classifies a frame by its bytes alone: a RoCE candidate has ethertype 0x8915, or is IPv4/IPv6
+// with UDP destination port 4791. Everything parse() would reject is still a candidate here.
+Offsets classify(std::span<const uint8_t> f) {
+  Offsets o;
+  if (f.size() < 14) return o;
+  size_t off = 12;
+  uint16_t type = load_be16(f.data() + off);
+  int tags = 0;
+  while ((type == kEtherTypeVlan || type == kEtherTypeQinQ) && tags < 2 && off + 6 <= f.size()) {
+    off += 4;
+    ++tags;
+    type = load_be16(f.data() + off);
+  }
+  off += 2;
+  o.l3 = off;
+  if (type == kEtherTypeRoceV1) {
+    o.kind = Kind::RoceV1;
+    return o;
+  }
+  size_t udp = 0;
+  if (type == kEtherTypeIpv4 && off + 20 <= f.size() && f[off + 9] == kIpProtoUdp && (f[off] & 0x0F) >= 5)
+    udp = off + (f[off] & 0x0Fu) * 4;
+  else if (type == kEtherTypeIpv6 && off + 40 <= f.size() && f[off + 6] == kIpProtoUdp)
+    udp = off + 40;
+  if (udp && udp + 4 <= f.size() && load_be16(f.data() + udp + 2) == kRoceV2Port) {
+    o.kind = Kind::RoceV2;
+    o.udp = udp;
+  }
+  return o;
+}
+
+// ---- formatting helpers ------------------------------------------------------------------
+
+std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
+std::string fmt(const char* f, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, f);
+  std::vsnprintf(buf, sizeof buf, f, ap);
+  va_end(ap);
+  return buf;
+}
+
+std::string ip_str(std::span<const uint8_t> f, size_t l3, bool src) {
+  char buf[INET6_ADDRSTRLEN] = "?";
+  if ((f[l3] >> 4) == 4 && l3 + 20 <= f.size())
+    inet_ntop(AF_INET, f.data() + l3 + (src ? 12 : 16), buf, sizeof buf);
+  else if ((f[l3] >> 4) == 6 && l3 + 40 <= f.size())
+    inet_ntop(AF_INET6, f.data() + l3 + (src ? 8 : 24), buf, sizeof buf);
+  return buf;
+}
+
+std::string hex_bytes(const uint8_t* p, size_t n) {
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    if (i) s += ' ';
+    s += fmt("%02x", p[i]);
+  }
+  return s;
+}
+
+std::string bits(uint8_t v, std::initializer_list<int> groups) {
+  std::string s;
+  int bit = 7;
+  for (int g : groups) {
+    if (!s.empty()) s += ' ';
+    for (int i = 0; i < g; ++i, --bit) s += (v >> bit) & 1 ? '1' : '0';
+  }
+  return s;
+}
+
+std::string aeth_text(uint8_t syndrome) {
+  Syndrome s = Syndrome::decode(syndrome);
+  switch (s.kind) {
+    case AckKind::Ack:
+      return s.value == kCreditsUnlimited ? fmt("ACK credits=%u (no credit limit)", s.value)
+                                          : fmt("ACK credits=%u", s.value);
+    case AckKind::RnrNak: return fmt("RNR NAK timer=%u (%" PRIu32 " us)", s.value, rnr_timer_us(s.value));
+    case AckKind::Nak: return fmt("NAK %u (%s)", s.value, std::string(nak_name(s.value)).c_str());
+    case AckKind::Reserved: return fmt("reserved syndrome 0x%02x", syndrome);
+  }
+  return "?";
+}
+
+// ---- the one-line summary of a packet ------------------------------------------------------
+
+std::string ext_summary(const Packet& p) {
+  const OpcodeInfo& info = p.info();
+  std::string s;
+  for (Ext e : kExtOrder) {
+    if (!info.has(e)) continue;
+    switch (e) {
+      case kDeth: s += fmt("  DETH qkey=0x%08" PRIx32 " srcqp=0x%06" PRIx32, p.deth.qkey, p.deth.src_qp); break;
+      case kReth:
+        s += fmt("  RETH va=0x%016" PRIx64 " rkey=0x%08" PRIx32 " len=%" PRIu32, p.reth.va, p.reth.rkey, p.reth.dma_len);
+        break;
+      case kAtomicEth:
+        if (info.op == Operation::CmpSwap)
+          s += fmt("  AtomicETH va=0x%016" PRIx64 " rkey=0x%08" PRIx32 " swap=0x%016" PRIx64 " compare=0x%016" PRIx64,
+                   p.atomic.va, p.atomic.rkey, p.atomic.swap_add, p.atomic.compare);
+        else
+          s += fmt("  AtomicETH va=0x%016" PRIx64 " rkey=0x%08" PRIx32 " add=0x%016" PRIx64, p.atomic.va,
+                   p.atomic.rkey, p.atomic.swap_add);
+        break;
+      case kAeth: s += "  AETH " + aeth_text(p.aeth.syndrome) + fmt(" msn=%" PRIu32, p.aeth.msn); break;
+      case kAtomicAckEth: s += fmt("  AtomicAckETH orig=0x%016" PRIx64, p.atomic_ack_orig); break;
+      case kImmDt: s += fmt("  imm=0x%08" PRIx32, p.imm); break;
+      case kIeth: s += fmt("  IETH rkey=0x%08" PRIx32, p.ieth_rkey); break;
+      case kCnpBody: break;
+    }
+  }
+  return s;
+}
+
+std::string flags(const Packet& p) {
+  std::string s;
+  if (p.ack_req) s += " A";
+  if (p.solicited) s += " SE";
+  if (p.fecn) s += " FECN";
+  if (p.becn) s += " BECN";
+  if (p.ecn == 3) s += " CE";
+  return s;
+}
+
+std::string line_prefix(size_t index, double t, std::span<const uint8_t> f, const Offsets& o) {
+  std::string s = fmt("%5zu %10.6f  ", index, t);
+  if (o.kind == Kind::RoceV2) {
+    s += ip_str(f, o.l3, true) + " > " + ip_str(f, o.l3, false);
+    if (o.udp + 2 <= f.size()) s += fmt(" sport %u", load_be16(f.data() + o.udp));
+  } else if (f.size() >= o.l3 + 40) {
+    // RoCE v1: the GRH (IPv6 layout) carries the source and destination GIDs.
+    char a[INET6_ADDRSTRLEN], b[INET6_ADDRSTRLEN];
+    inet_ntop(AF_INET6, f.data() + o.l3 + 8, a, sizeof a);
+    inet_ntop(AF_INET6, f.data() + o.l3 + 24, b, sizeof b);
+    s += fmt("GID %s > %s", a, b);
+  } else {
+    s += fmt("%02x:%02x:%02x:%02x:%02x:%02x > %02x:%02x:%02x:%02x:%02x:%02x", f[6], f[7], f[8], f[9], f[10], f[11],
+             f[0], f[1], f[2], f[3], f[4], f[5]);
+  }
+  return s;
+}
+
+// ---- the byte layout -----------------------------------------------------------------------
+
+class Layout {
+ public:
+  explicit Layout(std::span<const uint8_t> f) : f_(f) {}
+
+  // One field line: frame offset (hex), header name on its first line, offset in the header,
+  // the raw bytes and `text()` (called only when the bytes are there). Returns false, after
+  // one "frame ends" line, when the frame is too short.
+  template <typename Text>
+  bool field(const char* header, size_t hstart, size_t hoff, size_t n, Text&& text) {
+    const size_t off = hstart + hoff;
+    if (off + n > f_.size()) {
+      if (!ended_)
+        std::printf("  %04zx  %-12s +%-2zu  (frame ends at 0x%04zx, inside %s)\n", off, hoff == 0 ? header : "", hoff,
+                    f_.size(), header);
+      ended_ = true;
+      return false;
+    }
+    std::printf("  %04zx  %-12s +%-2zu  %-23s  %s\n", off, hoff == 0 ? header : "", hoff,
+                hex_bytes(f_.data() + off, n).c_str(), std::string(text()).c_str());
+    return true;
+  }
+  bool ended() const { return ended_; }
+
+ private:
+  std::span<const uint8_t> f_;
+  bool ended_ = false;
+};
+
+// A byte of several bit fields: the fields, then its bits grouped field by field.
+std::string with_bits(const std::string& fields, const std::string& b) { return fmt("%-28s [%s]", fields.c_str(), b.c_str()); }
+
+std::string named(const char* name, const std::string& value) { return fmt("%-11s = %s", name, value.c_str()); }
+
+// Prints the layout of the BTH and the extension headers its opcode names, read from the
+// frame bytes, then payload, pad and ICRC, as far as the frame holds them.
+void print_layout(std::span<const uint8_t> f, const Offsets& o, const std::string& icrc_verdict) {
+  if (o.kind != Kind::RoceV2) return;
+  const bool v6 = (f[o.l3] >> 4) == 6;
+  const size_t ip_len = v6 ? 40 : size_t(f[o.l3] & 0x0F) * 4;
+  std::printf("  %04x  Ethernet %zu bytes, %04zx %s %zu bytes, %04zx UDP 8 bytes\n", 0u, o.l3, o.l3,
+              v6 ? "IPv6" : "IPv4", ip_len, o.udp);
+  Layout L(f);
+  const size_t b = o.udp + 8;
+  const uint8_t* d = f.data();
+  // End of the IP packet by its length field (bytes after it are Ethernet padding), clamped to the frame.
+  size_t ip_end = f.size();
+  if (!v6 && o.l3 + 4 <= f.size()) ip_end = std::min(ip_end, o.l3 + load_be16(d + o.l3 + 2));
+  if (v6 && o.l3 + 6 <= f.size()) ip_end = std::min(ip_end, o.l3 + 40 + load_be16(d + o.l3 + 4));
+
+  const char* B = "BTH";
+  if (!L.field(B, b, 0, 1, [&] {
+        const OpcodeInfo& info = opcode_info(d[b]);
+        return named("OpCode", fmt("0x%02x %s", d[b], info.valid ? std::string(info.name).c_str()
+                                                                 : "(not in the opcode table)"));
+      }))
+    return;
+  const uint8_t opc = d[b];
+  const OpcodeInfo& info = opcode_info(opc);
+  if (!L.field(B, b, 1, 1, [&] {
+        uint8_t v = d[b + 1];
+        return with_bits(fmt("SE=%d M=%d PadCnt=%d TVer=%d", v >> 7, (v >> 6) & 1, (v >> 4) & 3, v & 15),
+                         bits(v, {1, 1, 2, 4}));
+      }))
+    return;
+  if (!L.field(B, b, 2, 2, [&] { return named("P_Key", fmt("0x%04x", load_be16(d + b + 2))); })) return;
+  if (!L.field(B, b, 4, 1, [&] {
+        uint8_t v = d[b + 4];
+        return with_bits(fmt("FECN=%d BECN=%d Resv6a=%d", v >> 7, (v >> 6) & 1, v & 0x3F), bits(v, {1, 1, 6}));
+      }))
+    return;
+  if (!L.field(B, b, 5, 3, [&] {
+        uint32_t q = load_be24(d + b + 5);
+        return named("DestQP", fmt("0x%06" PRIx32 " (%" PRIu32 ")", q, q));
+      }))
+    return;
+  if (!L.field(B, b, 8, 1, [&] {
+        uint8_t v = d[b + 8];
+        return with_bits(fmt("A=%d Resv7=%d", v >> 7, v & 0x7F), bits(v, {1, 7}));
+      }))
+    return;
+  if (!L.field(B, b, 9, 3, [&] {
+        uint32_t psn = load_be24(d + b + 9);
+        return named("PSN", fmt("%" PRIu32 " (0x%06" PRIx32 ")", psn, psn));
+      }))
+    return;
+  if (!info.valid) return;
+
+  size_t h = b + 12;
+  for (Ext e : kExtOrder) {
+    if (!info.has(e)) continue;
+    const std::string nm(ext_name(e));
+    const char* N = nm.c_str();
+    bool ok = true;
+    auto u64 = [&](size_t at) { return fmt("0x%016" PRIx64, load_be64(d + h + at)); };
+    auto u32 = [&](size_t at) { return fmt("0x%08" PRIx32, load_be32(d + h + at)); };
+    switch (e) {
+      case kDeth:
+        ok = L.field(N, h, 0, 4, [&] { return named("Q_Key", u32(0)); }) &&
+             L.field(N, h, 4, 1, [&] { return named("Reserved", fmt("0x%02x", d[h + 4])); }) &&
+             L.field(N, h, 5, 3, [&] {
+               uint32_t q = load_be24(d + h + 5);
+               return named("SrcQP", fmt("0x%06" PRIx32 " (%" PRIu32 ")", q, q));
+             });
+        break;
+      case kReth:
+        ok = L.field(N, h, 0, 8, [&] { return named("VA", u64(0)); }) &&
+             L.field(N, h, 8, 4, [&] { return named("R_Key", u32(8)); }) &&
+             L.field(N, h, 12, 4, [&] { return named("DMALen", fmt("%" PRIu32, load_be32(d + h + 12))); });
+        break;
+      case kAtomicEth:
+        ok = L.field(N, h, 0, 8, [&] { return named("VA", u64(0)); }) &&
+             L.field(N, h, 8, 4, [&] { return named("R_Key", u32(8)); }) &&
+             L.field(N, h, 12, 8,
+                     [&] { return named(info.op == Operation::CmpSwap ? "SwapData" : "AddData", u64(12)); }) &&
+             L.field(N, h, 20, 8, [&] { return named("CmpData", u64(20)); });
+        break;
+      case kAeth:
+        ok = L.field(N, h, 0, 1, [&] {
+               return named("Syndrome", fmt("0x%02x [%s] %s", d[h], bits(d[h], {3, 5}).c_str(), aeth_text(d[h]).c_str()));
+             }) &&
+             L.field(N, h, 1, 3, [&] { return named("MSN", fmt("%" PRIu32, load_be24(d + h + 1))); });
+        break;
+      case kAtomicAckEth: ok = L.field(N, h, 0, 8, [&] { return named("OrigRemDt", u64(0)); }); break;
+      case kImmDt: ok = L.field(N, h, 0, 4, [&] { return named("Immediate", u32(0)); }); break;
+      case kIeth: ok = L.field(N, h, 0, 4, [&] { return named("R_Key", u32(0)); }); break;
+      case kCnpBody:
+        ok = L.field(N, h, 0, 8, [&] { return std::string("Reserved"); }) &&
+             L.field(N, h, 8, 8, [&] { return std::string("Reserved"); });
+        break;
+    }
+    if (!ok) return;
+    h += ext_size(e);
+  }
+  // Payload, pad, ICRC: the ICRC is the last 4 bytes of the IP packet.
+  if (ip_end < h + kIcrcSize) {
+    std::printf("  %04zx  (no room for the ICRC: the IP packet ends at 0x%04zx)\n", h, ip_end);
+    return;
+  }
+  const size_t icrc_at = ip_end - kIcrcSize;
+  const size_t padded = icrc_at - h;
+  const size_t pad = (d[b + 1] >> 4) & 3;
+  if (padded > 0) {
+    if (pad <= padded && padded - pad > 0)
+      std::printf("  %04zx  %-12s      %zu bytes\n", h, "payload", padded - pad);
+    if (pad > 0 && pad <= padded)
+      L.field("pad", icrc_at - pad, 0, pad, [&] { return fmt("%zu pad byte%s", pad, pad == 1 ? "" : "s"); });
+    if (pad > padded) std::printf("  %04zx  %zu bytes before the ICRC, fewer than PadCnt %zu\n", h, padded, pad);
+  }
+  L.field("ICRC", icrc_at, 0, 4, [&] {
+    return named("ICRC", fmt("0x%08" PRIx32 " (least significant byte first)%s", load_le32(d + icrc_at),
+                             icrc_verdict.c_str()));
+  });
+  if (ip_end < f.size())
+    std::printf("  %04zx  %-12s      %zu bytes after the IP packet\n", ip_end, "trailer", f.size() - ip_end);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (a == "--bytes") {
+      opt.bytes = true;
+    } else if (a == "--errors") {
+      opt.errors_only = true;
+    } else if (a == "--qp" || a.starts_with("--qp=")) {
+      const char* v = a == "--qp" ? (i + 1 < argc ? argv[++i] : nullptr) : argv[i] + 5;
+      if (!parse_number(v, opt.qp)) {
+        std::fprintf(stderr, "uroce-dissect: --qp needs a QP number (0 to 0xffffff, decimal or 0x hex)\n");
+        return 2;
+      }
+      opt.have_qp = true;
+    } else if (a.size() > 1 && a[0] == '-') {
+      std::fprintf(stderr, "uroce-dissect: unknown option %s\n%s", argv[i], kUsage);
+      return 2;
+    } else if (opt.file.empty()) {
+      opt.file = argv[i];
+    } else {
+      std::fprintf(stderr, "uroce-dissect: one capture file only\n%s", kUsage);
+      return 2;
+    }
+  }
+  if (opt.file.empty()) {
+    std::fprintf(stderr, "uroce-dissect: no capture file given\n%s", kUsage);
+    return 2;
+  }
+
+  uroce::pcapio::Capture cap;
+  std::string err;
+  if (!uroce::pcapio::read_file(opt.file, cap, err)) {
+    std::fprintf(stderr, "uroce-dissect: %s: %s\n", opt.file.c_str(), err.c_str());
+    return 2;
+  }
+  // Linux cooked captures (tcpdump -i any) carry the ethertype without MAC addresses: give
+  // them an Ethernet header with zero MACs so that everything below sees Ethernet.
+  size_t cooked_hdr = 0, cooked_type_at = 0;
+  if (cap.linktype == DLT_LINUX_SLL) cooked_hdr = 16, cooked_type_at = 14;
+#ifdef DLT_LINUX_SLL2
+  else if (cap.linktype == DLT_LINUX_SLL2) cooked_hdr = 20, cooked_type_at = 0;
+#endif
+  else if (cap.linktype != DLT_EN10MB) {
+    std::fprintf(stderr, "uroce-dissect: %s: link type %d is not Ethernet or Linux cooked capture\n",
+                 opt.file.c_str(), cap.linktype);
+    return 2;
+  }
+
+  size_t n_frames = 0, n_roce = 0, n_ok = 0, n_bad = 0, n_malformed = 0, n_v1 = 0;
+  const double t0 = cap.frames.empty() ? 0 : cap.frames.front().time;
+  std::vector<uint8_t> conv;
+  for (size_t i = 0; i < cap.frames.size(); ++i) {
+    const auto& fr = cap.frames[i];
+    ++n_frames;
+    std::span<const uint8_t> f = fr.bytes;
+    if (cooked_hdr) {
+      if (f.size() < cooked_hdr) continue;
+      conv.assign(12, 0);
+      conv.push_back(f[cooked_type_at]);
+      conv.push_back(f[cooked_type_at + 1]);
+      conv.insert(conv.end(), f.begin() + long(cooked_hdr), f.end());
+      f = conv;
+    }
+    const Offsets o = classify(f);
+    if (o.kind == Kind::Other) continue;
+    const std::string prefix = line_prefix(i + 1, fr.time - t0, f, o);
+
+    if (o.kind == Kind::RoceV1) {
+      if (opt.have_qp) continue;  // the QP of a RoCE v1 frame is not decoded
+      ++n_roce;
+      ++n_v1;
+      if (!opt.errors_only) std::printf("%s  RoCE v1 (ethertype 0x8915, GRH), not decoded\n", prefix.c_str());
+      continue;
+    }
+
+    Packet p;
+    const ParseResult r = parse(f, p);
+    // The BTH is in the frame if parse() got that far; for earlier errors read what is there.
+    const size_t b = o.udp + 8;
+    const bool bth_present = b + 12 <= f.size();
+    const uint32_t qp = bth_present ? load_be24(f.data() + b + 5) : 0;
+    if (opt.have_qp && (!bth_present || qp != opt.qp)) continue;
+    ++n_roce;
+
+    std::string line = prefix;
+    const bool complete = r.ok() || r.error == ParseError::BadIcrc;
+    if (complete) {
+      line += fmt("  %s qp 0x%06" PRIx32 " psn %" PRIu32, std::string(p.info().name).c_str(), p.dest_qp, p.psn);
+      line += flags(p);
+      line += ext_summary(p);
+      if (p.info().payload) {
+        line += fmt("  payload %zu", p.payload.size());
+        if (p.pad_count()) line += fmt(" (pad %u)", p.pad_count());
+      }
+      if (r.ok()) {
+        ++n_ok;
+        line += "  icrc ok";
+      } else {
+        ++n_bad;
+        line += fmt("  ICRC BAD (wire 0x%08" PRIx32 ", computed 0x%08" PRIx32 ")", p.icrc_wire, p.icrc_computed);
+      }
+    } else {
+      ++n_malformed;
+      if (bth_present) {
+        const uint8_t opc = f[b];
+        const OpcodeInfo& info = opcode_info(opc);
+        line += info.valid ? "  " + std::string(info.name) : fmt("  opcode 0x%02x", opc);
+        line += fmt(" qp 0x%06" PRIx32 " psn %" PRIu32, qp, load_be24(f.data() + b + 9));
+      }
+      line += "  MALFORMED: " + r.message();
+      if (fr.orig_len > fr.bytes.size())
+        line += fmt(" (capture snapped: %zu of %u bytes)", fr.bytes.size(), unsigned(fr.orig_len));
+    }
+    const bool is_error = !r.ok();
+    if (opt.errors_only && !is_error) continue;
+    std::printf("%s\n", line.c_str());
+    if (opt.bytes) {
+      std::string verdict;
+      if (r.ok()) verdict = ", ok";
+      else if (r.error == ParseError::BadIcrc) verdict = fmt(", BAD: computed 0x%08" PRIx32, p.icrc_computed);
+      print_layout(f, o, verdict);
+    }
+  }
+  if (n_v1) std::printf("(%zu RoCE v1 frame%s counted as roce, not decoded)\n", n_v1, n_v1 == 1 ? "" : "s");
+  std::printf("%zu frames, %zu roce, %zu icrc ok, %zu icrc bad, %zu malformed\n", n_frames, n_roce, n_ok, n_bad,
+              n_malformed);
+  return (n_bad || n_malformed) ? 1 : 0;
+}
