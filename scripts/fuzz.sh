@@ -1,0 +1,64 @@
+#!/bin/bash
+# Runs the libFuzzer target for proto::parse() (tests/fuzz/fuzz_parse.cpp) for SECONDS
+# (default 60) and summarises the run: length, executions, executions per second, crashes.
+#
+#   scripts/fuzz.sh [SECONDS]
+#
+# Builds outside meson with clang++ -fsanitize=fuzzer,address,undefined into build-fuzz/
+# (override with FUZZ_BUILD=dir), seeds the corpus with every frame of the golden captures
+# (GOLDEN_DIR, default ../shared/golden) and keeps the corpus it grows between runs. A crash
+# leaves build-fuzz/artifacts/crash-*; reproduce it with build-b/tests/fuzz/fuzz_regress FILE.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SECONDS_TO_RUN=${1:-60}
+BUILD=${FUZZ_BUILD:-build-fuzz}
+GOLDEN=${GOLDEN_DIR:-$(cd .. && pwd)/shared/golden}
+CXX=${FUZZ_CXX:-clang++}
+mkdir -p "$BUILD/seed" "$BUILD/corpus" "$BUILD/artifacts"
+
+isal_flags=()
+if pkg-config --exists libisal; then
+  isal_flags=(-DUROCE_HAVE_ISAL $(pkg-config --cflags --libs libisal))
+fi
+srcs=(tests/fuzz/fuzz_parse.cpp proto/icrc.cpp proto/packet.cpp)
+
+echo "== building $BUILD/fuzz_parse ($CXX -fsanitize=fuzzer,address,undefined)"
+"$CXX" -std=c++20 -O2 -g -Wall -Wextra -Werror -I. \
+  -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -DUROCE_LIBFUZZER \
+  "${srcs[@]}" "${isal_flags[@]}" -o "$BUILD/fuzz_parse"
+
+echo "== seeding the corpus from $GOLDEN"
+"$CXX" -std=c++20 -O1 -I. -DUROCE_GOLDEN_DIR="\"$GOLDEN\"" \
+  "${srcs[@]}" proto/dissect/pcapio.cpp "${isal_flags[@]}" $(pkg-config --cflags --libs libpcap) \
+  -o "$BUILD/corpus_writer"
+"$BUILD/corpus_writer" --write-corpus "$BUILD/seed"
+
+echo "== fuzzing for ${SECONDS_TO_RUN} s"
+log="$BUILD/fuzz.log"
+set +e
+"$BUILD/fuzz_parse" -max_total_time="$SECONDS_TO_RUN" -print_final_stats=1 \
+  -artifact_prefix="$BUILD/artifacts/" "$BUILD/corpus" "$BUILD/seed" >"$log" 2>&1
+status=$?
+set -e
+
+grep -aE '^#[0-9]+[[:space:]]+(INITED|DONE)|^Done ' "$log" || true
+stat() { sed -n "s/^stat::$1: *//p" "$log" | tail -1; }
+done_line=$(grep -E '^Done [0-9]+ runs in [0-9]+ second' "$log" | tail -1 || true)
+secs=$(sed -n 's/^Done [0-9]* runs in \([0-9]*\) second.*/\1/p' <<<"$done_line")
+execs=$(stat number_of_executed_units)
+rate=$(stat average_exec_per_sec)
+newu=$(stat new_units_added)
+rss=$(stat peak_rss_mb)
+crashes=$(find "$BUILD/artifacts" -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' | wc -l)
+corpus=$(find "$BUILD/corpus" -type f | wc -l)
+
+echo
+echo "fuzz_parse: ${secs:-?} s, ${execs:-?} execs, ${rate:-?} exec/s, ${newu:-?} new units" \
+  "(corpus now ${corpus} files), peak RSS ${rss:-?} MB, exit status ${status}"
+if [ "$status" -ne 0 ] || [ "$crashes" -ne 0 ]; then
+  echo "CRASH: see $log and $BUILD/artifacts/"
+  tail -40 "$log"
+  exit 1
+fi
+echo "no crash"
