@@ -1,0 +1,154 @@
+#include "engine/fake_link.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace uroce::engine {
+
+FakeWire::FakeWire(uint32_t frames, uint32_t frame_cap, uint64_t seed)
+    : slots_(frames), cap_(frame_cap), pool_(new uint8_t[size_t(frames) * frame_cap]), lens_(frames) {
+  free_.reserve(frames);
+  for (uint32_t i = frames; i-- > 0;) free_.push_back(i);
+  for (FakeLink* l : {&a_, &b_}) {
+    l->wire_ = this;
+    l->frame_cap_ = frame_cap;
+    l->rx_.clear();
+  }
+  a_.peer_ = &b_;
+  b_.peer_ = &a_;
+  a_.rng_.seed(seed * 2 + 1);
+  b_.rng_.seed(seed * 2 + 2);
+}
+
+uint32_t FakeWire::take_slot() {
+  if (free_.empty()) return UINT32_MAX;
+  uint32_t s = free_.back();
+  free_.pop_back();
+  return s;
+}
+
+uint64_t FakeWire::next_due() const {
+  uint64_t t = UINT64_MAX;
+  for (const FakeLink* l : {&a_, &b_}) {
+    for (const auto& f : l->rx_) t = std::min(t, f.due);
+    for (const auto& f : l->held_) t = std::min(t, f.due);
+  }
+  return t;
+}
+
+bool FakeLink::alloc(PacketBuf& b, uint32_t len) {
+  if (len > frame_cap_) return false;
+  uint32_t s = wire_->take_slot();
+  if (s == UINT32_MAX) return false;
+  b.data = wire_->slot_data(s);
+  b.cap = frame_cap_;
+  b.len = 0;
+  b.handle = reinterpret_cast<void*>(uintptr_t(s));
+  return true;
+}
+
+void FakeLink::release(PacketBuf& b) {
+  wire_->give_slot(uint32_t(reinterpret_cast<uintptr_t>(b.handle)));
+  b = PacketBuf{};
+}
+
+void FakeLink::deliver(uint32_t slot, uint64_t due) {
+  // Queued at the peer. Arrival order is the order of `due`; equal times keep send order.
+  auto& q = peer_->rx_;
+  if (q.empty() || q.back().due <= due) {
+    q.push_back({due, slot});
+  } else {
+    auto it = std::upper_bound(q.begin(), q.end(), due, [](uint64_t d, const InFlight& f) { return d < f.due; });
+    q.insert(it, {due, slot});
+  }
+  ++counters.delivered;
+}
+
+size_t FakeLink::send(PacketBuf* bufs, size_t n) {
+  std::uniform_real_distribution<double> u(0, 1);
+  const uint64_t now = wire_->clock_.now_ns();
+  for (size_t i = 0; i < n; ++i) {
+    PacketBuf& b = bufs[i];
+    const uint32_t slot = uint32_t(reinterpret_cast<uintptr_t>(b.handle));
+    wire_->lens_[slot] = b.len;
+    ++counters.sent;
+    if (tap) tap(b.data, b.len);
+    if (filter && !filter(b.data, b.len)) {
+      ++counters.dropped;
+      wire_->give_slot(slot);
+      continue;
+    }
+    const FaultConfig& f = faults;
+    if (f.drop > 0 && u(rng_) < f.drop) {
+      ++counters.dropped;
+      wire_->give_slot(slot);
+      continue;
+    }
+    if (f.corrupt > 0 && u(rng_) < f.corrupt && b.len > 0) {
+      uint32_t bit = uint32_t(rng_() % (uint64_t(b.len) * 8));
+      b.data[bit / 8] ^= uint8_t(1u << (bit % 8));
+      ++counters.corrupted;
+    }
+    uint64_t due = now + wire_->latency_ns;
+    if (f.delay > 0 && u(rng_) < f.delay) {
+      due += rng_() % (f.max_delay_ns + 1);
+      ++counters.delayed;
+    }
+    if (f.duplicate > 0 && u(rng_) < f.duplicate) {
+      uint32_t copy = wire_->take_slot();
+      if (copy != UINT32_MAX) {
+        std::memcpy(wire_->slot_data(copy), b.data, b.len);
+        wire_->lens_[copy] = b.len;
+        ++counters.duplicated;
+        deliver(copy, due + 1);
+      }
+    }
+    if (f.reorder > 0 && u(rng_) < f.reorder && held_.empty()) {
+      held_.push_back({due, slot});
+      held_countdown_ = 1 + uint32_t(rng_() % std::max<uint32_t>(1, f.reorder_window));
+      ++counters.reordered;
+      continue;
+    }
+    deliver(slot, due);
+    if (!held_.empty() && --held_countdown_ == 0) {
+      for (auto& h : held_) deliver(h.slot, std::max(h.due, due) + 1);
+      held_.clear();
+    }
+  }
+  // Anything still held back goes out after a short while even if nothing follows it.
+  if (!held_.empty() && held_countdown_ > 0 && n == 0) {
+    for (auto& h : held_) deliver(h.slot, h.due);
+    held_.clear();
+  }
+  return n;
+}
+
+size_t FakeLink::recv(PacketBuf* bufs, size_t max) {
+  // A held-back frame must not wait forever when its peer goes quiet.
+  if (!peer_->held_.empty() && peer_->held_.front().due + 20'000 <= wire_->clock_.now_ns()) {
+    for (auto& h : peer_->held_) peer_->deliver(h.slot, wire_->clock_.now_ns());
+    peer_->held_.clear();
+  }
+  const uint64_t now = wire_->clock_.now_ns();
+  size_t n = 0;
+  while (n < max && !rx_.empty() && rx_.front().due <= now) {
+    uint32_t s = rx_.front().slot;
+    rx_.pop_front();
+    bufs[n].data = wire_->slot_data(s);
+    bufs[n].len = wire_->lens_[s];
+    bufs[n].cap = frame_cap_;
+    bufs[n].handle = reinterpret_cast<void*>(uintptr_t(s));
+    ++n;
+  }
+  return n;
+}
+
+void FakeLink::inject(const uint8_t* data, uint32_t len) {
+  uint32_t s = wire_->take_slot();
+  if (s == UINT32_MAX || len > frame_cap_) return;
+  std::memcpy(wire_->slot_data(s), data, len);
+  wire_->lens_[s] = len;
+  rx_.push_back({0, s});
+}
+
+}  // namespace uroce::engine

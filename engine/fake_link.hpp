@@ -1,0 +1,106 @@
+// FakeLink: two engines joined in one process, under a virtual clock. Frames sent by one end
+// are delivered to the other after `latency_ns` of virtual time, through a fault stage that
+// can drop, duplicate, reorder, corrupt and delay them (seeded, reproducible), or apply
+// scripted faults ("drop the 3rd frame with opcode X"). No allocation per frame: buffers come
+// from a fixed pool shared by both directions.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "engine/link.hpp"
+
+namespace uroce::engine {
+
+class VirtualClock : public Clock {
+ public:
+  uint64_t now_ns() const override { return now_; }
+  void advance(uint64_t ns) { now_ += ns; }
+  void set(uint64_t ns) { now_ = ns; }
+
+ private:
+  uint64_t now_ = 1'000'000;
+};
+
+struct FaultConfig {
+  double drop = 0;        // probability a frame is lost
+  double duplicate = 0;   // probability a frame is delivered twice
+  double reorder = 0;     // probability a frame is held back behind up to reorder_window later ones
+  uint32_t reorder_window = 4;
+  double corrupt = 0;     // probability one random bit of the frame is flipped
+  double delay = 0;       // probability a frame is delayed by up to max_delay_ns extra
+  uint64_t max_delay_ns = 50'000;
+};
+
+// What the fault stage did, per direction.
+struct FaultCounters {
+  uint64_t sent = 0, delivered = 0, dropped = 0, duplicated = 0, reordered = 0, corrupted = 0, delayed = 0;
+};
+
+class FakeWire;
+
+class FakeLink : public Link {
+ public:
+  bool alloc(PacketBuf& b, uint32_t len) override;
+  size_t send(PacketBuf* bufs, size_t n) override;
+  size_t recv(PacketBuf* bufs, size_t max) override;
+  void release(PacketBuf& b) override;
+  uint32_t max_frame() const override { return frame_cap_; }
+
+  // Every frame this end sends is also handed to `tap` (for protocol tests that inspect what
+  // an engine emits). Return false from a filter to drop the frame (scripted faults).
+  std::function<void(const uint8_t*, uint32_t)> tap;
+  std::function<bool(const uint8_t*, uint32_t)> filter;
+  FaultConfig faults;
+  FaultCounters counters;
+
+  // Injects a frame as if the peer had sent it (bypasses faults).
+  void inject(const uint8_t* data, uint32_t len);
+  size_t pending_rx() const { return rx_.size(); }
+
+ private:
+  friend class FakeWire;
+  struct InFlight {
+    uint64_t due;
+    uint32_t slot;
+  };
+  FakeWire* wire_ = nullptr;
+  FakeLink* peer_ = nullptr;
+  uint32_t frame_cap_ = 0;
+  std::deque<InFlight> rx_;        // frames on their way to this end, in arrival order
+  std::vector<InFlight> held_;     // reordered frames waiting behind later ones
+  uint32_t held_countdown_ = 0;
+  std::mt19937_64 rng_;
+  void deliver(uint32_t slot, uint64_t due);
+};
+
+// Owns both ends, the clock and the buffer pool.
+class FakeWire {
+ public:
+  explicit FakeWire(uint32_t frames = 8192, uint32_t frame_cap = 9216, uint64_t seed = 1);
+  FakeLink& a() { return a_; }
+  FakeLink& b() { return b_; }
+  VirtualClock& clock() { return clock_; }
+  uint64_t latency_ns = 1000;
+  uint32_t free_slots() const { return uint32_t(free_.size()); }
+  uint32_t total_slots() const { return slots_; }
+  // Virtual time of the next frame due anywhere, or UINT64_MAX.
+  uint64_t next_due() const;
+
+ private:
+  friend class FakeLink;
+  uint8_t* slot_data(uint32_t s) { return pool_.get() + size_t(s) * cap_; }
+  uint32_t take_slot();
+  void give_slot(uint32_t s) { free_.push_back(s); }
+  uint32_t slots_, cap_;
+  std::unique_ptr<uint8_t[]> pool_;  // not zeroed: pages are touched only when used
+  std::vector<uint32_t> lens_;
+  std::vector<uint32_t> free_;
+  VirtualClock clock_;
+  FakeLink a_, b_;
+};
+
+}  // namespace uroce::engine

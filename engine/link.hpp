@@ -1,0 +1,39 @@
+// The boundary between the engine and whatever carries its frames. The engine builds complete
+// RoCEv2 Ethernet frames (ICRC included) into buffers the link lends it, and receives frames
+// in batches. The DPDK port implements Link over mbufs; FakeLink implements it in memory.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace uroce::engine {
+
+struct PacketBuf {
+  uint8_t* data = nullptr;
+  uint32_t len = 0;       // bytes of frame
+  uint32_t cap = 0;       // bytes available at data
+  void* handle = nullptr; // the link's own bookkeeping (an mbuf, a pool slot)
+};
+
+class Link {
+ public:
+  virtual ~Link() = default;
+  // Lends a transmit buffer of at least `len` bytes; false when none is free right now.
+  virtual bool alloc(PacketBuf& b, uint32_t len) = 0;
+  // Sends up to n frames; returns how many it took. The link owns the taken ones; the
+  // caller keeps (and must free or retry) the rest.
+  virtual size_t send(PacketBuf* bufs, size_t n) = 0;
+  // Receives up to max frames. The caller returns each one with release().
+  virtual size_t recv(PacketBuf* bufs, size_t max) = 0;
+  // Gives back a buffer from alloc() (unsent) or recv() (processed).
+  virtual void release(PacketBuf& b) = 0;
+  // Largest frame the link carries (Ethernet header included, FCS excluded).
+  virtual uint32_t max_frame() const = 0;
+};
+
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual uint64_t now_ns() const = 0;
+};
+
+}  // namespace uroce::engine

@@ -1,0 +1,171 @@
+// Protection domains, memory regions, completion queues and shared receive queues.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "engine/types.hpp"
+
+namespace uroce::engine {
+
+struct Pd {
+  uint32_t handle = 0;
+};
+
+// A registered memory region: [iova, iova + length) in the keys' address space maps to host
+// memory at `host`. For ibv_reg_mr iova == host address.
+struct Mr {
+  uint32_t lkey = 0;
+  uint32_t rkey = 0;
+  uint64_t iova = 0;
+  uint8_t* host = nullptr;
+  uint64_t length = 0;
+  uint32_t access = 0;
+  const Pd* pd = nullptr;
+  bool valid = false;
+};
+
+// Keys are (table index << 8) | key byte. The key byte changes on every registration in a
+// slot, so a stale key (from a deregistered MR) fails the lookup.
+class MrTable {
+ public:
+  explicit MrTable(uint32_t max_mr = 4096) : slots_(max_mr) {}
+
+  // Returns nullptr when the table is full.
+  Mr* reg(const Pd* pd, void* host, uint64_t length, uint64_t iova, uint32_t access);
+  bool dereg(uint32_t lkey);
+  // The MR a key names, or nullptr if the key is stale or unknown.
+  const Mr* by_key(uint32_t key) const {
+    uint32_t idx = key >> 8;
+    if (idx >= slots_.size()) return nullptr;
+    const Slot& s = slots_[idx];
+    if (!s.mr.valid || (key & 0xFF) != s.key_byte) return nullptr;
+    return &s.mr;
+  }
+  uint32_t count() const { return live_; }
+
+ private:
+  struct Slot {
+    Mr mr;
+    uint8_t key_byte = 0;
+  };
+  std::vector<Slot> slots_;
+  uint32_t next_ = 1;  // index 0 unused: key 0 is never valid
+  uint32_t live_ = 0;
+};
+
+// Is [addr, addr + len) inside the MR? (len 0 is always inside.)
+inline bool mr_contains(const Mr& mr, uint64_t addr, uint64_t len) {
+  if (len == 0) return true;
+  return addr >= mr.iova && len <= mr.length && addr - mr.iova <= mr.length - len;
+}
+
+// The result of checking a remote or local access: where the bytes are, or why not.
+struct AccessCheck {
+  uint8_t* host = nullptr;
+  bool ok = false;
+};
+
+// Checks a key, PD, bounds and access right. `need` is an Access bit (0 = any).
+inline AccessCheck check_access(const MrTable& t, uint32_t key, const Pd* pd, uint64_t addr, uint64_t len,
+                                uint32_t need) {
+  const Mr* mr = t.by_key(key);
+  if (!mr || mr->pd != pd || (need && !(mr->access & need)) || !mr_contains(*mr, addr, len)) return {};
+  return {mr->host + (addr - mr->iova), true};
+}
+
+// A completion queue of fixed depth. When full, the completion is not written: the CQ is
+// marked overflowed (an asynchronous error event, IBV_EVENT_CQ_ERR) and nothing is corrupted.
+class Cq {
+ public:
+  explicit Cq(uint32_t depth) : ring_(depth ? depth : 1) {}
+  bool push(const Wc& wc) {
+    if (count_ == ring_.size()) {
+      overflowed_ = true;
+      return false;
+    }
+    ring_[(head_ + count_) % ring_.size()] = wc;
+    ++count_;
+    ++events_;
+    return true;
+  }
+  uint32_t poll(Wc* out, uint32_t max) {
+    uint32_t n = 0;
+    while (n < max && count_) {
+      out[n++] = ring_[head_];
+      head_ = (head_ + 1) % ring_.size();
+      --count_;
+    }
+    return n;
+  }
+  uint32_t depth() const { return uint32_t(ring_.size()); }
+  uint32_t size() const { return count_; }
+  bool overflowed() const { return overflowed_; }
+  uint64_t completions_pushed() const { return events_; }
+
+ private:
+  std::vector<Wc> ring_;
+  uint32_t head_ = 0, count_ = 0;
+  bool overflowed_ = false;
+  uint64_t events_ = 0;
+};
+
+// A posted receive: its SGEs copied at post time.
+struct RecvWqe {
+  uint64_t wr_id = 0;
+  uint32_t num_sge = 0;
+  Sge sge[kMaxSge];
+};
+
+// A fixed-capacity FIFO ring (no allocation after construction).
+template <typename T>
+class Ring {
+ public:
+  explicit Ring(uint32_t cap = 0) : v_(cap ? cap : 1) {}
+  bool full() const { return count_ == v_.size(); }
+  bool empty() const { return count_ == 0; }
+  uint32_t size() const { return count_; }
+  uint32_t capacity() const { return uint32_t(v_.size()); }
+  T& push_slot() { return v_[(head_ + count_++) % v_.size()]; }  // caller checked !full()
+  T& front() { return v_[head_]; }
+  T& at(uint32_t i) { return v_[(head_ + i) % v_.size()]; }  // i-th oldest
+  void pop() {
+    head_ = (head_ + 1) % v_.size();
+    --count_;
+  }
+  void clear() { head_ = count_ = 0; }
+
+ private:
+  std::vector<T> v_;
+  uint32_t head_ = 0, count_ = 0;
+};
+
+class Srq {
+ public:
+  Srq(const Pd* pd, uint32_t max_wr, uint32_t max_sge) : pd_(pd), rq_(max_wr), max_sge_(max_sge) {}
+  const Pd* pd() const { return pd_; }
+  Ring<RecvWqe>& rq() { return rq_; }
+  uint32_t max_sge() const { return max_sge_; }
+  uint32_t srq_limit = 0;
+
+ private:
+  const Pd* pd_;
+  Ring<RecvWqe> rq_;
+  uint32_t max_sge_;
+};
+
+// Counters, per QP and summed per device: what `rdma statistic` shows on a real RNIC.
+struct Counters {
+  uint64_t tx_packets = 0, tx_bytes = 0, rx_packets = 0, rx_bytes = 0;
+  uint64_t retransmitted = 0, timeouts = 0;
+  uint64_t seq_naks_sent = 0, seq_naks_rcvd = 0, rnr_naks_sent = 0, rnr_naks_rcvd = 0;
+  uint64_t other_naks_sent = 0, other_naks_rcvd = 0;
+  uint64_t duplicates = 0, out_of_sequence = 0;
+  uint64_t icrc_errors = 0, malformed = 0, dropped_not_for_us = 0, dropped_unknown_qp = 0;
+  uint64_t dropped_bad_state = 0, dropped_pkey = 0;
+  uint64_t acks_sent = 0, acks_rcvd = 0, implied_naks = 0;
+
+  void add(const Counters& o);
+};
+
+}  // namespace uroce::engine

@@ -1,0 +1,146 @@
+// Work requests, completions and QP attributes, modelled on libibverbs. The numeric values
+// of every enum are those of <infiniband/verbs.h>, so the verbs shim passes them through.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "proto/packet.hpp"
+
+namespace uroce::engine {
+
+enum class WcStatus : uint32_t {
+  Success = 0, LocLenErr = 1, LocQpOpErr = 2, LocEecOpErr = 3, LocProtErr = 4, WrFlushErr = 5,
+  MwBindErr = 6, BadRespErr = 7, LocAccessErr = 8, RemInvReqErr = 9, RemAccessErr = 10, RemOpErr = 11,
+  RetryExcErr = 12, RnrRetryExcErr = 13, LocRddViolErr = 14, RemInvRdReqErr = 15, RemAbortErr = 16,
+  InvEecnErr = 17, InvEecStateErr = 18, FatalErr = 19, RespTimeoutErr = 20, GeneralErr = 21,
+};
+std::string_view wc_status_name(WcStatus s);
+
+enum class WcOpcode : uint32_t {
+  Send = 0, RdmaWrite = 1, RdmaRead = 2, CompSwap = 3, FetchAdd = 4, BindMw = 5, LocalInv = 6,
+  Recv = 128, RecvRdmaWithImm = 129,
+};
+
+enum class WrOpcode : uint32_t {
+  RdmaWrite = 0, RdmaWriteWithImm = 1, Send = 2, SendWithImm = 3, RdmaRead = 4,
+  AtomicCmpSwp = 5, AtomicFetchAdd = 6, LocalInv = 7, BindMw = 8, SendWithInv = 9,
+};
+std::string_view wr_opcode_name(WrOpcode o);
+
+enum SendFlags : uint32_t { kSendFence = 1, kSendSignaled = 2, kSendSolicited = 4, kSendInline = 8 };
+enum WcFlags : uint32_t { kWcGrh = 1, kWcWithImm = 2, kWcWithInv = 8 };
+
+enum Access : uint32_t {
+  kLocalWrite = 1, kRemoteWrite = 2, kRemoteRead = 4, kRemoteAtomic = 8, kMwBind = 16,
+  kZeroBased = 32, kOnDemand = 64, kRelaxedOrdering = 0x100000,
+};
+
+enum class QpState : uint32_t { Reset = 0, Init = 1, Rtr = 2, Rts = 3, Sqd = 4, Sqe = 5, Err = 6 };
+std::string_view qp_state_name(QpState s);
+
+enum class QpType : uint32_t { RC = 2, UC = 3, UD = 4 };
+
+enum QpAttrMask : uint32_t {
+  kAttrState = 1 << 0, kAttrCurState = 1 << 1, kAttrEnSqdAsyncNotify = 1 << 2, kAttrAccessFlags = 1 << 3,
+  kAttrPkeyIndex = 1 << 4, kAttrPort = 1 << 5, kAttrQkey = 1 << 6, kAttrAv = 1 << 7, kAttrPathMtu = 1 << 8,
+  kAttrTimeout = 1 << 9, kAttrRetryCnt = 1 << 10, kAttrRnrRetry = 1 << 11, kAttrRqPsn = 1 << 12,
+  kAttrMaxQpRdAtomic = 1 << 13, kAttrAltPath = 1 << 14, kAttrMinRnrTimer = 1 << 15, kAttrSqPsn = 1 << 16,
+  kAttrMaxDestRdAtomic = 1 << 17, kAttrPathMigState = 1 << 18, kAttrCap = 1 << 19, kAttrDestQpn = 1 << 20,
+};
+
+// IB path MTU enum (1..5 = 256..4096) and its byte value.
+enum class Mtu : uint32_t { M256 = 1, M512 = 2, M1024 = 3, M2048 = 4, M4096 = 5 };
+constexpr uint32_t mtu_bytes(Mtu m) { return 128u << uint32_t(m); }
+
+struct Sge {
+  uint64_t addr = 0;
+  uint32_t length = 0;
+  uint32_t lkey = 0;
+};
+
+inline constexpr uint32_t kMaxSge = 16;
+inline constexpr uint32_t kMaxInline = 256;
+
+struct SendWr {
+  uint64_t wr_id = 0;
+  WrOpcode opcode = WrOpcode::Send;
+  uint32_t send_flags = 0;
+  const Sge* sg_list = nullptr;
+  uint32_t num_sge = 0;
+  uint32_t imm_data = 0;         // network order, as ibverbs carries it
+  uint32_t invalidate_rkey = 0;
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+  uint64_t compare_add = 0;      // compare (CMP_SWAP) or add (FETCH_ADD)
+  uint64_t swap = 0;
+};
+
+struct RecvWr {
+  uint64_t wr_id = 0;
+  const Sge* sg_list = nullptr;
+  uint32_t num_sge = 0;
+};
+
+struct Wc {
+  uint64_t wr_id = 0;
+  WcStatus status = WcStatus::Success;
+  WcOpcode opcode = WcOpcode::Send;
+  uint32_t vendor_err = 0;
+  uint32_t byte_len = 0;
+  uint32_t imm_data = 0;          // network order
+  uint32_t invalidated_rkey = 0;
+  uint32_t qp_num = 0;
+  uint32_t src_qp = 0;
+  uint32_t wc_flags = 0;
+};
+
+// Where a QP sends: the peer's addresses. For RoCEv2 over IPv4 the GID is ::ffff:a.b.c.d.
+struct AddressVector {
+  proto::Ip6 dgid{};
+  proto::Mac dmac{};
+  uint8_t hop_limit = 64;
+  uint8_t traffic_class = 0;   // DSCP << 2 | ECN
+  uint32_t flow_label = 0;
+  uint8_t sgid_index = 0;
+};
+
+struct QpCap {
+  uint32_t max_send_wr = 128;
+  uint32_t max_recv_wr = 128;
+  uint32_t max_send_sge = 4;
+  uint32_t max_recv_sge = 4;
+  uint32_t max_inline_data = 0;
+};
+
+struct QpAttr {
+  QpState qp_state = QpState::Reset;
+  QpState cur_qp_state = QpState::Reset;
+  Mtu path_mtu = Mtu::M1024;
+  uint32_t qkey = 0;
+  uint32_t rq_psn = 0;
+  uint32_t sq_psn = 0;
+  uint32_t dest_qp_num = 0;
+  uint32_t qp_access_flags = 0;
+  QpCap cap{};
+  AddressVector ah_attr{};
+  uint16_t pkey_index = 0;
+  uint8_t en_sqd_async_notify = 0;
+  uint8_t sq_draining = 0;
+  uint8_t max_rd_atomic = 1;
+  uint8_t max_dest_rd_atomic = 1;
+  uint8_t min_rnr_timer = 12;
+  uint8_t port_num = 1;
+  uint8_t timeout = 14;
+  uint8_t retry_cnt = 7;
+  uint8_t rnr_retry = 7;
+};
+
+// Is IPv4 address a.b.c.d mapped as ::ffff:a.b.c.d?
+constexpr bool gid_is_v4mapped(const proto::Ip6& g) {
+  for (int i = 0; i < 10; ++i)
+    if (g[i] != 0) return false;
+  return g[10] == 0xFF && g[11] == 0xFF;
+}
+
+}  // namespace uroce::engine
