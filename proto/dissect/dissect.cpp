@@ -55,6 +55,8 @@ constexpr const char* kUsage =
     "A RoCE frame is one with UDP destination port 4791 or ethertype 0x8915. RoCE v1 frames\n"
     "(ethertype 0x8915) are counted as roce and listed as \"RoCE v1, not decoded\"; they are\n"
     "neither icrc ok, icrc bad nor malformed. Other frames are counted and skipped.\n"
+    "With --qp, roce and the counts after it cover that QP's packets only (RoCE v1 frames and\n"
+    "packets cut before the BTH have no QP to match and are left out).\n"
     "The last line is: N frames, N roce, N icrc ok, N icrc bad, N malformed\n"
     "Exit status: 0 all RoCE packets valid, 1 a malformed packet or bad ICRC, 2 usage or file error.\n";
 
@@ -215,6 +217,7 @@ std::string line_prefix(size_t index, double t, std::span<const uint8_t> f, cons
   if (o.kind == Kind::RoceV2) {
     s += ip_str(f, o.l3, true) + " > " + ip_str(f, o.l3, false);
     if (o.udp + 2 <= f.size()) s += fmt(" sport %u", load_be16(f.data() + o.udp));
+    if (o.l3 > 14) s += fmt(" vlan %u", load_be16(f.data() + 14) & 0x0FFFu);  // outer tag's VLAN ID
   } else if (f.size() >= o.l3 + 40) {
     // RoCE v1: the GRH (IPv6 layout) carries the source and destination GIDs.
     char a[INET6_ADDRSTRLEN], b[INET6_ADDRSTRLEN];
@@ -269,8 +272,10 @@ void print_layout(std::span<const uint8_t> f, const Offsets& o, const std::strin
   if (o.kind != Kind::RoceV2) return;
   const bool v6 = (f[o.l3] >> 4) == 6;
   const size_t ip_len = v6 ? 40 : size_t(f[o.l3] & 0x0F) * 4;
-  std::printf("  %04x  Ethernet %zu bytes, %04zx %s %zu bytes, %04zx UDP 8 bytes\n", 0u, o.l3, o.l3,
-              v6 ? "IPv6" : "IPv4", ip_len, o.udp);
+  const size_t tags = (o.l3 - 14) / 4;
+  std::printf("  %04x  Ethernet 14 bytes%s, %04zx %s %zu bytes, %04zx UDP 8 bytes\n", 0u,
+              tags == 0 ? "" : tags == 1 ? " + VLAN tag 4" : " + 2 VLAN tags 8", o.l3, v6 ? "IPv6" : "IPv4", ip_len,
+              o.udp);
   Layout L(f);
   const size_t b = o.udp + 8;
   const uint8_t* d = f.data();
