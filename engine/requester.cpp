@@ -128,10 +128,11 @@ bool Device::send_request_packet(Qp& qp, SendWqe& w) {
     default:
       return false;
   }
-  const bool is_msg_data = !w.is_read_or_atomic();
   p.payload = gather(w, off, len, scratch_);
   ++qp.pkts_since_ackreq_;
-  p.ack_req = (is_msg_data && last) || qp.pkts_since_ackreq_ >= cfg_.ack_req_every;
+  // AckReq on the last packet of every message (READ requests and atomics included, as rxe
+  // does) and at least every ack_req_every packets inside long ones.
+  p.ack_req = last || qp.pkts_since_ackreq_ >= cfg_.ack_req_every;
   p.solicited = last && (wr.send_flags & kSendSolicited) &&
                 (wr.opcode == WrOpcode::Send || wr.opcode == WrOpcode::SendWithImm ||
                  wr.opcode == WrOpcode::SendWithInv || wr.opcode == WrOpcode::RdmaWriteWithImm);
