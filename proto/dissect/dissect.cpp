@@ -254,7 +254,6 @@ class Layout {
                 hex_bytes(f_.data() + off, n).c_str(), std::string(text()).c_str());
     return true;
   }
-  bool ended() const { return ended_; }
 
  private:
   std::span<const uint8_t> f_;
