@@ -132,7 +132,7 @@ bool Device::send_request_packet(Qp& qp, SendWqe& w) {
   ++qp.pkts_since_ackreq_;
   // AckReq on the last packet of every message (READ requests and atomics included, as rxe
   // does) and at least every ack_req_every packets inside long ones.
-  p.ack_req = last || qp.pkts_since_ackreq_ >= cfg_.ack_req_every;
+  p.ack_req = last || w.is_read_or_atomic() || qp.pkts_since_ackreq_ >= cfg_.ack_req_every;
   p.solicited = last && (wr.send_flags & kSendSolicited) &&
                 (wr.opcode == WrOpcode::Send || wr.opcode == WrOpcode::SendWithImm ||
                  wr.opcode == WrOpcode::SendWithInv || wr.opcode == WrOpcode::RdmaWriteWithImm);
