@@ -65,6 +65,13 @@ void Device::complete_wqe(Qp& qp, WcStatus st) {
 // Stops at a READ or atomic: those finish only with their responses. Returns true on progress.
 bool Device::complete_acked(Qp& qp, uint32_t psn, bool inclusive) {
   bool progress = false;
+  // Remember how far the responder has acknowledged: WQEs behind a READ or atomic that is
+  // still waiting for its responses complete as soon as it does.
+  const uint32_t covered = inclusive ? psn : psn_add(psn, -1);
+  if (!qp.acked_valid_ || proto::psn_after(covered, qp.acked_psn_)) {
+    qp.acked_psn_ = covered;
+    qp.acked_valid_ = true;
+  }
   while (!qp.sq_.empty()) {
     SendWqe& w = qp.sq_.front();
     if (!w.started) break;
@@ -233,7 +240,10 @@ void Device::on_read_response(Qp& qp, const proto::Packet& p) {
   qp.read_retry_psn_ = UINT32_MAX;
   qp.retries_left_ = qp.attr_.retry_cnt;
   qp.last_progress_ns_ = clock_.now_ns();
-  if (w.rcvd_pkts == w.npkts) complete_wqe(qp, WcStatus::Success);
+  if (w.rcvd_pkts == w.npkts) {
+    complete_wqe(qp, WcStatus::Success);
+    if (qp.acked_valid_) complete_acked(qp, qp.acked_psn_, true);
+  }
 }
 
 void Device::on_atomic_ack(Qp& qp, const proto::Packet& p) {
@@ -252,6 +262,7 @@ void Device::on_atomic_ack(Qp& qp, const proto::Packet& p) {
   qp.retries_left_ = qp.attr_.retry_cnt;
   qp.last_progress_ns_ = clock_.now_ns();
   complete_wqe(qp, WcStatus::Success);
+  if (qp.acked_valid_) complete_acked(qp, qp.acked_psn_, true);
 }
 
 }  // namespace uroce::engine

@@ -116,6 +116,8 @@ class Qp {
   uint64_t last_progress_ns_ = 0;   // last time an ACK moved us forward (or we first sent)
   uint64_t rnr_until_ns_ = 0;       // RNR wait in progress until this time
   uint32_t read_retry_psn_ = UINT32_MAX;  // a READ re-issue already asked for this PSN
+  uint32_t acked_psn_ = 0;          // highest PSN the responder has acknowledged
+  bool acked_valid_ = false;
   ReqState req_state_ = ReqState::Idle;
 
   // Responder
@@ -213,6 +215,7 @@ class Device {
   void send_nak_and_error(Qp& qp, proto::NakCode code, uint32_t psn);
   void send_read_responses(Qp& qp);
   bool send_atomic_ack(Qp& qp, const RdAtomicRes& r);
+  bool responses_pending(const Qp& qp) const;
   bool take_recv(Qp& qp);
   bool scatter_recv(Qp& qp, const uint8_t* data, uint32_t len);
   // QP state (qp.cpp)

@@ -313,6 +313,7 @@ void Device::reset_qp(Qp& qp) {
   qp.pkts_since_ackreq_ = 0;
   qp.rnr_until_ns_ = 0;
   qp.read_retry_psn_ = UINT32_MAX;
+  qp.acked_valid_ = false;
   qp.req_state_ = ReqState::Idle;
   qp.resp_state_ = RespState::Idle;
   qp.seq_nak_sent_ = false;
@@ -529,13 +530,14 @@ bool Device::progress() {
   did = n > 0;
   for (auto& qpp : qps_) {
     Qp& qp = *qpp;
-    if (qp.ack_pending_) {
+    QpState s = qp.attr_.qp_state;
+    // Responses first, in request order; a coalesced ACK for later requests only after them.
+    if (s == QpState::Rtr || s == QpState::Rts || s == QpState::Sqd) send_read_responses(qp);
+    if (qp.ack_pending_ && !responses_pending(qp)) {
       qp.ack_pending_ = false;
       send_ack(qp, proto::Syndrome::ack(), qp.ack_psn_);
       did = true;
     }
-    QpState s = qp.attr_.qp_state;
-    if (s == QpState::Rtr || s == QpState::Rts || s == QpState::Sqd) send_read_responses(qp);
     if (s == QpState::Rts || s == QpState::Sqd) {
       uint64_t before = qp.ctr_.tx_packets;
       check_timers(qp);

@@ -151,6 +151,7 @@ void Device::requester(Qp& qp) {
       return;
     }
     qp.rnr_until_ns_ = 0;
+    qp.last_progress_ns_ = clock_.now_ns();  // the ACK timer starts again with the resend
   }
   const uint32_t max_rd = std::max<uint32_t>(1, qp.attr_.max_rd_atomic);
   while (qp.send_idx_ < qp.sq_.size() && qp.attr_.qp_state != QpState::Err) {

@@ -45,10 +45,6 @@ void Device::send_nak_and_error(Qp& qp, NakCode code, uint32_t psn) {
 }
 
 bool Device::send_atomic_ack(Qp& qp, const RdAtomicRes& r) {
-  if (qp.ack_pending_) {
-    qp.ack_pending_ = false;
-    send_ack(qp, Syndrome::ack(), qp.ack_psn_);
-  }
   proto::Packet p = qp.tmpl_;
   p.opcode = proto::op::kAtomicAck;
   p.psn = r.psn;
@@ -246,8 +242,12 @@ void Device::responder(Qp& qp, const proto::Packet& p) {
         }
         host = c.host;
       }
+      if (qp.ack_pending_) {  // an ACK for earlier requests goes before the responses
+        qp.ack_pending_ = false;
+        send_ack(qp, Syndrome::ack(), qp.ack_psn_);
+      }
       RdAtomicRes& r = qp.res_[qp.res_next_];
-      if (r.valid && !r.atomic && r.sent < r.npkts) {
+      if (r.valid && r.sent < r.npkts) {
         // More READs outstanding than max_dest_rd_atomic allows.
         send_nak_and_error(qp, NakCode::InvalidRequest, p.psn);
         return;
@@ -282,6 +282,10 @@ void Device::responder(Qp& qp, const proto::Packet& p) {
       uint64_t next = op == Operation::CmpSwap ? (cur == p.atomic.compare ? p.atomic.swap_add : cur)
                                                : cur + p.atomic.swap_add;
       std::memcpy(c.host, &next, 8);
+      if (qp.ack_pending_) {
+        qp.ack_pending_ = false;
+        send_ack(qp, Syndrome::ack(), qp.ack_psn_);
+      }
       RdAtomicRes& r = qp.res_[qp.res_next_];
       qp.res_next_ = (qp.res_next_ + 1) % uint32_t(qp.res_.size());
       qp.msn_ = (qp.msn_ + 1) & proto::kPsnMask;
@@ -290,11 +294,10 @@ void Device::responder(Qp& qp, const proto::Packet& p) {
       r.atomic = true;
       r.psn = p.psn;
       r.npkts = 1;
-      r.sent = 1;
+      r.sent = 0;  // the ATOMIC ACKNOWLEDGE goes out in order with READ responses
       r.orig = cur;
       r.msn = qp.msn_;
       qp.epsn_ = psn_add(qp.epsn_, 1);
-      send_atomic_ack(qp, r);
       return;
     }
     default:
@@ -327,11 +330,17 @@ void Device::on_duplicate(Qp& qp, const proto::Packet& p) {
       return;
     }
     if ((op == Operation::CmpSwap || op == Operation::FetchAdd) && r.atomic && d == 0) {
-      send_atomic_ack(qp, r);
+      r.sent = 0;  // answer again with the saved original value; never execute twice
       return;
     }
   }
   ++qp.ctr_.malformed;  // nothing saved for it: too old to answer
+}
+
+bool Device::responses_pending(const Qp& qp) const {
+  for (const RdAtomicRes& r : qp.res_)
+    if (r.valid && r.sent < r.npkts) return true;
+  return false;
 }
 
 void Device::send_read_responses(Qp& qp) {
@@ -339,7 +348,14 @@ void Device::send_read_responses(Qp& qp) {
   namespace op = proto::op;
   for (uint32_t i = 0; i < n; ++i) {
     RdAtomicRes& r = qp.res_[(qp.res_next_ + i) % n];
-    if (!r.valid || r.atomic) continue;
+    if (!r.valid) continue;
+    if (r.atomic) {
+      if (r.sent == 0) {
+        if (!send_atomic_ack(qp, r)) return;
+        r.sent = 1;
+      }
+      continue;
+    }
     while (r.sent < r.npkts) {
       const uint32_t k = r.sent;
       proto::Packet p = qp.tmpl_;

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The README's second command (and CI's): install what is missing, build, run every test.
+#  1. the normal build (-Wall -Wextra -Werror): every suite;
+#  2. an address+undefined sanitizer build: the unit suites again;
+#  3. a short libFuzzer run of the parser.
+# Ends with one line "N passed, N failed".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh || exit 1
+
+status=0
+bash scripts/build.sh build || exit 1
+meson test -C build --print-errorlogs --num-processes 2 || status=1
+
+bash scripts/build.sh build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbench=disabled || exit 1
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  meson test -C build-asan --print-errorlogs --num-processes 2 --no-suite slow || status=1
+
+fuzz_rc=0
+if [ -x scripts/fuzz.sh ]; then
+  bash scripts/fuzz.sh "${UROCE_FUZZ_SECONDS:-30}" || { fuzz_rc=1; status=1; }
+fi
+
+/usr/bin/python3 - "$fuzz_rc" <<'PY'
+import json, sys
+passed = failed = skipped = 0
+for d in ("build", "build-asan"):
+    try:
+        with open(f"{d}/meson-logs/testlog.json") as f:
+            for line in f:
+                r = json.loads(line)
+                res = r.get("result")
+                if res in ("OK", "EXPECTEDFAIL"): passed += 1
+                elif res == "SKIP": skipped += 1
+                else: failed += 1
+    except FileNotFoundError:
+        failed += 1
+if sys.argv[1] == "0": passed += 1
+else: failed += 1
+print(f"{passed} passed, {failed} failed, {skipped} skipped")
+PY
+exit $status
