@@ -424,7 +424,8 @@ TEST(WholePacket, WriteOnlyFromGoldenCaptureBuildsByteForByte) {
 }
 
 TEST(WholePacket, BuildReportsErrors) {
-  Packet p = uroce::proto::test::make_packet(op::kSendOnly, 4, 0, uroce::proto::test::seq_payload(8));
+  const std::vector<uint8_t> pl = uroce::proto::test::seq_payload(8);
+  Packet p = uroce::proto::test::make_packet(op::kSendOnly, 4, 0, pl);
   std::vector<uint8_t> small(frame_len(p) - 1);
   EXPECT_EQ(build(p, small).error, BuildError::BufferTooSmall);
   EXPECT_EQ(build(p, small).len, frame_len(p));

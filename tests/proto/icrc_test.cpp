@@ -119,7 +119,8 @@ TEST(Icrc, GoldenWriteOnly) {
 // (masked); the masked set is exactly the one the notes list.
 TEST(Icrc, MasksExactlyTheVariantFields) {
   for (int v : {4, 6}) {
-    Packet p = t::make_packet(op::kSendOnly, v, 0, t::seq_payload(20));
+    const std::vector<uint8_t> pl = t::seq_payload(20);
+    Packet p = t::make_packet(op::kSendOnly, v, 0, pl);
     std::vector<uint8_t> f = t::build_frame(p);
     const size_t l3 = 14, hl = v == 4 ? 20 : 40;
     const size_t len = f.size() - l3 - 4;

@@ -78,8 +78,7 @@ struct Sample {
 std::vector<Sample> samples() {
   std::vector<Sample> s;
   auto add = [&](uint8_t opc, int v, int vlans, size_t n) {
-    Packet p = t::make_packet(opc, v, vlans, t::seq_payload(n));
-    Frame f = t::build_frame(p);
+    Frame f = t::build_frame(t::make_packet(opc, v, vlans, t::seq_payload(n)));
     s.push_back({std::string(opcode_info(opc).name) + " IPv" + std::to_string(v) + " vlans=" + std::to_string(vlans) +
                      " payload=" + std::to_string(n),
                  f});

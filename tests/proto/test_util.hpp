@@ -26,7 +26,8 @@ inline const std::vector<uint8_t> kWriteSmallFrame = {
     0x4b, 0x4c, 0x4d, 0x4e, 0x4f, 0x50, 0xe9, 0x14, 0x94, 0x6f,
 };
 
-// A packet with every field set to something recognisable, for `opcode`.
+// A packet with every field set to something recognisable, for `opcode`. Packet::payload points
+// into `payload`, which must outlive every use of the packet.
 inline Packet make_packet(uint8_t opcode, int ip_version, int vlans, const std::vector<uint8_t>& payload) {
   Packet p;
   p.eth_dst = {0x02, 0x00, 0x00, 0x00, 0x00, 0x02};
