@@ -180,7 +180,7 @@ void Device::completer(Qp& qp, const proto::Packet& p) {
       return;
     }
     case AckKind::Reserved:
-      ++qp.ctr_.malformed;
+      ++qp.ctr_.bad_responses;
       return;
   }
 }

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -91,6 +92,9 @@ class Qp {
   uint32_t rq_outstanding() const { return rq_.size(); }
   uint32_t expected_psn() const { return epsn_; }
   uint32_t next_send_psn() const { return sq_psn_; }
+  // One line of state for logs and failed tests: QP, requester and responder states, PSNs,
+  // the oldest send WQE.
+  std::string describe() const;
 
  private:
   friend class Device;

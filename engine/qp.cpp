@@ -1,6 +1,7 @@
 // Device resources, the QP state machine (ibv_modify_qp rules), posting, and the polling loop.
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "engine/engine.hpp"
@@ -63,6 +64,26 @@ std::string_view resp_state_name(RespState s) {
     case RespState::Error: return "ERROR";
   }
   return "?";
+}
+
+std::string Qp::describe() const {
+  char buf[512];
+  int n = std::snprintf(buf, sizeof buf,
+                        "qp 0x%x %s req=%s resp=%s sq=%u send_idx=%u sq_psn=0x%06x rd_atomic=%u epsn=0x%06x msn=%u"
+                        " seq_nak_sent=%d ack_pending=%d rnr_until=%llu last_progress=%llu",
+                        qpn_, std::string(qp_state_name(attr_.qp_state)).c_str(), std::string(req_state_name(req_state_)).c_str(),
+                        std::string(resp_state_name(resp_state_)).c_str(), sq_.size(), send_idx_, sq_psn_, rd_atomic_inflight_,
+                        epsn_, msn_, int(seq_nak_sent_), int(ack_pending_), (unsigned long long)rnr_until_ns_,
+                        (unsigned long long)last_progress_ns_);
+  std::string s(buf, size_t(n));
+  if (!sq_.empty()) {
+    const SendWqe& w = const_cast<Ring<SendWqe>&>(sq_).front();
+    n = std::snprintf(buf, sizeof buf, " | head %s len=%u first_psn=0x%06x npkts=%u next=%u rcvd=%u started=%d",
+                      std::string(wr_opcode_name(w.wr.opcode)).c_str(), w.length, w.first_psn, w.npkts, w.next_pkt,
+                      w.rcvd_pkts, int(w.started));
+    s.append(buf, size_t(n));
+  }
+  return s;
 }
 
 Qp::Qp(Device& dev, uint32_t qpn, const QpInitAttr& init)
@@ -228,7 +249,16 @@ int Device::modify_qp(Qp* qp, const QpAttr& a, uint32_t mask) {
 
   uint32_t required = 0, optional = 0;
   bool legal = false;
-  if (mask & kAttrState) {
+  if (!(mask & kAttrState)) {
+    // No STATE: a modify within the current state (INIT->INIT, RTS->RTS, SQD->SQD), as Linux
+    // treats it; RESET, RTR, SQE and ERR take no attributes this way.
+    for (const Transition& t : kRcTransitions)
+      if (t.from == cur && t.to == cur) {
+        legal = true;
+        required = t.required & ~kS;
+        optional = t.optional;
+      }
+  } else {
     if (to == QpState::Reset || to == QpState::Err) {
       legal = true;  // from any state, STATE only (CUR_STATE allowed)
       required = kS;

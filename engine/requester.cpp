@@ -191,6 +191,9 @@ void Device::go_back_n(Qp& qp, uint32_t psn) {
     if (!w.started) break;
     int32_t d = psn_diff(psn, w.first_psn);
     if (d < 0 || uint32_t(d) >= w.npkts) continue;
+    // Only ever move the send point back: an earlier restart that is still resending covers
+    // this one (moving forward would skip WQEs that restart reset to their first packet).
+    if (i > qp.send_idx_ || (i == qp.send_idx_ && uint32_t(d) >= w.next_pkt)) return;
     // Count what goes out again: from psn up to what had been sent.
     for (uint32_t j = i; j < qp.sq_.size() && j <= qp.send_idx_; ++j) {
       SendWqe& x = qp.sq_.at(j);

@@ -164,6 +164,8 @@ struct Counters {
   uint64_t icrc_errors = 0, malformed = 0, dropped_not_for_us = 0, dropped_unknown_qp = 0;
   uint64_t dropped_bad_state = 0, dropped_pkey = 0;
   uint64_t acks_sent = 0, acks_rcvd = 0, implied_naks = 0;
+  uint64_t stale_duplicates = 0;   // duplicate READ/atomic requests older than the saved state
+  uint64_t bad_responses = 0;      // ACKs with a reserved AETH syndrome
 
   void add(const Counters& o);
 };

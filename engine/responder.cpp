@@ -301,8 +301,7 @@ void Device::responder(Qp& qp, const proto::Packet& p) {
       return;
     }
     default:
-      ++qp.ctr_.malformed;
-      return;
+      return;  // not a request opcode: the dispatcher sends only requests here
   }
   qp.epsn_ = psn_add(qp.epsn_, 1);
   if (p.ack_req) {
@@ -334,7 +333,7 @@ void Device::on_duplicate(Qp& qp, const proto::Packet& p) {
       return;
     }
   }
-  ++qp.ctr_.malformed;  // nothing saved for it: too old to answer
+  ++qp.ctr_.stale_duplicates;  // nothing saved for it: too old to answer
 }
 
 bool Device::responses_pending(const Qp& qp) const {

@@ -1072,5 +1072,29 @@ TEST(Srq, QpWithSrqConsumesItsReceives) {
   EXPECT_EQ(srq->rq().size(), 1u);
 }
 
+
+// ibv_modify_qp without IBV_QP_STATE modifies attributes within the current state (Linux
+// accepts it for INIT, RTS and SQD); in RTR it takes nothing.
+TEST(StateNoStateBit, ModifiesWithinTheCurrentState) {
+  Pair pr;
+  QpAttr at;
+  at.min_rnr_timer = 20;
+  ASSERT_EQ(pr.a.dev->modify_qp(pr.a.qp, at, kAttrMinRnrTimer), 0);
+  EXPECT_EQ(pr.a.qp->state(), QpState::Rts);
+  EXPECT_EQ(pr.a.qp->attr().min_rnr_timer, 20);
+  EXPECT_EQ(pr.a.dev->modify_qp(pr.a.qp, at, kAttrSqPsn), EINVAL) << "RTS->RTS does not take SQ_PSN";
+  EXPECT_EQ(pr.a.dev->modify_qp(pr.a.qp, at, 0), 0) << "an empty modify is a no-op";
+  QpAttr r;
+  r.qp_state = QpState::Reset;
+  ASSERT_EQ(pr.a.dev->modify_qp(pr.a.qp, r, kAttrState), 0);
+  r.qp_state = QpState::Init;
+  r.port_num = 1;
+  ASSERT_EQ(pr.a.dev->modify_qp(pr.a.qp, r, kAttrState | kAttrPkeyIndex | kAttrPort | kAttrAccessFlags), 0);
+  at.qp_access_flags = kRemoteRead;
+  ASSERT_EQ(pr.a.dev->modify_qp(pr.a.qp, at, kAttrAccessFlags), 0);
+  EXPECT_EQ(pr.a.qp->attr().qp_access_flags, uint32_t(kRemoteRead));
+  EXPECT_EQ(pr.a.qp->state(), QpState::Init);
+}
+
 }  // namespace
 }  // namespace uroce::test
