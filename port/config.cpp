@@ -1,0 +1,181 @@
+#include "port/config.hpp"
+
+#include <arpa/inet.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace uroce::port {
+
+namespace {
+
+std::string trim(const std::string& s) {
+  size_t a = s.find_first_not_of(" \t\r\n");
+  if (a == std::string::npos) return {};
+  size_t b = s.find_last_not_of(" \t\r\n");
+  return s.substr(a, b - a + 1);
+}
+
+bool parse_u32(const std::string& s, uint32_t& out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  unsigned long v = std::strtoul(s.c_str(), &end, 0);
+  if (*end != 0 || v > 0xFFFFFFFFul) return false;
+  out = uint32_t(v);
+  return true;
+}
+
+bool parse_bool(const std::string& s, bool& out) {
+  if (s == "yes" || s == "true" || s == "1" || s == "on") return out = true, true;
+  if (s == "no" || s == "false" || s == "0" || s == "off") return out = false, true;
+  return false;
+}
+
+}  // namespace
+
+bool parse_mac(const std::string& s, proto::Mac& out) {
+  unsigned v[6];
+  char tail;
+  if (std::sscanf(s.c_str(), "%x:%x:%x:%x:%x:%x%c", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &tail) != 6)
+    return false;
+  for (int i = 0; i < 6; ++i) {
+    if (v[i] > 255) return false;
+    out[i] = uint8_t(v[i]);
+  }
+  return true;
+}
+
+bool parse_ip4(const std::string& s, uint8_t out[4]) { return inet_pton(AF_INET, s.c_str(), out) == 1; }
+bool parse_ip6(const std::string& s, proto::Ip6& out) { return inet_pton(AF_INET6, s.c_str(), out.data()) == 1; }
+
+std::string mac_str(const proto::Mac& m) {
+  char b[18];
+  std::snprintf(b, sizeof b, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+  return b;
+}
+
+std::string gid_str(const proto::Ip6& g) {
+  char b[INET6_ADDRSTRLEN];
+  if (engine::gid_is_v4mapped(g)) inet_ntop(AF_INET, g.data() + 12, b, sizeof b);
+  else inet_ntop(AF_INET6, g.data(), b, sizeof b);
+  return b;
+}
+
+proto::Ip6 link_local_from_mac(const proto::Mac& m) {
+  proto::Ip6 a{};
+  a[0] = 0xfe, a[1] = 0x80;
+  a[8] = m[0] ^ 0x02, a[9] = m[1], a[10] = m[2], a[11] = 0xff, a[12] = 0xfe, a[13] = m[3], a[14] = m[4], a[15] = m[5];
+  return a;
+}
+
+std::optional<EndpointConfig> load_config(const std::string& path, std::string& err) {
+  std::ifstream in(path);
+  if (!in) {
+    err = path + ": cannot open";
+    return std::nullopt;
+  }
+  EndpointConfig c;
+  c.file = path;
+  std::string line;
+  int lineno = 0;
+  auto fail = [&](const std::string& msg) {
+    err = path + ":" + std::to_string(lineno) + ": " + msg;
+    return std::nullopt;
+  };
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (auto h = line.find('#'); h != std::string::npos) line.resize(h);
+    line = trim(line);
+    if (line.empty()) continue;
+    auto eq = line.find('=');
+    if (eq == std::string::npos) return fail("expected key = value");
+    std::string key = trim(line.substr(0, eq)), val = trim(line.substr(eq + 1));
+    uint32_t u = 0;
+    if (key == "name") {
+      c.name = val;
+    } else if (key == "eal") {
+      std::istringstream ss(val);
+      std::string w;
+      while (ss >> w) c.eal.push_back(w);
+    } else if (key == "port") {
+      if (!parse_u32(val, u) || u > 0xFFFF) return fail("bad port id");
+      c.port = int(u);
+    } else if (key == "ip") {
+      std::string addr = val;
+      if (auto sl = val.find('/'); sl != std::string::npos) {
+        addr = val.substr(0, sl);
+        if (!parse_u32(val.substr(sl + 1), u) || u > 32) return fail("bad prefix length");
+        c.prefix4 = uint8_t(u);
+      }
+      if (!parse_ip4(addr, c.ip4)) return fail("bad IPv4 address");
+      c.have_ip4 = true;
+    } else if (key == "ip6") {
+      std::string addr = val.substr(0, val.find('/'));
+      if (!parse_ip6(addr, c.ip6)) return fail("bad IPv6 address");
+      c.have_ip6 = true;
+    } else if (key == "mac") {
+      if (val == "port") c.mac_from_port = true;
+      else if (parse_mac(val, c.mac)) c.mac_from_port = false;
+      else return fail("bad MAC (aa:bb:cc:dd:ee:ff or 'port')");
+    } else if (key == "mtu") {
+      switch (parse_u32(val, u) ? u : 0) {
+        case 256: c.path_mtu = engine::Mtu::M256; break;
+        case 512: c.path_mtu = engine::Mtu::M512; break;
+        case 1024: c.path_mtu = engine::Mtu::M1024; break;
+        case 2048: c.path_mtu = engine::Mtu::M2048; break;
+        case 4096: c.path_mtu = engine::Mtu::M4096; break;
+        default: return fail("path mtu must be 256, 512, 1024, 2048 or 4096");
+      }
+    } else if (key == "link_mtu") {
+      if (!parse_u32(val, u) || u < 576 || u > 16000) return fail("bad link_mtu");
+      c.link_mtu = u;
+    } else if (key == "mbufs") {
+      if (!parse_u32(val, u) || u < 512) return fail("bad mbufs (>= 512)");
+      c.mbufs = u;
+    } else if (key == "mbuf_size") {
+      if (!parse_u32(val, u) || u < 1024 || u > 65000) return fail("bad mbuf_size");
+      c.mbuf_size = u;
+    } else if (key == "mbuf_cache") {
+      if (!parse_u32(val, u) || u > 512) return fail("bad mbuf_cache (<= 512)");
+      c.mbuf_cache = u;
+    } else if (key == "rx_desc" || key == "tx_desc") {
+      if (!parse_u32(val, u) || u < 64 || u > 32768) return fail("bad descriptor count");
+      (key == "rx_desc" ? c.rx_desc : c.tx_desc) = uint16_t(u);
+    } else if (key == "gid_index") {
+      if (!parse_u32(val, u) || u > 1) return fail("gid_index is 0 (IPv6) or 1 (IPv4-mapped)");
+      c.gid_index = int(u);
+    } else if (key == "dscp") {
+      if (!parse_u32(val, u) || u > 63) return fail("bad dscp");
+      c.dscp = uint8_t(u);
+    } else if (key == "ecn") {
+      if (!parse_u32(val, u) || u > 3) return fail("bad ecn");
+      c.ecn = uint8_t(u);
+    } else if (key == "hop_limit" || key == "ttl") {
+      if (!parse_u32(val, u) || u < 1 || u > 255) return fail("bad hop_limit");
+      c.hop_limit = uint8_t(u);
+    } else if (key == "flow_isolate") {
+      if (!parse_bool(val, c.flow_isolate)) return fail("flow_isolate is yes or no");
+    } else if (key == "promiscuous") {
+      if (!parse_bool(val, c.promiscuous)) return fail("promiscuous is yes or no");
+    } else if (key == "arp_timeout_ms") {
+      if (!parse_u32(val, u)) return fail("bad arp_timeout_ms");
+      c.arp_timeout_ms = u;
+    } else {
+      return fail("unknown key '" + key + "'");
+    }
+  }
+  if (c.eal.empty()) return fail("no 'eal' line"), std::nullopt;
+  if (c.gid_index == 1 && !c.have_ip4) {
+    err = path + ": gid_index 1 (IPv4) needs an 'ip' line";
+    return std::nullopt;
+  }
+  if (engine::mtu_bytes(c.path_mtu) + 100 > c.link_mtu + 14) {
+    err = path + ": path mtu " + std::to_string(engine::mtu_bytes(c.path_mtu)) + " does not fit link_mtu " +
+          std::to_string(c.link_mtu);
+    return std::nullopt;
+  }
+  return c;
+}
+
+}  // namespace uroce::port

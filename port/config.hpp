@@ -1,0 +1,54 @@
+// Endpoint configuration for the DPDK port: one endpoint per file, `key = value` lines,
+// `#` starts a comment. The keys are documented in config/README.md.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/types.hpp"
+#include "proto/packet.hpp"
+
+namespace uroce::port {
+
+struct EndpointConfig {
+  std::string file;                    // where it was read from (for messages)
+  std::string name = "uroce0";         // device name (what ibv_get_device_list would show)
+  std::vector<std::string> eal;        // EAL arguments, split at whitespace
+  int port = -1;                       // DPDK port id; -1: the first available
+  bool have_ip4 = false;
+  uint8_t ip4[4] = {};
+  uint8_t prefix4 = 24;
+  bool have_ip6 = false;
+  proto::Ip6 ip6{};                    // explicit IPv6 address (else link-local from the MAC)
+  bool mac_from_port = true;
+  proto::Mac mac{};
+  engine::Mtu path_mtu = engine::Mtu::M1024;
+  uint32_t link_mtu = 1500;            // IP MTU of the link (frame = link_mtu + 14)
+  uint32_t mbufs = 8191;               // mbufs in the pool
+  uint32_t mbuf_cache = 256;
+  uint32_t mbuf_size = 0;              // mbuf data room after the headroom; 0: the largest frame
+  uint16_t rx_desc = 1024, tx_desc = 1024;
+  int gid_index = 1;                   // 0: IPv6 (explicit ip6, or link-local from MAC); 1: IPv4-mapped
+  uint8_t dscp = 0, ecn = 0, hop_limit = 64;
+  bool flow_isolate = false;           // rte_flow isolation (share a NIC port with the kernel)
+  bool promiscuous = true;             // enable promiscuous mode when our MAC is not the port's
+  uint32_t arp_timeout_ms = 3000;      // bounded address resolution
+
+  uint32_t max_frame() const { return link_mtu + 14; }
+};
+
+// Reads a config file; on error returns nullopt and sets `err` ("file:line: message").
+std::optional<EndpointConfig> load_config(const std::string& path, std::string& err);
+
+// Text helpers, shared with uroce-perf.
+bool parse_mac(const std::string& s, proto::Mac& out);
+bool parse_ip4(const std::string& s, uint8_t out[4]);
+bool parse_ip6(const std::string& s, proto::Ip6& out);
+std::string mac_str(const proto::Mac& m);
+std::string gid_str(const proto::Ip6& g);   // a.b.c.d for IPv4-mapped, else IPv6 text
+
+// The IPv6 link-local address (fe80::/64, modified EUI-64) for a MAC, as rxe's GID index 0.
+proto::Ip6 link_local_from_mac(const proto::Mac& m);
+
+}  // namespace uroce::port

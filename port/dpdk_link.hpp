@@ -1,0 +1,115 @@
+// DpdkLink: the engine's Link over one DPDK ethdev port and queue (any vdev or PCI NIC the EAL
+// arguments name), and the small control plane an endpoint with its own IP and MAC needs:
+// ARP and IPv6 neighbour discovery (answering for our address, a small neighbour cache filled
+// from replies and advertisements, bounded resolution), ICMP/ICMPv6 echo so `ping` works.
+// recv() hands the engine only UDP 4791 frames for our MAC and IP; everything else is
+// answered here or counted and dropped.
+//
+// Single-threaded like the engine: one thread calls everything. No DPDK type appears in this
+// header, so code that includes it does not need the DPDK include flags.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "engine/link.hpp"
+#include "port/config.hpp"
+
+namespace uroce::port {
+
+struct LinkCounters {
+  uint64_t rx_frames = 0, rx_roce = 0, tx_frames = 0, tx_refused = 0, alloc_failed = 0;
+  uint64_t arp_requests = 0, arp_replies_sent = 0, arp_replies_rcvd = 0;
+  uint64_t icmp_echo = 0, icmp_replies_sent = 0;
+  uint64_t nd_solicits = 0, nd_adverts_sent = 0, nd_adverts_rcvd = 0;
+  uint64_t drop_not_our_mac = 0, drop_not_our_ip = 0, drop_udp_port = 0, drop_ip_proto = 0, drop_ethertype = 0,
+           drop_malformed = 0, drop_multiseg = 0;
+  uint64_t dropped() const {
+    return drop_not_our_mac + drop_not_our_ip + drop_udp_port + drop_ip_proto + drop_ethertype + drop_malformed +
+           drop_multiseg;
+  }
+};
+
+// Nanoseconds from the TSC (rte_get_tsc_cycles), calibrated by the EAL.
+class TscClock : public engine::Clock {
+ public:
+  TscClock();
+  uint64_t now_ns() const override;
+
+ private:
+  uint64_t mult_ = 0;  // ns per cycle, 32.32 fixed point
+};
+
+class DpdkLink : public engine::Link {
+ public:
+  // Starts the EAL (once per process) with cfg.eal plus `extra_eal`, then configures and starts
+  // the port. nullptr and `err` on failure.
+  static std::unique_ptr<DpdkLink> open(const EndpointConfig& cfg, std::string& err,
+                                        const std::vector<std::string>& extra_eal = {});
+  ~DpdkLink() override;
+
+  bool alloc(engine::PacketBuf& b, uint32_t len) override;
+  size_t send(engine::PacketBuf* bufs, size_t n) override;
+  size_t recv(engine::PacketBuf* bufs, size_t max) override;
+  void release(engine::PacketBuf& b) override;
+  uint32_t max_frame() const override { return max_frame_; }
+
+  // Waits (bounded) until the port reports link up.
+  bool wait_link_up(uint32_t timeout_ms);
+
+  // Resolves a peer's MAC from its GID (ARP for IPv4-mapped, neighbour solicitation for IPv6),
+  // re-asking every 200 ms until cfg.arp_timeout_ms. `pump` is called while waiting: it must
+  // call recv() (Device::progress does); without one, recv() is called here and any RoCE
+  // frames received meanwhile are dropped.
+  bool resolve(const proto::Ip6& gid, proto::Mac& out, const std::function<void()>& pump = {});
+  bool lookup(const proto::Ip6& gid, proto::Mac& out) const;
+
+  const proto::Mac& mac() const { return mac_; }
+  const proto::Ip6& gid() const { return gid_; }       // the one the engine uses (gid_index)
+  const EndpointConfig& config() const { return cfg_; }
+  const LinkCounters& counters() const { return ctr_; }
+  uint16_t port_id() const { return port_; }
+  std::string describe() const;   // driver, port, MAC, addresses
+  std::string counters_text() const;
+
+ private:
+  DpdkLink() = default;
+  bool setup(std::string& err);
+  void classify(void* mbuf, engine::PacketBuf* out, size_t& k);
+  bool handle_arp(void* m, uint8_t* f, uint32_t len);
+  bool handle_icmp4(void* m, uint8_t* f, uint32_t len, uint32_t l3);
+  bool handle_icmp6(void* m, uint8_t* f, uint32_t len, uint32_t l3);
+  bool tx_one(void* m);
+  void learn(const proto::Ip6& ip, const uint8_t* mac);
+  void send_arp_request(const uint8_t ip[4]);
+  void send_neighbour_solicit(const proto::Ip6& ip);
+
+  EndpointConfig cfg_;
+  uint16_t port_ = 0;
+  void* pool_ = nullptr;     // rte_mempool*
+  uint32_t max_frame_ = 1514;
+  proto::Mac mac_{};
+  proto::Ip6 gid_{};
+  proto::Ip6 ip6_{};         // our IPv6 address (explicit or link-local)
+  bool have_ip4_ = false;
+  uint8_t ip4_[4] = {};
+  LinkCounters ctr_;
+  struct Neighbour {
+    proto::Ip6 ip{};
+    proto::Mac mac{};
+    bool valid = false;
+  };
+  std::array<Neighbour, 16> neigh_{};
+  uint32_t neigh_next_ = 0;
+  std::vector<void*> flows_;  // rte_flow* (flow isolation rules)
+  // Frames the port's queue did not take yet, oldest first (a software extension of the tx
+  // ring): sent before anything new, so a momentarily full ring does not become a loss.
+  static constexpr uint32_t kBacklog = 4096;
+  std::vector<void*> backlog_ = std::vector<void*>(kBacklog);
+  uint32_t bl_head_ = 0, bl_n_ = 0;
+  bool drain_backlog();
+};
+
+}  // namespace uroce::port
