@@ -9,6 +9,7 @@
 // verified after every size (CRC of the target buffers, atomic results); any error completion
 // or mismatch exits non-zero.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -26,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -201,7 +203,9 @@ class Tcp {
   }
 };
 
-int tcp_server(uint16_t port) {
+// Accepts one connection, calling pump() while waiting so the endpoint keeps answering ARP,
+// ND and ping (and acknowledging) in the meantime.
+int tcp_server(uint16_t port, const std::function<void()>& pump) {
   int ls = socket(AF_INET6, SOCK_STREAM, 0);
   bool v6 = ls >= 0;
   if (!v6) ls = socket(AF_INET, SOCK_STREAM, 0);
@@ -224,13 +228,20 @@ int tcp_server(uint16_t port) {
   }
   if (rc != 0) die("bind TCP port %u: %s", port, std::strerror(errno));
   if (listen(ls, 1) != 0) die("listen: %s", std::strerror(errno));
-  int fd = accept(ls, nullptr, nullptr);
-  if (fd < 0) die("accept: %s", std::strerror(errno));
-  close(ls);
-  return fd;
+  fcntl(ls, F_SETFL, fcntl(ls, F_GETFL) | O_NONBLOCK);
+  for (;;) {
+    int fd = accept(ls, nullptr, nullptr);
+    if (fd >= 0) {
+      fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+      close(ls);
+      return fd;
+    }
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) die("accept: %s", std::strerror(errno));
+    for (int i = 0; i < 1024; ++i) pump();
+  }
 }
 
-int tcp_client(const std::string& host, uint16_t port, uint32_t timeout_s) {
+int tcp_client(const std::string& host, uint16_t port, uint32_t timeout_s, const std::function<void()>& pump) {
   addrinfo hints{}, *res = nullptr;
   hints.ai_socktype = SOCK_STREAM;
   std::string ps = std::to_string(port);
@@ -245,7 +256,9 @@ int tcp_client(const std::string& host, uint16_t port, uint32_t timeout_s) {
     }
     close(fd);
     if (rte_get_tsc_cycles() > end) die("cannot connect to %s:%u", host.c_str(), port);
-    usleep(100'000);  // the server may not be listening yet
+    // The server may not be listening yet: keep the endpoint alive for 100 ms, then retry.
+    const uint64_t until = rte_get_tsc_cycles() + rte_get_tsc_hz() / 10;
+    while (rte_get_tsc_cycles() < until) pump();
   }
 }
 
@@ -380,7 +393,8 @@ const char* test_name(const Opts& o) {
 
 void connect_qps(Ctx& c) {
   // Exchange connection data over TCP.
-  c.tcp.fd = c.server ? tcp_server(c.o.tcp_port) : tcp_client(c.o.peer, c.o.tcp_port, 30);
+  const auto pump = [&] { c.pump(); };
+  c.tcp.fd = c.server ? tcp_server(c.o.tcp_port, pump) : tcp_client(c.o.peer, c.o.tcp_port, 30, pump);
   int one = 1;
   setsockopt(c.tcp.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   Hello h;
@@ -884,9 +898,12 @@ int main(int argc, char** argv) {
   const Counters ec = c.dev->counters();
   if (c.o.stats) {
     std::printf("link: %s\n", c.link->counters_text().c_str());
-    std::printf("engine: tx_packets=%lu rx_packets=%lu retransmitted=%lu timeouts=%lu\n",
+    std::printf("engine: tx_packets=%lu rx_packets=%lu retransmitted=%lu timeouts=%lu seq_naks_sent=%lu "
+                "icrc_errors=%lu malformed=%lu dropped_not_for_us=%lu dropped_unknown_qp=%lu duplicates=%lu\n",
                 (unsigned long)ec.tx_packets, (unsigned long)ec.rx_packets, (unsigned long)ec.retransmitted,
-                (unsigned long)ec.timeouts);
+                (unsigned long)ec.timeouts, (unsigned long)ec.seq_naks_sent, (unsigned long)ec.icrc_errors,
+                (unsigned long)ec.malformed, (unsigned long)ec.dropped_not_for_us,
+                (unsigned long)ec.dropped_unknown_qp, (unsigned long)ec.duplicates);
   }
   std::printf("data verification: %s\n", ok ? "OK" : "FAILED");
   std::fflush(stdout);

@@ -1,0 +1,373 @@
+#!/usr/bin/python3
+"""Port suite driver: runs two uroce-perf processes over memif or over af_packet on the netns
+veth pair (scripts/netns-pair), checks exit codes, data verification and link counters, and
+exercises ARP, ND, ping, foreign frames and a garbage flood from the peer namespace.
+
+Every scenario cleans up after itself (processes, memif socket, namespaces), also when it
+fails or meson's timeout terminates it (SIGTERM). Needs root; exits 77 (skip) otherwise.
+
+usage: port_test.py --perf BUILD/port/uroce-perf --configs CONFIG_DIR --netns SCRIPT SCENARIO
+"""
+import argparse
+import os
+import random
+import re
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+SOCK = "/tmp/uroce-memif.sock"
+procs = []
+netns_up = False
+args = None
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def cleanup():
+    global netns_up
+    for p in procs:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    for p in procs:
+        try:
+            p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    procs.clear()
+    if os.path.exists(SOCK):
+        os.unlink(SOCK)
+    if netns_up:
+        subprocess.run([args.netns, "down"], check=False)
+        netns_up = False
+
+
+def on_term(signum, frame):
+    raise SystemExit(f"terminated by signal {signum}")
+
+
+def start(cmd, out):
+    log("+", " ".join(cmd))
+    f = open(out, "w")
+    p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+    procs.append(p)
+    return p
+
+
+def finish(p, out, timeout):
+    try:
+        rc = p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        rc = None
+    text = open(out).read()
+    return rc, text
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Fail(msg)
+
+
+def cfg(name):
+    return os.path.join(args.configs, name)
+
+
+def perf_pair(server_cmd_prefix, client_cmd_prefix, scfg, ccfg, peer, opts, tag, timeout=45, during=None):
+    """Runs a server and a client with the same options; returns (server_text, client_text)."""
+    if os.path.exists(SOCK):
+        os.unlink(SOCK)
+    sout, cout = f"/tmp/uroce-port-{tag}-s.log", f"/tmp/uroce-port-{tag}-c.log"
+    common = ["--timeout", str(timeout)] + opts
+    s = start(server_cmd_prefix + [args.perf, "--config", scfg, "--stats"] + common, sout)
+    # memif: the client needs the server's socket; af_packet: the server must be up first.
+    t0 = time.time()
+    # memif listens on an abstract socket (DPDK's default): look for it in /proc/net/unix.
+    while "memif" in scfg and time.time() - t0 < 10 and "@" + SOCK not in open("/proc/net/unix").read():
+        time.sleep(0.05)
+    time.sleep(0.2)
+    c = start(client_cmd_prefix + [args.perf, "--config", ccfg, "--stats"] + common + [peer], cout)
+    if during:
+        during()
+    crc, ctext = finish(c, cout, timeout + 5)
+    src, stext = finish(s, sout, 10)
+    ok = crc == 0 and src == 0 and "data verification: OK" in ctext and "data verification: OK" in stext
+    if not ok:
+        log(f"--- server ({src}) ---\n{stext}\n--- client ({crc}) ---\n{ctext}")
+        raise Fail(f"{tag}: server rc {src}, client rc {crc}")
+    rows = [l for l in ctext.splitlines() if re.match(r"^ \d+ ", l)]
+    log(f"{tag}: ok; " + " | ".join(" ".join(r.split()) for r in rows[-3:]))
+    procs.clear()
+    return stext, ctext
+
+
+def counters(text, which="link"):
+    for line in text.splitlines():
+        if line.startswith(which + ":"):
+            return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", line)}
+    raise Fail(f"no {which} counters in output")
+
+
+OPS = [
+    ("write-bw", ["--test", "write", "-a", "--max-size", "65536", "-n", "200", "-q", "2"]),
+    ("send-bw", ["--test", "send", "-a", "--max-size", "65536", "-n", "200"]),
+    ("read-bw", ["--test", "read", "-a", "--max-size", "65536", "-n", "200"]),
+    ("fadd-bw", ["--test", "atomic", "-n", "2000"]),
+    ("cas-bw", ["--test", "atomic", "-A", "cas", "-n", "2000", "-q", "2"]),
+    ("write-lat", ["--test", "write", "--mode", "lat", "-a", "--max-size", "8192", "-n", "100"]),
+    ("send-lat", ["--test", "send", "--mode", "lat", "-a", "--max-size", "8192", "-n", "100"]),
+    ("read-lat", ["--test", "read", "--mode", "lat", "-s", "4096", "-n", "200"]),
+    ("atomic-lat", ["--test", "atomic", "--mode", "lat", "-n", "200"]),
+]
+
+
+def scenario_memif_ops():
+    for tag, opts in OPS:
+        perf_pair([], [], cfg("memif-server.conf"), cfg("memif-client.conf"), "127.0.0.1", opts, "memif-" + tag)
+    # Big messages across many MTU-sized packets.
+    perf_pair([], [], cfg("memif-server.conf"), cfg("memif-client.conf"), "127.0.0.1",
+              ["--test", "write", "-s", "4194304", "-n", "20"], "memif-write-4M")
+
+
+NSA = ["ip", "netns", "exec", "uroce-a"]
+NSB = ["ip", "netns", "exec", "uroce-b"]
+
+
+def ns_up():
+    global netns_up
+    subprocess.run([args.netns, "up"], check=True)
+    netns_up = True
+
+
+def scenario_veth_ops():
+    ns_up()
+    for tag, opts in OPS:
+        if tag in ("send-lat", "read-lat"):
+            continue  # covered over memif; keeps the suite short
+        perf_pair(NSB, NSA, cfg("veth-b.conf"), cfg("veth-a.conf"), "198.18.0.2", opts, "veth-" + tag)
+
+
+def scenario_veth_ipv6():
+    """RoCEv2 over IPv6 (link-local GIDs, gid_index 0): the peer's MAC comes from ND."""
+    ns_up()
+    tmp = "/tmp/uroce-port-v6"
+    os.makedirs(tmp, exist_ok=True)
+    for s in "ab":
+        text = open(cfg(f"veth-{s}.conf")).read().replace("gid_index = 1", "gid_index = 0")
+        open(f"{tmp}/veth-{s}6.conf", "w").write(text)
+    st, ct = perf_pair(NSB, NSA, f"{tmp}/veth-b6.conf", f"{tmp}/veth-a6.conf", "198.18.0.2",
+                       ["--test", "write", "-a", "--max-size", "16384", "-n", "200"], "veth-ipv6-write")
+    check("fe80::" in ct, "client did not use an IPv6 GID")
+    lc = counters(ct)
+    check(lc["nd_adverts_rcvd"] >= 1 and lc["nd_adverts_sent"] >= 1, f"no ND exchange: {lc}")
+
+
+def icmp_checksum(b):
+    if len(b) % 2:
+        b += b"\0"
+    s = sum(struct.unpack(f"!{len(b) // 2}H", b))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+PING_PY = r'''
+import socket, struct, sys, time
+fam, addr, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def csum(b):
+    if len(b) % 2: b += b"\0"
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    while s >> 16: s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+if fam == "4":
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP); dest = (addr, 0); req, rep = 8, 0
+else:
+    s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6)
+    a, _, ifc = addr.partition("%"); dest = (a, 0, 0, socket.if_nametoindex(ifc)); req, rep = 128, 129
+s.settimeout(1.0)
+got = 0
+for seq in range(n):
+    payload = b"uroce-ping" + bytes(range(22))
+    hdr = struct.pack("!BBHHH", req, 0, 0, 0x7572, seq)
+    if fam == "4": hdr = struct.pack("!BBHHH", req, 0, csum(hdr + payload), 0x7572, seq)
+    s.sendto(hdr + payload, dest)
+    end = time.time() + 1.0
+    while time.time() < end:
+        try: data, _ = s.recvfrom(2048)
+        except socket.timeout: break
+        if fam == "4": data = data[(data[0] & 15) * 4:]
+        if data[0] == rep and data[8:] == payload and struct.unpack("!H", data[6:8])[0] == seq:
+            got += 1; break
+print("ping replies %d/%d" % (got, n)); sys.exit(0 if got == n else 1)
+'''
+
+
+def ping(ns, fam, addr, n=3):
+    r = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", PING_PY, fam, addr, str(n)],
+                       capture_output=True, text=True, timeout=20)
+    log(f"ping -{fam} {addr} from {ns}: {r.stdout.strip()} {r.stderr.strip()}")
+    return r.returncode == 0
+
+
+def raw_sender(ns, script, *a):
+    return subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", script] + list(a),
+                            start_new_session=True)
+
+
+FOREIGN_PY = r'''
+import socket, struct, sys
+ifc, dmac, n = sys.argv[1], bytes.fromhex(sys.argv[2].replace(":", "")), int(sys.argv[3])
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW); s.bind((ifc, 0))
+smac = bytes.fromhex("02feedc6120e")
+def ip4(src, dst, payload, proto=17):
+    h = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(payload), 0, 0x4000, 64, proto, 0, socket.inet_aton(src), socket.inet_aton(dst))
+    return h + payload
+def udp(dport, body): return struct.pack("!HHHH", 0xC000, dport, 8 + len(body), 0) + body
+bth = struct.pack("!BBHII", 0x0a, 0, 0xffff, 0x11, 0) + bytes(20)
+for i in range(n):
+    s.send(dmac + smac + b"\x08\x00" + ip4("198.18.0.2", "198.18.0.99", udp(4791, bth)))   # another IP
+    s.send(dmac + smac + b"\x08\x00" + ip4("198.18.0.2", "198.18.0.11", udp(4792, bth)))   # another port
+print("sent", 2 * n)
+'''
+
+FLOOD_PY = r'''
+import os, random, socket, struct, sys, time
+ifc, dmac, secs = sys.argv[1], bytes.fromhex(sys.argv[2].replace(":", "")), float(sys.argv[3])
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW); s.bind((ifc, 0))
+rnd = random.Random(5)
+smac = bytes.fromhex("02feedc6120f")
+ip = socket.inet_aton("198.18.0.11")
+def ip4(payload, proto=17, tot=None):
+    return struct.pack("!BBHHHBBH4s4s", 0x45, 0, tot or 20 + len(payload), 0, 0x4000, 64, proto, 0,
+                       socket.inet_aton("198.18.0.2"), ip) + payload
+frames = []
+for i in range(512):
+    k = i % 8
+    body = os.urandom(rnd.randint(0, 200))
+    if k == 0: f = os.urandom(rnd.randint(14, 300))                                   # pure garbage
+    elif k == 1: f = dmac + smac + b"\x08\x00" + os.urandom(rnd.randint(0, 100))       # bad IPv4
+    elif k == 2:                                                                       # RoCE, bad ICRC
+        f = dmac + smac + b"\x08\x00" + ip4(struct.pack("!HHHH", 0xC000, 4791, 8 + 12 + len(body), 0) + os.urandom(12) + body)
+    elif k == 3: f = dmac + smac + b"\x08\x00" + ip4(os.urandom(30), tot=1400)         # lying lengths
+    elif k == 4: f = dmac + smac + b"\x08\x06" + os.urandom(28)                        # broken ARP
+    elif k == 5: f = dmac + smac + b"\x86\xdd" + os.urandom(rnd.randint(0, 120))       # broken IPv6
+    elif k == 6: f = b"\xff" * 6 + smac + b"\x08\x06" + os.urandom(28)                 # broadcast ARP junk
+    else: f = dmac + smac + struct.pack("!H", rnd.randint(0, 0xffff)) + body          # other ethertypes
+    frames.append(f[:1500])
+n = 0
+end = time.time() + secs
+while time.time() < end:
+    for f in frames:
+        try: s.send(f)
+        except OSError: pass
+    n += len(frames)
+print("flood sent", n)
+'''
+
+
+def scenario_veth_arp_ping():
+    """A server waiting for its client answers ARP and ping (IPv4 and IPv6) from the peer
+    namespace's kernel; frames for another IP or UDP port are dropped and counted."""
+    ns_up()
+    sout = "/tmp/uroce-port-ping-s.log"
+    s = start(NSA + [args.perf, "--config", cfg("veth-a.conf"), "--stats", "--timeout", "60",
+                     "--test", "write", "-s", "4096", "-n", "100"], sout)
+    time.sleep(1.5)
+    check(ping("uroce-b", "4", "198.18.0.11"), "IPv4 ping of the uroce address failed")
+    neigh = subprocess.run(["ip", "-n", "uroce-b", "neigh", "show", "198.18.0.11"], capture_output=True, text=True).stdout
+    log("kernel neighbour entry:", neigh.strip())
+    check("02:00:c6:12:00:11" in neigh, "the kernel did not learn the uroce MAC by ARP")
+    check(ping("uroce-b", "6", "fe80::c6ff:fe12:11%uroce-vb"), "IPv6 ping of the uroce link-local address failed")
+    r = subprocess.run(NSB + [sys.executable, "-c", FOREIGN_PY, "uroce-vb", "02:00:c6:12:00:11", "20"],
+                       capture_output=True, text=True, timeout=20)
+    check(r.returncode == 0, "foreign frame sender failed: " + r.stderr)
+    time.sleep(0.3)
+    # A client completes the run, so the server prints its counters.
+    c = start(NSB + [args.perf, "--config", cfg("veth-b.conf"), "--stats", "--timeout", "30",
+                     "--test", "write", "-s", "4096", "-n", "100", "198.18.0.1"], "/tmp/uroce-port-ping-c.log")
+    crc, ctext = finish(c, "/tmp/uroce-port-ping-c.log", 40)
+    src, stext = finish(s, sout, 10)
+    procs.clear()
+    check(crc == 0 and src == 0, f"uroce-perf failed: server {src} client {crc}\n{stext}\n{ctext}")
+    lc = counters(stext)
+    log("server link counters:", {k: v for k, v in lc.items() if v})
+    check(lc["arp_requests"] >= 1 and lc["arp_replies_sent"] >= 1, "no ARP reply counted")
+    check(lc["icmp_echo"] >= 6 and lc["icmp_replies_sent"] >= 6, "echo requests not all answered")
+    check(lc["nd_solicits"] >= 1 and lc["nd_adverts_sent"] >= 1, "no ND exchange counted")
+    check(lc["drop_not_our_ip"] >= 20, "frames for another IP not counted")
+    check(lc["drop_udp_port"] >= 20, "frames for another UDP port not counted")
+    ec = counters(stext, "engine")
+    check(ec["rx_packets"] >= 100, "engine saw too few packets")
+
+
+def scenario_veth_flood():
+    """A flood of garbage frames at the server does not disturb a running transfer."""
+    ns_up()
+    flood = []
+
+    def during():
+        time.sleep(1.0)
+        flood.append(raw_sender("uroce-b", FLOOD_PY, "uroce-vb", "02:00:c6:12:00:11", "6"))
+
+    st, ct = perf_pair(NSA, NSB, cfg("veth-a.conf"), cfg("veth-b.conf"), "198.18.0.1",
+                       ["--test", "write", "-a", "--max-size", "1048576", "--cq-mod", "16", "-n", "150"],
+                       "veth-flood-write", timeout=60, during=during)
+    for p in flood:
+        p.wait(timeout=20)
+    lc = counters(st)
+    ec = counters(st, "engine")
+    log("server link counters:", {k: v for k, v in lc.items() if v})
+    log("server engine counters:", {k: v for k, v in ec.items() if v})
+    dropped = sum(v for k, v in lc.items() if k.startswith("drop_"))
+    check(dropped > 1000, f"flood not seen by the server (dropped {dropped})")
+
+
+SCENARIOS = {
+    "memif-ops": scenario_memif_ops,
+    "veth-ops": scenario_veth_ops,
+    "veth-ipv6": scenario_veth_ipv6,
+    "veth-arp-ping": scenario_veth_arp_ping,
+    "veth-flood": scenario_veth_flood,
+}
+
+
+def main():
+    global args
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--perf", required=True)
+    ap.add_argument("--configs", required=True)
+    ap.add_argument("--netns", required=True)
+    ap.add_argument("scenario", choices=sorted(SCENARIOS))
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        print("skipped: needs root (DPDK vdevs, network namespaces)")
+        return 77
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    try:
+        SCENARIOS[args.scenario]()
+        log(f"{args.scenario}: PASS")
+        return 0
+    except Fail as e:
+        log(f"{args.scenario}: FAIL: {e}")
+        return 1
+    finally:
+        cleanup()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
