@@ -48,6 +48,7 @@ std::string_view error_name(ParseError e) {
     case ParseError::BadPadCount: return "pad count inconsistent with the length";
     case ParseError::UnexpectedPayload: return "payload on an opcode that carries none";
     case ParseError::BadIcrc: return "bad ICRC";
+    case ParseError::BadUdpChecksum: return "bad UDP checksum";
   }
   return "?";
 }
@@ -176,6 +177,18 @@ uint16_t udp_checksum(const Packet& pk, const uint8_t* udp, size_t udp_len) {
   return c == 0 ? 0xFFFF : c;
 }
 
+bool udp_checksum_ok(const Packet& pk, const uint8_t* udp, size_t udp_len) {
+  uint32_t sum = 0;
+  const size_t alen = pk.ip_version == 4 ? 4 : 16;
+  sum = sum16(sum, pk.ip_src.data(), alen);
+  sum = sum16(sum, pk.ip_dst.data(), alen);
+  sum += kIpProtoUdp;
+  sum += uint32_t(udp_len);
+  sum = sum16(sum, udp, udp_len);
+  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+  return sum == 0xFFFF;
+}
+
 size_t l2_len(const Packet& p) { return EthView<const uint8_t>::kSize + 4u * p.vlan_count; }
 size_t ip_hdr_len(const Packet& p) {
   return p.ip_version == 4 ? Ipv4View<const uint8_t>::kSize + p.ipv4_options.size() : Ipv6View<const uint8_t>::kSize;
@@ -261,6 +274,8 @@ ParseResult parse(std::span<const uint8_t> frame, Packet& out, const ParseOption
   out.udp_checksum = udp.checksum() != 0;
   if (udp.length() != end - off) return fail(ParseError::UdpLengthMismatch);
   if (udp.dst_port() != kRoceV2Port) return fail(ParseError::NotRoceV2Port);
+  // A nonzero checksum is verified, as the kernel's UDP layer does before rxe sees a frame.
+  if (out.udp_checksum && !udp_checksum_ok(out, base + off, end - off)) return fail(ParseError::BadUdpChecksum);
   off += UdpView<const uint8_t>::kSize;
 
   // BTH

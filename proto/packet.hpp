@@ -111,7 +111,7 @@ enum class ParseError : uint8_t {
   BadIpv4Checksum,
   Ipv4Fragment,         // MF set or fragment offset nonzero: RoCEv2 is never fragmented
   NotUdp,               // IP protocol / next header is not 17
-  IpLengthMismatch,     // IP length says more than the frame holds, or less than its headers
+  IpLengthMismatch,     // IP length less than its own headers (more than the frame: Truncated)
   UdpLengthMismatch,    // UDP length disagrees with the IP payload length
   NotRoceV2Port,        // UDP destination port is not 4791
   BadTver,              // BTH transport header version is not 0
@@ -120,6 +120,7 @@ enum class ParseError : uint8_t {
   BadPadCount,          // payload + pad not a multiple of 4, or pad longer than the payload
   UnexpectedPayload,    // payload on an opcode that carries none (ACK, READ request, atomics)
   BadIcrc,
+  BadUdpChecksum,       // a nonzero UDP checksum that does not verify (0 means none, as rxe sends)
 };
 std::string_view error_name(ParseError e);
 

@@ -11,7 +11,9 @@ inline constexpr uint32_t kPsnHalf = 0x800000;
 constexpr uint32_t psn_add(uint32_t psn, int64_t n) { return uint32_t((int64_t(psn) + n) & kPsnMask); }
 constexpr uint32_t psn_next(uint32_t psn) { return (psn + 1) & kPsnMask; }
 
-// Signed distance a - b in (-2^23, 2^23]: how many PSNs a is ahead of b.
+// Signed distance a - b in [-2^23, 2^23): how many PSNs a is ahead of b. Two PSNs exactly
+// 2^23 apart are each "before" the other: the spec leaves that case undefined, and a window
+// never spans it.
 constexpr int32_t psn_diff(uint32_t a, uint32_t b) {
   return int32_t(((a - b) & kPsnMask) << 8) >> 8;
 }

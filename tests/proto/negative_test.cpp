@@ -236,7 +236,7 @@ TEST(Negative, EverySingleBitFlip) {
           else if (j <= 5) {
             // A shorter UDP length first disagrees with the IP payload length.
             want = {ParseError::UdpLengthMismatch};
-          } else want = {ParseError::Ok};  // UDP checksum: masked by the ICRC, not verified
+          } else want = {ParseError::BadUdpChecksum};  // 0 became nonzero: verified, and wrong
         } else if (i < bth + 12) {
           const size_t j = i - bth;
           if (j == 0) want = after_bth(nb, pad, after);
@@ -384,6 +384,22 @@ TEST(ParseErrors, UdpLengthMismatch) {
       u.set_length(uint16_t(u.length() + delta));
       EXPECT_TRUE(parses_as(f, {ParseError::UdpLengthMismatch})) << delta;
     }
+  }
+}
+
+TEST(ParseErrors, BadUdpChecksum) {
+  // A correct nonzero checksum parses; the same frame with one checksum bit changed does not.
+  for (Frame f : {base_v4(), base_v6()}) {
+    Packet p;
+    ASSERT_TRUE(parse(f, p).ok());
+    p.udp_checksum = true;
+    Frame g(frame_len(p));
+    ASSERT_TRUE(build(p, g).ok());
+    EXPECT_TRUE(parses_as(g, {ParseError::Ok}));
+    const size_t csum = 14 + t::ip_header_len_at(g, 14) + 6;
+    EXPECT_NE(load_be16(&g[csum]), 0);
+    g[csum + 1] ^= 0x01;
+    EXPECT_TRUE(parses_as(g, {ParseError::BadUdpChecksum}));
   }
 }
 
