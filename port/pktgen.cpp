@@ -92,10 +92,17 @@ int main(int argc, char** argv) {
       uint64_t now = rte_get_tsc_cycles();
       uint16_t n = rte_eth_rx_burst(pid, 0, ms, 64);
       if (n) {
-        if (!got) first = now;
-        got += n;
-        last = now;
+        // Count only the generator's frames (ethertype 0x88B5), not the kernel's chatter.
+        uint16_t mine = 0;
+        for (uint16_t i = 0; i < n; ++i) {
+          const uint8_t* f = rte_pktmbuf_mtod(ms[i], const uint8_t*);
+          mine += ms[i]->data_len >= 14 && f[12] == 0x88 && f[13] == 0xB5;
+        }
         rte_pktmbuf_free_bulk(ms, n);
+        if (!mine) continue;
+        if (!got) first = now;
+        got += mine;
+        last = now;
       } else if ((got && now - last > hz / 2) || now > end) {
         break;
       }
