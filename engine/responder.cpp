@@ -345,8 +345,9 @@ bool Device::responses_pending(const Qp& qp) const {
 void Device::send_read_responses(Qp& qp) {
   const uint32_t n = uint32_t(qp.res_.size());
   namespace op = proto::op;
-  for (uint32_t i = 0; i < n; ++i) {
-    RdAtomicRes& r = qp.res_[(qp.res_next_ + i) % n];
+  // Oldest first, from res_next_ round the ring (no division: this runs on every progress()).
+  for (uint32_t i = 0, j = qp.res_next_; i < n; ++i, j = j + 1 == n ? 0 : j + 1) {
+    RdAtomicRes& r = qp.res_[j];
     if (!r.valid) continue;
     if (r.atomic) {
       if (r.sent == 0) {
