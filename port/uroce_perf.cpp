@@ -62,6 +62,7 @@ struct Opts {
   bool cas = false;           // atomic: compare-and-swap instead of fetch-and-add
   bool stats = false;
   uint32_t timeout_s = 120;
+  uint32_t window = 0;        // engine send window in packets (0: the engine's default)
   std::vector<std::string> eal_extra;
 };
 
@@ -92,6 +93,7 @@ void usage() {
                "  -m, --mtu BYTES                 path MTU (default: the config's)\n"
                "  -A, --atomic cas|fadd           atomic type (default fadd)\n"
                "  -p, --port N                    TCP port for the connection exchange (default 18515)\n"
+               "  -w, --window N                  engine send window in packets (default: the engine's)\n"
                "  --stats                         print link and engine counters at the end\n"
                "  --timeout S                     give up after S seconds (default 120)\n"
                "  --eal ARG                       extra EAL argument (repeatable)\n"
@@ -135,6 +137,7 @@ Opts parse_args(int argc, char** argv) {
     else if (a == "--config") o.config = val();
     else if (a == "--stats") o.stats = true;
     else if (a == "--timeout") o.timeout_s = uint32_t(std::stoul(val()));
+    else if (a == "-w" || a == "--window") o.window = uint32_t(std::stoul(val()));
     else if (a == "--eal") o.eal_extra.push_back(val());
     else if (a == "-h" || a == "--help") usage();
     else if (!a.empty() && a[0] != '-' && o.peer.empty()) o.peer = a;
@@ -347,6 +350,7 @@ void setup(Ctx& c) {
   dc.gid = c.link->gid();
   dc.max_qp_wr = 16384;
   dc.max_cqe = 1 << 18;
+  if (c.o.window) dc.max_unacked_psns = c.o.window;
   c.dev = std::make_unique<Device>(*c.link, *c.clock, dc);
   if (engine::mtu_bytes(c.cfg.path_mtu) > c.dev->mtu_limit()) die("path mtu larger than the link carries");
   c.mtu = c.cfg.path_mtu;
