@@ -64,6 +64,7 @@ struct RdAtomicRes {
   uint32_t npkts = 0;         // response packets
   uint32_t sent = 0;          // response packets emitted (READ)
   uint32_t restart = 0;       // packet a re-sent range starts from (it opens with FIRST)
+  bool replay = false;        // answering a duplicate request: the requester may have moved on
   uint64_t va = 0;
   uint8_t* host = nullptr;
   uint32_t length = 0;

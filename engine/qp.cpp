@@ -439,10 +439,12 @@ int Device::post_send(Qp* qp, const SendWr& wr) {
   if (len > (1ull << 31)) return EINVAL;
   if (qp->sq_.full()) return ENOMEM;
 
+  // Fill only what the engine reads (the WQE is large; zeroing it all costs per message).
   SendWqe& w = qp->sq_.push_slot();
-  w = SendWqe{};
   w.wr = wr;
   w.wr.sg_list = nullptr;
+  w.npkts = w.first_psn = w.next_pkt = w.rcvd_pkts = 0;
+  w.started = false;
   w.length = uint32_t(len);
   w.signaled = qp->init_.sq_sig_all || (wr.send_flags & kSendSignaled);
   w.is_inline = is_inline;

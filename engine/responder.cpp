@@ -247,8 +247,10 @@ void Device::responder(Qp& qp, const proto::Packet& p) {
         send_ack(qp, Syndrome::ack(), qp.ack_psn_);
       }
       RdAtomicRes& r = qp.res_[qp.res_next_];
-      if (r.valid && r.sent < r.npkts) {
-        // More READs outstanding than max_dest_rd_atomic allows.
+      // A slot still answering its original request means the requester has more READs and
+      // atomics outstanding than max_dest_rd_atomic allows. (A slot replaying a duplicate is
+      // free: the requester's own limit says it has finished with it.)
+      if (r.valid && r.sent < r.npkts && !r.replay) {
         send_nak_and_error(qp, NakCode::InvalidRequest, p.psn);
         return;
       }
@@ -277,6 +279,12 @@ void Device::responder(Qp& qp, const proto::Packet& p) {
         send_nak_and_error(qp, NakCode::InvalidRequest, p.psn);
         return;
       }
+      RdAtomicRes& r = qp.res_[qp.res_next_];
+      if (r.valid && r.sent < r.npkts && !r.replay) {  // as for READ: too many outstanding
+        send_nak_and_error(qp, NakCode::InvalidRequest, p.psn);
+        return;
+      }
+      // Execute: the only place an atomic touches memory. Duplicates are answered from `r`.
       uint64_t cur;
       std::memcpy(&cur, c.host, 8);
       uint64_t next = op == Operation::CmpSwap ? (cur == p.atomic.compare ? p.atomic.swap_add : cur)
@@ -286,7 +294,6 @@ void Device::responder(Qp& qp, const proto::Packet& p) {
         qp.ack_pending_ = false;
         send_ack(qp, Syndrome::ack(), qp.ack_psn_);
       }
-      RdAtomicRes& r = qp.res_[qp.res_next_];
       qp.res_next_ = (qp.res_next_ + 1) % uint32_t(qp.res_.size());
       qp.msn_ = (qp.msn_ + 1) & proto::kPsnMask;
       r = RdAtomicRes{};
@@ -326,10 +333,12 @@ void Device::on_duplicate(Qp& qp, const proto::Packet& p) {
     if (op == Operation::ReadRequest && !r.atomic) {
       // Re-issued for the rest of the range: answer from that packet on.
       r.sent = r.restart = uint32_t(d);
+      r.replay = true;
       return;
     }
     if ((op == Operation::CmpSwap || op == Operation::FetchAdd) && r.atomic && d == 0) {
-      r.sent = 0;  // answer again with the saved original value; never execute twice
+      r.sent = 0;
+      r.replay = true;  // answer again with the saved original value; never execute twice
       return;
     }
   }

@@ -71,11 +71,14 @@ const char* crc32_backend() {
 }
 
 uint32_t icrc_compute(const uint8_t* l3, size_t len, size_t ip_header_len) {
-  // The masked copy of the variant headers: 8 x 0xFF, IP (up to 60), UDP (8), BTH (12).
-  std::array<uint8_t, 8 + 60 + 8 + 12> hdr;
+  // The masked copy of the variant headers: 8 x 0xFF, IP (up to 60), UDP (8), BTH (12). A
+  // small packet is copied whole, so that one CRC call covers it (calls cost more than bytes).
+  constexpr size_t kWhole = 256;
+  alignas(64) std::array<uint8_t, 8 + 60 + 8 + 12 + kWhole> hdr;
   const size_t fixed = ip_header_len + UdpView<const uint8_t>::kSize + BthView<const uint8_t>::kSize;
+  const size_t copied = len - fixed <= kWhole ? len : fixed;
   std::memset(hdr.data(), 0xFF, 8);
-  std::memcpy(hdr.data() + 8, l3, fixed);
+  std::memcpy(hdr.data() + 8, l3, copied);
   uint8_t* ip = hdr.data() + 8;
   if ((l3[0] >> 4) == 4) {
     ip[1] = 0xFF;                 // TOS: DSCP and ECN
@@ -90,8 +93,8 @@ uint32_t icrc_compute(const uint8_t* l3, size_t len, size_t ip_header_len) {
   udp[6] = udp[7] = 0xFF;         // UDP checksum
   uint8_t* bth = udp + 8;
   bth[4] = 0xFF;                  // FECN, BECN, reserved
-  uint32_t c = crc32(0, hdr.data(), 8 + fixed);
-  return crc32(c, l3 + fixed, len - fixed);
+  uint32_t c = crc32(0, hdr.data(), 8 + copied);
+  return copied == len ? c : crc32(c, l3 + fixed, len - fixed);
 }
 
 }  // namespace uroce::proto

@@ -68,14 +68,10 @@ struct OpcodeInfo {
   uint8_t exts = 0;       // mask of Ext
   bool payload = false;   // may carry payload
   bool request = false;   // requester -> responder (false: response / ACK)
+  uint8_t hdr_bytes = 0;  // total size of the extension headers (derived from exts)
 
   constexpr bool has(Ext e) const { return exts & e; }
-  constexpr size_t ext_bytes() const {
-    size_t n = 0;
-    for (Ext e : kExtOrder)
-      if (exts & e) n += ext_size(e);
-    return n;
-  }
+  constexpr size_t ext_bytes() const { return hdr_bytes; }
   constexpr bool starts_message() const { return pos == Position::First || pos == Position::Only; }
   constexpr bool ends_message() const { return pos == Position::Last || pos == Position::Only; }
 };
@@ -167,6 +163,14 @@ constexpr std::array<OpcodeInfo, 256> make_table() {
     o.payload = d.payload;
     o.request = d.request;
   };
+  auto sizes = [](std::array<OpcodeInfo, 256>& tab) {
+    for (OpcodeInfo& x : tab) {
+      size_t n = 0;
+      for (Ext e : kExtOrder)
+        if (x.exts & e) n += ext_size(e);
+      x.hdr_bytes = uint8_t(n);
+    }
+  };
   for (const OpDef& d : kOps) {
     put(d.low, Transport::RC, d, 0);
     // UC: SEND and WRITE only (no READ, no atomics, no ACKs, no invalidate).
@@ -183,6 +187,7 @@ constexpr std::array<OpcodeInfo, 256> make_table() {
   cnp.exts = kCnpBody;
   cnp.payload = false;
   cnp.request = false;
+  sizes(t);
   return t;
 }
 

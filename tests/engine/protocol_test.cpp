@@ -200,6 +200,38 @@ TEST_F(Responder, DuplicateAtomicIsAnsweredFromTheReplayCache) {
   EXPECT_EQ(v, 42u) << "executed exactly once";
 }
 
+TEST_F(Responder, ReplayOfAnOldReadDoesNotBlockANewOne) {
+  // 16 READs fill the responder resources (max_dest_rd_atomic 16). A late duplicate of the
+  // first arrives in the same burst as a 17th: the new READ is served, not refused as an
+  // "invalid request" (found by the long reliability run).
+  std::vector<uint8_t> f;
+  auto frame = [&](uint32_t psn) {
+    proto::Packet p = request(op::kReadRequest, psn);
+    p.reth = {pr->b.addr(), pr->b.mr->rkey, 8};
+    f.assign(proto::frame_len(p), 0);
+    EXPECT_TRUE(proto::build(p, f).ok());
+    return f;
+  };
+  for (uint32_t i = 0; i < 16; ++i) {
+    auto g = frame(proto::psn_add(epsn, i));
+    pr->wire.b().inject(g.data(), uint32_t(g.size()));
+    pr->b.dev->progress();
+  }
+  ASSERT_EQ(out.frames.size(), 16u);
+  auto dup = frame(epsn);
+  pr->wire.b().inject(dup.data(), uint32_t(dup.size()));
+  auto next = frame(proto::psn_add(epsn, 16));
+  pr->wire.b().inject(next.data(), uint32_t(next.size()));
+  pr->b.dev->progress();
+  pr->b.dev->progress();
+  // The new READ takes the slot; the stale replay is dropped (the requester, bound by its own
+  // max_rd_atomic, has finished with that READ). No NAK.
+  ASSERT_EQ(out.frames.size(), 17u);
+  EXPECT_EQ(out.at(16).opcode, op::kReadRespOnly);
+  EXPECT_EQ(out.at(16).psn, proto::psn_add(epsn, 16));
+  EXPECT_EQ(pr->b.qp->state(), QpState::Rts);
+}
+
 TEST_F(Responder, HostileFramesAreCountedDrops) {
   proto::Packet p = request(op::kWriteOnly, epsn);
   p.reth = {pr->b.addr(), pr->b.mr->rkey, 4};
