@@ -230,6 +230,7 @@ DpdkLink::~DpdkLink() {
   rte_flow_error fe{};
   for (void* f : flows_) rte_flow_destroy(port_, static_cast<rte_flow*>(f), &fe);
   for (; bl_n_; --bl_n_, bl_head_ = (bl_head_ + 1) % kBacklog) rte_pktmbuf_free(M(backlog_[bl_head_]));
+  while (stash_n_) rte_pktmbuf_free(M(stash_[--stash_n_]));
   rte_eth_dev_stop(port_);
   rte_eth_dev_close(port_);
   // The mempool and the EAL live until the process exits (rte_eal_cleanup there).
@@ -275,11 +276,18 @@ std::string DpdkLink::counters_text() const {
 
 // ---- Data path --------------------------------------------------------------------------------------
 bool DpdkLink::alloc(engine::PacketBuf& b, uint32_t len) {
-  rte_mbuf* m = rte_pktmbuf_alloc(static_cast<rte_mempool*>(pool_));
-  if (!m) {
-    ++ctr_.alloc_failed;
-    return false;
+  if (stash_n_ == 0) {
+    if (rte_pktmbuf_alloc_bulk(static_cast<rte_mempool*>(pool_), reinterpret_cast<rte_mbuf**>(stash_), 32) == 0) {
+      stash_n_ = 32;
+    } else if (rte_mbuf* one = rte_pktmbuf_alloc(static_cast<rte_mempool*>(pool_))) {
+      stash_[0] = one;
+      stash_n_ = 1;
+    } else {
+      ++ctr_.alloc_failed;
+      return false;
+    }
   }
+  rte_mbuf* m = M(stash_[--stash_n_]);
   const uint32_t cap = rte_pktmbuf_tailroom(m);
   if (cap < len) {
     rte_pktmbuf_free(m);

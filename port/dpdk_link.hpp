@@ -110,6 +110,9 @@ class DpdkLink : public engine::Link {
   std::vector<void*> backlog_ = std::vector<void*>(kBacklog);
   uint32_t bl_head_ = 0, bl_n_ = 0;
   bool drain_backlog();
+  // Transmit mbufs taken from the pool in bulk (one mempool access per 32 frames).
+  void* stash_[32] = {};
+  uint32_t stash_n_ = 0;
 };
 
 }  // namespace uroce::port
