@@ -43,6 +43,7 @@ struct SendWqe {
   uint32_t first_psn = 0;
   uint32_t next_pkt = 0;      // next packet index to (re)send
   uint32_t rcvd_pkts = 0;     // READ responses received in order
+  uint32_t sent_max = 0;      // highest packet index ever sent + 1 (below it: a retransmission)
   bool started = false;       // PSNs assigned, local buffers resolved
   bool is_inline = false;
   bool signaled = false;

@@ -443,7 +443,7 @@ int Device::post_send(Qp* qp, const SendWr& wr) {
   SendWqe& w = qp->sq_.push_slot();
   w.wr = wr;
   w.wr.sg_list = nullptr;
-  w.npkts = w.first_psn = w.next_pkt = w.rcvd_pkts = 0;
+  w.npkts = w.first_psn = w.next_pkt = w.rcvd_pkts = w.sent_max = 0;
   w.started = false;
   w.length = uint32_t(len);
   w.signaled = qp->init_.sq_sig_all || (wr.send_flags & kSendSignaled);

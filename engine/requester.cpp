@@ -141,6 +141,8 @@ bool Device::send_request_packet(Qp& qp, SendWqe& w) {
   if (p.ack_req) qp.pkts_since_ackreq_ = 0;
   if (nothing_in_flight) qp.last_progress_ns_ = clock_.now_ns();
   w.next_pkt = wr.opcode == WrOpcode::RdmaRead ? w.npkts : k + 1;
+  if (k < w.sent_max) ++qp.ctr_.retransmitted;  // this PSN went out before
+  w.sent_max = std::max(w.sent_max, w.next_pkt);
   return true;
 }
 
@@ -194,13 +196,6 @@ void Device::go_back_n(Qp& qp, uint32_t psn) {
     // Only ever move the send point back: an earlier restart that is still resending covers
     // this one (moving forward would skip WQEs that restart reset to their first packet).
     if (i > qp.send_idx_ || (i == qp.send_idx_ && uint32_t(d) >= w.next_pkt)) return;
-    // Count what goes out again: from psn up to what had been sent.
-    for (uint32_t j = i; j < qp.sq_.size() && j <= qp.send_idx_; ++j) {
-      SendWqe& x = qp.sq_.at(j);
-      if (!x.started) break;
-      uint32_t from = j == i ? uint32_t(d) : 0;
-      if (x.next_pkt > from) qp.ctr_.retransmitted += x.next_pkt - from;
-    }
     w.next_pkt = uint32_t(d);
     for (uint32_t j = i + 1; j < qp.sq_.size(); ++j) {
       SendWqe& x = qp.sq_.at(j);

@@ -198,6 +198,7 @@ bool run_random(uint64_t seed, const FaultConfig& f, uint64_t nops, uint32_t max
     const FaultCounters& l = dir == 0 ? st.link_ab : st.link_ba;
     SCOPED_TRACE(dir == 0 ? "A->B" : "B->A");
     EXPECT_EQ(tx.tx_packets, l.sent) << "every frame the engine built went to the link";
+    EXPECT_LE(tx.retransmitted, tx.tx_packets) << "retransmissions are frames sent";
     const uint64_t processed = rx.rx_packets + rx.dropped_pkey + rx.dropped_bad_state + rx.icrc_errors +
                                rx.malformed + rx.dropped_not_for_us + rx.dropped_unknown_qp;
     EXPECT_EQ(processed, l.delivered) << "every delivered frame was processed or counted as a drop";
