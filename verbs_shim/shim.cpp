@@ -202,6 +202,8 @@ void poller_main(std::promise<bool>* ready) {
   if (dir.find("uroce-shim-") != std::string::npos) std::filesystem::remove_all(dir, ec);
 }
 
+void shim_fini();
+
 bool start_runtime() {
   Runtime& r = rt();
   std::lock_guard<std::mutex> g(g_init_mu);
@@ -218,10 +220,13 @@ bool start_runtime() {
     return false;
   }
   r.started = true;
+  atexit(shim_fini);
   return true;
 }
 
-__attribute__((destructor)) void shim_fini() {
+// Registered with atexit when the runtime starts, so it runs before the shared libraries' own
+// destructors (DPDK's among them, in _dl_fini): the poller must stop before the PMDs go away.
+void shim_fini() {
   Runtime& r = rt();
   if (!r.started || !r.poller.joinable()) return;
   if (getenv("UROCE_SHIM_STATS"))

@@ -1,0 +1,393 @@
+#!/usr/bin/env python3
+"""Shim suite driver: unmodified Debian perftest and ibverbs-utils binaries on uroce through
+liburoce-verbs.so (scripts/uroce-run), over the netns veth pair (scripts/netns-pair, af_packet)
+and over memif. Checks exit codes and result lines; appends one JSON line per run to
+--results (docs/interop.md is made from it). Every scenario cleans up after itself (processes,
+memif socket, namespaces, DPDK runtime directories), also when it fails.
+
+usage: shim_test.py --root REPO --lib liburoce-verbs.so [--results FILE] [--cxx-test BIN] SCENARIO
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--root", required=True)
+ap.add_argument("--lib", required=True)
+ap.add_argument("--results", default="")
+ap.add_argument("--cxx-test", default="")
+ap.add_argument("scenario")
+args = ap.parse_args()
+
+ROOT = args.root
+RUN = os.path.join(ROOT, "scripts", "uroce-run")
+NETNS = os.path.join(ROOT, "scripts", "netns-pair")
+CFG = os.path.join(ROOT, "config")
+SOCK = "/tmp/uroce-memif.sock"
+NSA = ["ip", "netns", "exec", "uroce-a"]
+NSB = ["ip", "netns", "exec", "uroce-b"]
+procs = []
+netns_up = False
+port_counter = [19000 + (os.getpid() % 500) * 2]
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def cleanup():
+    global netns_up
+    for p in procs:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+    procs.clear()
+    for d in glob.glob("/var/run/dpdk/uroce-shim-*"):
+        pid = d.rsplit("-", 1)[-1]
+        if pid.isdigit() and not os.path.exists("/proc/" + pid):
+            shutil.rmtree(d, ignore_errors=True)
+    if netns_up:
+        subprocess.run([NETNS, "down"], check=False)
+        netns_up = False
+
+
+def on_term(signum, frame):
+    cleanup()
+    sys.exit(1)
+
+
+signal.signal(signal.SIGTERM, on_term)
+signal.signal(signal.SIGINT, on_term)
+
+
+def record(entry):
+    if args.results:
+        with open(args.results, "a") as f:
+            f.write(json.dumps(entry) + "\n")
+
+
+def start(cmd, out):
+    env = dict(os.environ, UROCE_VERBS_LIB=args.lib)
+    p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+    procs.append(p)
+    return p
+
+
+def finish(p, timeout):
+    try:
+        return p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        return "timeout"
+
+
+def ns_up():
+    global netns_up
+    subprocess.run([NETNS, "up"], check=True)
+    netns_up = True
+
+
+def next_port():
+    port_counter[0] += 1
+    return port_counter[0]
+
+
+def wrap(link, side, cmd):
+    """The command line for one side: namespace (veth) and uroce-run with that side's config."""
+    if link == "veth":
+        conf = "veth-b.conf" if side == "server" else "veth-a.conf"
+        pre = NSB if side == "server" else NSA
+    else:
+        conf = "memif-server.conf" if side == "server" else "memif-client.conf"
+        pre = []
+    return pre + [RUN, "--config", os.path.join(CFG, conf), "--"] + cmd
+
+
+def dev(link, side):
+    if link == "veth":
+        return "uroce-veth-b" if side == "server" else "uroce-veth-a"
+    return "uroce-memif-s" if side == "server" else "uroce-memif-c"
+
+
+def peer_addr(link):
+    return "198.18.0.2" if link == "veth" else "127.0.0.1"
+
+
+def wait_memif_socket(server, t=10):
+    t0 = time.time()
+    while time.time() - t0 < t:
+        if "@" + SOCK in open("/proc/net/unix").read():
+            return True
+        if server.poll() is not None:
+            return False
+        time.sleep(0.05)
+    return False
+
+
+def wait_listen(link, port, server, t=15):
+    """perftest's server opens the device, then listens on TCP `port`."""
+    t0 = time.time()
+    pre = NSB if link == "veth" else []
+    while time.time() - t0 < t:
+        out = subprocess.run(pre + ["ss", "-ltnH"], capture_output=True, text=True).stdout
+        if re.search(r":%d\b" % port, out):
+            return True
+        if server.poll() is not None:
+            return False
+        time.sleep(0.05)
+    return False
+
+
+failures = []
+
+
+def check(cond, msg):
+    if not cond:
+        failures.append(msg)
+        log("FAIL:", msg)
+    return cond
+
+
+BW_RE = re.compile(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")
+LAT_RE = re.compile(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
+
+
+def result_lines(text, lat):
+    out = []
+    for line in text.splitlines():
+        m = (LAT_RE if lat else BW_RE).match(line)
+        if m:
+            out.append(line.strip())
+    return out
+
+
+def run_perftest(link, tool, opts, sizes=None, timeout=60, expect_sizes=None):
+    """One perftest client/server pair; returns True when both exit 0 with result lines."""
+    port = next_port()
+    lat = tool.endswith("_lat")
+    scmd = wrap(link, "server", [tool, "-d", dev(link, "server"), "-p", str(port)] + opts)
+    ccmd = wrap(link, "client", [tool, "-d", dev(link, "client"), "-p", str(port)] + opts + [peer_addr(link)])
+    tag = "%s %s %s" % (link, tool, " ".join(opts))
+    sf = open("/tmp/uroce-shim-server.log", "w+")
+    cf = open("/tmp/uroce-shim-client.log", "w+")
+    t0 = time.time()
+    s = start(scmd, sf)
+    ok_start = wait_memif_socket(s) if link == "memif" else True
+    ok_start = ok_start and wait_listen(link, port, s)
+    c = start(ccmd, cf)
+    crc = finish(c, timeout)
+    src = finish(s, 10 if crc == 0 else 3)
+    dt = time.time() - t0
+    sf.seek(0)
+    cf.seek(0)
+    stext, ctext = sf.read(), cf.read()
+    cleanup_procs()
+    clines = result_lines(ctext, lat)
+    slines = result_lines(stext, lat)
+    ok = crc == 0 and src == 0 and len(clines) > 0 and ok_start
+    if expect_sizes:
+        got = {int(l.split()[0]) for l in clines}
+        ok = ok and all(x in got for x in expect_sizes)
+    log("%-6s %-44s client=%s server=%s %.1fs" % ("ok" if ok else "FAIL", tag, crc, src, dt))
+    for l in clines:
+        log("    " + l)
+    if not ok:
+        log("---- client output\n" + ctext[-3000:] + "\n---- server output\n" + stext[-3000:])
+    check(ok, tag)
+    record({"tool": tool, "options": " ".join(opts), "link": link, "ok": ok,
+            "client_rc": crc, "server_rc": src, "result": clines, "server_result": slines,
+            "seconds": round(dt, 1)})
+    return ok
+
+
+def cleanup_procs():
+    for p in procs:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+    procs.clear()
+
+
+def run_pingpong(link, server_side_ns, opts, timeout=40):
+    """ibv_rc_pingpong; server_side_ns picks which veth namespace is the server (both ways)."""
+    port = next_port()
+    if link == "veth":
+        if server_side_ns == "b":
+            spre, cpre, sconf, cconf, sdev, cdev, peer = NSB, NSA, "veth-b.conf", "veth-a.conf", "uroce-veth-b", "uroce-veth-a", "198.18.0.2"
+        else:
+            spre, cpre, sconf, cconf, sdev, cdev, peer = NSA, NSB, "veth-a.conf", "veth-b.conf", "uroce-veth-a", "uroce-veth-b", "198.18.0.1"
+    else:
+        spre, cpre, sconf, cconf, sdev, cdev, peer = [], [], "memif-server.conf", "memif-client.conf", "uroce-memif-s", "uroce-memif-c", "127.0.0.1"
+    base = ["ibv_rc_pingpong", "-g", "1", "-p", str(port)] + opts
+    scmd = spre + [RUN, "--config", os.path.join(CFG, sconf), "--"] + base + ["-d", sdev]
+    ccmd = cpre + [RUN, "--config", os.path.join(CFG, cconf), "--"] + base + ["-d", cdev, peer]
+    tag = "%s ibv_rc_pingpong %s (server in %s)" % (link, " ".join(opts), server_side_ns)
+    sf = open("/tmp/uroce-shim-server.log", "w+")
+    cf = open("/tmp/uroce-shim-client.log", "w+")
+    t0 = time.time()
+    s = start(scmd, sf)
+    if link == "memif":
+        wait_memif_socket(s)
+    # ibv_rc_pingpong listens only after opening the device: wait for the port.
+    t1 = time.time()
+    while time.time() - t1 < 15:
+        out = subprocess.run(spre + ["ss", "-ltnH"], capture_output=True, text=True).stdout
+        if re.search(r":%d\b" % port, out) or s.poll() is not None:
+            break
+        time.sleep(0.05)
+    c = start(ccmd, cf)
+    crc = finish(c, timeout)
+    src = finish(s, 10)
+    dt = time.time() - t0
+    sf.seek(0)
+    cf.seek(0)
+    stext, ctext = sf.read(), cf.read()
+    cleanup_procs()
+    res = [l.strip() for l in ctext.splitlines() if "iters in" in l or "bytes in" in l]
+    sres = [l.strip() for l in stext.splitlines() if "iters in" in l]
+    ok = crc == 0 and src == 0 and len(res) == 2 and len(sres) == 1
+    log("%-6s %-44s client=%s server=%s %.1fs" % ("ok" if ok else "FAIL", tag, crc, src, dt))
+    for l in res:
+        log("    " + l)
+    if not ok:
+        log("---- client output\n" + ctext[-3000:] + "\n---- server output\n" + stext[-3000:])
+    check(ok, tag)
+    record({"tool": "ibv_rc_pingpong", "options": " ".join(["-g", "1"] + opts) + " (server in " + server_side_ns + ")",
+            "link": link, "ok": ok, "client_rc": crc, "server_rc": src, "result": res, "seconds": round(dt, 1)})
+
+
+def run_devinfo(link):
+    cmd = wrap(link, "server" if link == "memif" else "client", ["ibv_devinfo", "-v"])
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=30,
+                       env=dict(os.environ, UROCE_VERBS_LIB=args.lib))
+    d = dev(link, "server" if link == "memif" else "client")
+    ok = (r.returncode == 0 and re.search(r"hca_id:\s+%s\b" % d, r.stdout) is not None and
+          "PORT_ACTIVE" in r.stdout and "Ethernet" in r.stdout and "RoCE v2" in r.stdout)
+    gids = [l.strip() for l in r.stdout.splitlines() if "GID[" in l]
+    log("%-6s %s ibv_devinfo -v rc=%d" % ("ok" if ok else "FAIL", link, r.returncode))
+    for l in gids:
+        log("    " + l)
+    if not ok:
+        log(r.stdout[-3000:] + r.stderr[-2000:])
+    check(ok, link + " ibv_devinfo -v")
+    record({"tool": "ibv_devinfo", "options": "-v", "link": link, "ok": ok, "client_rc": r.returncode,
+            "server_rc": "", "result": [l for l in r.stdout.splitlines() if "hca_id" in l or "active_mtu" in l] + gids})
+
+
+# ---- Scenarios ------------------------------------------------------------------------------
+def sc_devinfo():
+    ns_up()
+    run_devinfo("veth")
+    cleanup()
+    run_devinfo("memif")
+
+
+def sc_pingpong():
+    ns_up()
+    run_pingpong("veth", "b", ["-n", "200"])
+    run_pingpong("veth", "a", ["-n", "200"])
+    run_pingpong("veth", "b", ["-n", "200", "-e"])
+    run_pingpong("veth", "b", ["-n", "100", "-s", "65536", "-m", "1024"])
+    cleanup()
+    run_pingpong("memif", "s", ["-n", "200", "-m", "4096", "-s", "16384"])
+
+
+def sc_write_bw():
+    ns_up()
+    for s in ["64", "2048", "2049", "65536"]:
+        run_perftest("veth", "ib_write_bw", ["-n", "500", "-s", s], expect_sizes=[int(s)])
+    run_perftest("veth", "ib_write_bw", ["-n", "500", "-s", "8192", "-q", "4"], expect_sizes=[8192])
+    run_perftest("veth", "ib_write_bw", ["-n", "500", "-s", "8192", "-m", "1024"], expect_sizes=[8192])
+    cleanup()
+    run_perftest("memif", "ib_write_bw", ["-a", "-n", "100"], timeout=120)
+    run_perftest("memif", "ib_write_bw", ["-n", "1000", "-s", "65536", "-m", "4096", "-q", "4"], expect_sizes=[65536])
+
+
+def sc_send_bw():
+    ns_up()
+    for s in ["64", "2048", "2049", "65536"]:
+        run_perftest("veth", "ib_send_bw", ["-n", "500", "-s", s], expect_sizes=[int(s)])
+    run_perftest("veth", "ib_send_bw", ["-n", "500", "-s", "8192", "-q", "4"], expect_sizes=[8192])
+    run_perftest("veth", "ib_send_bw", ["-n", "500", "-s", "4096", "-e"], expect_sizes=[4096])
+    cleanup()
+    run_perftest("memif", "ib_send_bw", ["-a", "-n", "100"], timeout=120)
+    run_perftest("memif", "ib_send_bw", ["-n", "1000", "-s", "65536", "-m", "4096"], expect_sizes=[65536])
+
+
+def sc_read_bw():
+    ns_up()
+    for s in ["64", "2049", "65536"]:
+        run_perftest("veth", "ib_read_bw", ["-n", "500", "-s", s], expect_sizes=[int(s)])
+    run_perftest("veth", "ib_read_bw", ["-n", "500", "-s", "8192", "-q", "4"], expect_sizes=[8192])
+    cleanup()
+    run_perftest("memif", "ib_read_bw", ["-a", "-n", "100"], timeout=120)
+    run_perftest("memif", "ib_read_bw", ["-n", "500", "-s", "65536", "-m", "4096", "-e"], expect_sizes=[65536])
+
+
+def sc_atomic_bw():
+    ns_up()
+    run_perftest("veth", "ib_atomic_bw", ["-n", "1000", "-A", "FETCH_AND_ADD"], expect_sizes=[8])
+    run_perftest("veth", "ib_atomic_bw", ["-n", "1000", "-A", "CMP_AND_SWAP"], expect_sizes=[8])
+    run_perftest("veth", "ib_atomic_bw", ["-n", "1000", "-q", "4"], expect_sizes=[8])
+    cleanup()
+    run_perftest("memif", "ib_atomic_bw", ["-n", "1000", "-A", "CMP_AND_SWAP", "-m", "4096"], expect_sizes=[8])
+
+
+def sc_lat():
+    ns_up()
+    for tool in ["ib_write_lat", "ib_send_lat", "ib_read_lat"]:
+        for s in ["2", "4096"]:
+            run_perftest("veth", tool, ["-n", "200", "-s", s], expect_sizes=[int(s)])
+    run_perftest("veth", "ib_send_lat", ["-n", "200", "-s", "64", "-e"], expect_sizes=[64])
+    cleanup()
+    for tool in ["ib_write_lat", "ib_send_lat", "ib_read_lat"]:
+        run_perftest("memif", tool, ["-n", "200", "-s", "8192", "-m", "4096"], expect_sizes=[8192])
+
+
+def sc_cxx():
+    ns_up()
+    port = next_port()
+    exe = args.cxx_test
+    sf = open("/tmp/uroce-shim-server.log", "w+")
+    cf = open("/tmp/uroce-shim-client.log", "w+")
+    s = start(NSB + [RUN, "--config", os.path.join(CFG, "veth-b.conf"), "--", exe, "--port", str(port)], sf)
+    wait_listen("veth", port, s)
+    c = start(NSA + [RUN, "--config", os.path.join(CFG, "veth-a.conf"), "--", exe, "--port", str(port),
+                     "198.18.0.2"], cf)
+    crc = finish(c, 60)
+    src = finish(s, 10)
+    sf.seek(0)
+    cf.seek(0)
+    st, ct = sf.read(), cf.read()
+    log("---- client\n" + ct[-4000:] + "\n---- server\n" + st[-4000:])
+    ok = crc == 0 and src == 0
+    check(ok, "shim_data_test")
+    record({"tool": "shim_data_test", "options": "", "link": "veth", "ok": ok, "client_rc": crc, "server_rc": src,
+            "result": [l for l in ct.splitlines() if l.startswith("PASS") or "verified" in l]})
+
+
+SCEN = {"devinfo": sc_devinfo, "pingpong": sc_pingpong, "write-bw": sc_write_bw, "send-bw": sc_send_bw,
+        "read-bw": sc_read_bw, "atomic-bw": sc_atomic_bw, "lat": sc_lat, "cxx": sc_cxx}
+
+try:
+    SCEN[args.scenario]()
+finally:
+    cleanup()
+if failures:
+    log("%d failure(s): %s" % (len(failures), "; ".join(failures)))
+    sys.exit(1)
+log("all passed")
