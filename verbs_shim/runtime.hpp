@@ -50,6 +50,7 @@ struct Runtime {
   std::atomic<uint64_t> app_poll_ns{0};
   std::atomic<bool> stop{false};
   std::thread poller;
+  bool eager_post = false;   // post_send runs progress() itself (UROCE_SHIM_EAGER_POST=1)
   std::vector<UCq*> armed;   // CQs with a requested notification (under the token)
 
   // Statistics (for docs and debugging; UROCE_SHIM_STATS=1 prints them at exit).
