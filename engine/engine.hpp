@@ -109,6 +109,8 @@ class Qp {
   uint32_t mtu_ = 1024;
   uint16_t pkey_ = 0xFFFF;
   proto::Packet tmpl_{};       // addresses and ports of every frame this QP sends
+  proto::Packet req_pkt_{};    // the requester's packet: tmpl_ plus per-packet fields
+  proto::Packet resp_pkt_{};   // the responder's (ACKs, READ responses, atomic ACKs)
   Counters ctr_{};
 
   // Requester / completer
@@ -251,6 +253,7 @@ class Device {
   std::vector<uint8_t> scratch_;           // gather buffer for multi-SGE payloads
   Counters dev_ctr_{};                     // device-level drops and destroyed QPs' counters
   std::array<PacketBuf, 64> rx_{};
+  proto::Packet rx_pkt_{};                 // reused for every received frame
 };
 
 inline constexpr uint32_t kFirstQpn = 0x11;  // as rxe: QPN 0 and 1 are special

@@ -381,6 +381,8 @@ void Device::build_template(Qp& qp) {
   t.udp_sport = proto::udp_source_port(qp.qpn_, qp.attr_.dest_qp_num);
   t.pkey = qp.pkey_ = cfg_.pkey;
   t.dest_qp = qp.attr_.dest_qp_num;
+  qp.req_pkt_ = t;
+  qp.resp_pkt_ = t;
 }
 
 // Entering ERR: the requester and responder stop; every outstanding WR completes flushed.
@@ -516,7 +518,7 @@ void Device::flush_tx() {
 }
 
 void Device::rx_frame(PacketBuf& b) {
-  proto::Packet p;
+  proto::Packet& p = rx_pkt_;
   proto::ParseResult r = proto::parse(std::span<const uint8_t>(b.data, b.len), p);
   if (!r.ok()) {
     if (r.error == proto::ParseError::BadIcrc) ++dev_ctr_.icrc_errors;

@@ -79,7 +79,7 @@ std::span<const uint8_t> gather(const SendWqe& w, uint32_t off, uint32_t len, st
 }  // namespace
 
 bool Device::send_request_packet(Qp& qp, SendWqe& w) {
-  proto::Packet p = qp.tmpl_;
+  proto::Packet& p = qp.req_pkt_;  // addresses are set; every per-packet field is set below
   const uint32_t k = w.next_pkt;
   const bool first = k == 0, last = k + 1 == w.npkts;
   p.psn = psn_add(w.first_psn, k);

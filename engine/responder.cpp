@@ -23,8 +23,9 @@ void Device::send_ack(Qp& qp, Syndrome s, uint32_t psn) {
     qp.ack_pending_ = false;
     send_ack(qp, Syndrome::ack(), qp.ack_psn_);
   }
-  proto::Packet p = qp.tmpl_;
+  proto::Packet& p = qp.resp_pkt_;
   p.opcode = proto::op::kAck;
+  p.payload = {};
   p.psn = psn;
   p.aeth = {s.encode(), qp.msn_};
   switch (s.kind) {
@@ -45,8 +46,9 @@ void Device::send_nak_and_error(Qp& qp, NakCode code, uint32_t psn) {
 }
 
 bool Device::send_atomic_ack(Qp& qp, const RdAtomicRes& r) {
-  proto::Packet p = qp.tmpl_;
+  proto::Packet& p = qp.resp_pkt_;
   p.opcode = proto::op::kAtomicAck;
+  p.payload = {};
   p.psn = r.psn;
   p.aeth = {Syndrome::ack().encode(), r.msn};
   p.atomic_ack_orig = r.orig;
@@ -367,7 +369,7 @@ void Device::send_read_responses(Qp& qp) {
     }
     while (r.sent < r.npkts) {
       const uint32_t k = r.sent;
-      proto::Packet p = qp.tmpl_;
+      proto::Packet& p = qp.resp_pkt_;
       const uint32_t off = k * qp.mtu_;
       const uint32_t len = std::min(qp.mtu_, r.length - std::min(r.length, off));
       const bool last = k + 1 == r.npkts;

@@ -136,7 +136,9 @@ struct ParseOptions {
 };
 
 // Parses an Ethernet frame (without FCS). Never reads outside `frame`. On error, `out` holds
-// every field decoded before the error (for the dissector); on BadIcrc it is complete.
+// every field decoded before the error (for the dissector); on BadIcrc it is complete. Fields
+// of extension headers the opcode does not carry are unspecified (a reused Packet keeps old
+// values there): read them only when info().has() says the header is present.
 ParseResult parse(std::span<const uint8_t> frame, Packet& out, const ParseOptions& opt = {});
 
 // Byte lengths of what build() writes.
