@@ -29,6 +29,8 @@ for name, b in rows.items():
     op, size = name.split("/")[:2]
     m = memcpy.get(size, {}).get("Gbit/s", 0)
     g = b["Gbit/s"]
-    print(f"| {op[3:].upper()} | {int(size):,} B | {b['msgs/s']/1e6:.2f} M | {g:.2f} | {b['frames/msg']:.2f} | {m:.1f} | {g/m if m else 0:.2f} |")
+    r = b['msgs/s']
+    rate = f"{r/1e6:.2f} M" if r >= 1e5 else f"{r/1e3:.2f} k"
+    print(f"| {op[3:].upper()} | {int(size):,} B | {rate} | {g:.2f} | {b['frames/msg']:.2f} | {m:.1f} | {g/m if m else 0:.3f} |")
 PY
 rm -f "$out"
