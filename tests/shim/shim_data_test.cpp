@@ -1,0 +1,337 @@
+// shim_data_test: two processes, each on its own uroce device through liburoce-verbs.so and the
+// plain libibverbs API only (run with scripts/uroce-run). The client writes, sends, reads and
+// runs atomics against the server; both sides check the data byte for byte.
+//
+//   server: shim_data_test [--port N]
+//   client: shim_data_test [--port N] SERVER_IP
+#include <arpa/inet.h>
+#include <infiniband/verbs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+[[noreturn]] void fail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+void fail(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  std::fprintf(stdout, "FAIL: ");
+  std::vfprintf(stdout, fmt, ap);
+  std::fprintf(stdout, "\n");
+  va_end(ap);
+  std::fflush(stdout);
+  _exit(1);
+}
+
+constexpr size_t kBuf = 4 << 20;
+constexpr uint32_t kGidIndex = 1;
+
+struct Info {
+  uint32_t qpn, psn, rkey, pad;
+  uint64_t addr;
+  uint8_t gid[16];
+};
+
+void pattern(uint8_t* p, size_t n, uint64_t seed) {
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 7;
+  for (size_t i = 0; i < n; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    p[i] = uint8_t(x);
+  }
+}
+
+void xfer(int fd, void* p, size_t n, bool send) {
+  auto* c = static_cast<char*>(p);
+  while (n) {
+    ssize_t k = send ? ::send(fd, c, n, MSG_NOSIGNAL) : ::recv(fd, c, n, 0);
+    if (k <= 0) fail("TCP %s: %s", send ? "send" : "recv", k == 0 ? "closed" : std::strerror(errno));
+    c += k, n -= size_t(k);
+  }
+}
+
+struct Ctx {
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_cq* cq = nullptr;
+  ibv_qp* qp = nullptr;
+  ibv_mr* mr = nullptr;
+  uint8_t* buf = nullptr;
+
+  ibv_wc wait(uint32_t n_expected_opcode_any = 1) {
+    ibv_wc wc{};
+    (void)n_expected_opcode_any;
+    for (long spins = 0;; ++spins) {
+      int k = ibv_poll_cq(cq, 1, &wc);
+      if (k < 0) fail("ibv_poll_cq: %d", k);
+      if (k == 1) break;
+      if (spins > 200000000L) fail("no completion");
+    }
+    if (wc.status != IBV_WC_SUCCESS)
+      fail("completion wr_id %lu status %s", (unsigned long)wc.wr_id, ibv_wc_status_str(wc.status));
+    return wc;
+  }
+};
+
+void compare(const uint8_t* got, const uint8_t* want, size_t n, const char* what) {
+  for (size_t i = 0; i < n; ++i)
+    if (got[i] != want[i]) fail("%s: byte %zu is 0x%02x, expected 0x%02x", what, i, got[i], want[i]);
+  std::printf("verified %s: %zu bytes\n", what, n);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string peer;
+  int port = 18600;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--port") && i + 1 < argc) port = std::atoi(argv[++i]);
+    else peer = argv[i];
+  }
+  const bool server = peer.empty();
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (!list || n == 0) fail("no device (run under scripts/uroce-run)");
+  Ctx c;
+  c.ctx = ibv_open_device(list[0]);
+  if (!c.ctx) fail("ibv_open_device: %s", std::strerror(errno));
+  std::printf("device %s\n", ibv_get_device_name(list[0]));
+  ibv_free_device_list(list);
+  ibv_port_attr pa{};
+  if (ibv_query_port(c.ctx, 1, &pa)) fail("ibv_query_port");
+  if (pa.link_layer != IBV_LINK_LAYER_ETHERNET || pa.state != IBV_PORT_ACTIVE) fail("port attributes");
+  c.pd = ibv_alloc_pd(c.ctx);
+  c.buf = static_cast<uint8_t*>(aligned_alloc(4096, kBuf));
+  std::memset(c.buf, 0, kBuf);
+  c.mr = ibv_reg_mr(c.pd, c.buf, kBuf,
+                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                        IBV_ACCESS_REMOTE_ATOMIC);
+  c.cq = ibv_create_cq(c.ctx, 256, nullptr, nullptr, 0);
+  if (!c.pd || !c.mr || !c.cq) fail("pd/mr/cq: %s", std::strerror(errno));
+  ibv_qp_init_attr ia{};
+  ia.send_cq = c.cq;
+  ia.recv_cq = c.cq;
+  ia.qp_type = IBV_QPT_RC;
+  ia.cap.max_send_wr = 64;
+  ia.cap.max_recv_wr = 64;
+  ia.cap.max_send_sge = 4;
+  ia.cap.max_recv_sge = 4;
+  c.qp = ibv_create_qp(c.pd, &ia);
+  if (!c.qp) fail("ibv_create_qp: %s", std::strerror(errno));
+  // A UD QP is refused cleanly.
+  ibv_qp_init_attr ud = ia;
+  ud.qp_type = IBV_QPT_UD;
+  errno = 0;
+  if (ibv_create_qp(c.pd, &ud) || errno != EOPNOTSUPP) fail("UD QP not refused with EOPNOTSUPP");
+
+  // TCP exchange.
+  int fd;
+  if (server) {
+    int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(uint16_t(port));
+    if (bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) || listen(ls, 1)) fail("listen: %s", std::strerror(errno));
+    fd = accept(ls, nullptr, nullptr);
+    close(ls);
+  } else {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(uint16_t(port));
+    inet_pton(AF_INET, peer.c_str(), &a.sin_addr);
+    fd = -1;
+    for (int t = 0; t < 100 && fd < 0; ++t) {
+      fd = socket(AF_INET, SOCK_STREAM, 0);
+      if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+        close(fd);
+        fd = -1;
+        usleep(100000);
+      }
+    }
+  }
+  if (fd < 0) fail("TCP connection");
+  Info mine{}, theirs{};
+  mine.qpn = c.qp->qp_num;
+  mine.psn = server ? 0x123456 : 0x654321;
+  mine.rkey = c.mr->rkey;
+  mine.addr = reinterpret_cast<uintptr_t>(c.buf);
+  ibv_gid gid;
+  if (ibv_query_gid(c.ctx, 1, kGidIndex, &gid)) fail("ibv_query_gid");
+  std::memcpy(mine.gid, gid.raw, 16);
+  xfer(fd, &mine, sizeof mine, true);
+  xfer(fd, &theirs, sizeof theirs, false);
+
+  ibv_qp_attr at{};
+  at.qp_state = IBV_QPS_INIT;
+  at.port_num = 1;
+  at.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+  if (ibv_modify_qp(c.qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+    fail("INIT");
+  // Server: receives for the client's SENDs, posted in INIT, before RTR.
+  if (server) {
+    for (int i = 0; i < 2; ++i) {
+      ibv_sge s{reinterpret_cast<uintptr_t>(c.buf + 3 * 1048576 + i * 262144), 262144, c.mr->lkey};
+      ibv_recv_wr r{}, *bad;
+      r.wr_id = 100 + i;
+      r.sg_list = &s;
+      r.num_sge = 1;
+      if (ibv_post_recv(c.qp, &r, &bad)) fail("ibv_post_recv");
+    }
+  }
+  at = {};
+  at.qp_state = IBV_QPS_RTR;
+  at.path_mtu = pa.active_mtu;
+  at.dest_qp_num = theirs.qpn;
+  at.rq_psn = theirs.psn;
+  at.max_dest_rd_atomic = 16;
+  at.min_rnr_timer = 12;
+  at.ah_attr.is_global = 1;
+  std::memcpy(at.ah_attr.grh.dgid.raw, theirs.gid, 16);
+  at.ah_attr.grh.sgid_index = kGidIndex;
+  at.ah_attr.grh.hop_limit = 64;
+  at.ah_attr.port_num = 1;
+  int rc = ibv_modify_qp(c.qp, &at,
+                         IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                             IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+  if (rc) fail("RTR: %s", std::strerror(rc));
+  at = {};
+  at.qp_state = IBV_QPS_RTS;
+  at.sq_psn = mine.psn;
+  at.timeout = 14;
+  at.retry_cnt = 7;
+  at.rnr_retry = 7;
+  at.max_rd_atomic = 16;
+  if (ibv_modify_qp(c.qp, &at,
+                    IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                        IBV_QP_MAX_QP_RD_ATOMIC))
+    fail("RTS");
+  ibv_qp_attr qa{};
+  ibv_qp_init_attr qia{};
+  if (ibv_query_qp(c.qp, &qa, IBV_QP_STATE, &qia) || qa.qp_state != IBV_QPS_RTS || qa.dest_qp_num != theirs.qpn)
+    fail("ibv_query_qp");
+  char sync = 0;
+  xfer(fd, &sync, 1, true);
+  xfer(fd, &sync, 1, false);
+
+  // Transfers: (offset, length) of WRITEs into the server's first MiB; SENDs land at 3 MiB.
+  const size_t writes[][2] = {{0, 1}, {17, 4095}, {8192, 4097}, {20000, 100000}, {131072, 917504}};
+  const size_t sends[] = {3000, 262144};
+  std::vector<uint8_t> want(kBuf);
+  pattern(want.data(), 2 << 20, 42);
+  if (!server) {
+    std::memcpy(c.buf, want.data(), 2 << 20);   // local source: the first 2 MiB
+    uint64_t id = 1;
+    for (auto& w : writes) {
+      // Three SGEs for the larger ones: gathered from separate pieces of the source.
+      ibv_sge s[3];
+      int ns = w[1] > 3 ? 3 : 1;
+      size_t part = w[1] / size_t(ns), off = 0;
+      for (int i = 0; i < ns; ++i) {
+        size_t len = i == ns - 1 ? w[1] - off : part;
+        s[i] = {reinterpret_cast<uintptr_t>(c.buf + w[0] + off), uint32_t(len), c.mr->lkey};
+        off += len;
+      }
+      ibv_send_wr wr{}, *bad;
+      wr.wr_id = id++;
+      wr.opcode = IBV_WR_RDMA_WRITE;
+      wr.send_flags = IBV_SEND_SIGNALED;
+      wr.sg_list = s;
+      wr.num_sge = ns;
+      wr.wr.rdma.remote_addr = theirs.addr + w[0];
+      wr.wr.rdma.rkey = theirs.rkey;
+      if (ibv_post_send(c.qp, &wr, &bad)) fail("post WRITE");
+      c.wait();
+    }
+    for (size_t i = 0; i < 2; ++i) {
+      ibv_sge s{reinterpret_cast<uintptr_t>(c.buf + 1048576 + i * 262144), uint32_t(sends[i]), c.mr->lkey};
+      ibv_send_wr wr{}, *bad;
+      wr.wr_id = 10 + i;
+      wr.opcode = i ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+      wr.imm_data = htonl(0xC0FFEE);
+      wr.send_flags = IBV_SEND_SIGNALED;
+      wr.sg_list = &s;
+      wr.num_sge = 1;
+      if (ibv_post_send(c.qp, &wr, &bad)) fail("post SEND");
+      c.wait();
+    }
+    // READ back the server's first MiB (written above) into 2 MiB .. 3 MiB and compare.
+    ibv_sge s{reinterpret_cast<uintptr_t>(c.buf + (2 << 20)), 1 << 20, c.mr->lkey};
+    ibv_send_wr wr{}, *bad;
+    wr.wr_id = 20;
+    wr.opcode = IBV_WR_RDMA_READ;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.sg_list = &s;
+    wr.num_sge = 1;
+    wr.wr.rdma.remote_addr = theirs.addr;
+    wr.wr.rdma.rkey = theirs.rkey;
+    if (ibv_post_send(c.qp, &wr, &bad)) fail("post READ");
+    c.wait();
+    std::vector<uint8_t> expect(1 << 20, 0);
+    for (auto& w : writes) std::memcpy(expect.data() + w[0], want.data() + w[0], w[1]);
+    compare(c.buf + (2 << 20), expect.data(), 1 << 20, "RDMA READ of the written region");
+    // Atomics on the server's 8 bytes at 3.5 MiB (zero): FETCH_ADD 5, then CMP_SWAP 5 -> 77.
+    uint64_t* res = reinterpret_cast<uint64_t*>(c.buf + (3 << 20) + 4096);
+    ibv_sge as{reinterpret_cast<uintptr_t>(res), 8, c.mr->lkey};
+    wr = {};
+    wr.wr_id = 30;
+    wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.sg_list = &as;
+    wr.num_sge = 1;
+    wr.wr.atomic.remote_addr = theirs.addr + (7 << 19);
+    wr.wr.atomic.rkey = theirs.rkey;
+    wr.wr.atomic.compare_add = 5;
+    if (ibv_post_send(c.qp, &wr, &bad)) fail("post FETCH_ADD");
+    c.wait();
+    if (*res != 0) fail("FETCH_ADD returned %lu", (unsigned long)*res);
+    wr.wr_id = 31;
+    wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+    wr.wr.atomic.compare_add = 5;
+    wr.wr.atomic.swap = 77;
+    if (ibv_post_send(c.qp, &wr, &bad)) fail("post CMP_SWAP");
+    c.wait();
+    if (*res != 5) fail("CMP_SWAP returned %lu", (unsigned long)*res);
+    std::printf("verified atomics: FETCH_ADD returned 0, CMP_SWAP returned 5\n");
+    xfer(fd, &sync, 1, true);   // done: the server checks its memory
+    xfer(fd, &sync, 1, false);
+    if (sync != 'P') fail("the server found wrong data");
+  } else {
+    // Two receive completions: the SEND and the SEND with immediate.
+    for (int i = 0; i < 2; ++i) {
+      ibv_wc wc = c.wait();
+      if (wc.opcode != IBV_WC_RECV || wc.byte_len != sends[wc.wr_id - 100]) fail("receive completion");
+      if (wc.wr_id == 101 && (!(wc.wc_flags & IBV_WC_WITH_IMM) || ntohl(wc.imm_data) != 0xC0FFEE))
+        fail("immediate data");
+    }
+    xfer(fd, &sync, 1, false);
+    std::vector<uint8_t> expect(1 << 20, 0);
+    for (auto& w : writes) std::memcpy(expect.data() + w[0], want.data() + w[0], w[1]);
+    compare(c.buf, expect.data(), 1 << 20, "RDMA WRITEs in the server's buffer");
+    for (int i = 0; i < 2; ++i)
+      compare(c.buf + 3 * 1048576 + i * 262144, want.data() + 1048576 + i * 262144, sends[i], "SEND payload");
+    uint64_t v;
+    std::memcpy(&v, c.buf + (7 << 19), 8);
+    if (v != 77) fail("atomic target is %lu, expected 77", (unsigned long)v);
+    std::printf("verified atomic target: 77\n");
+    sync = 'P';
+    xfer(fd, &sync, 1, true);
+  }
+  close(fd);
+  if (ibv_destroy_qp(c.qp) || ibv_destroy_cq(c.cq) || ibv_dereg_mr(c.mr) || ibv_dealloc_pd(c.pd) ||
+      ibv_close_device(c.ctx))
+    fail("teardown");
+  std::printf("PASS (%s)\n", server ? "server" : "client");
+  return 0;
+}
