@@ -2,6 +2,8 @@
 // link. Objects of other devices are handed to the real libibverbs (dlsym RTLD_NEXT); uroce's
 // objects never are. See docs/verbs_shim.md.
 #include <dlfcn.h>
+#include <execinfo.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <rte_eal.h>
@@ -193,16 +195,29 @@ void poller_main(std::promise<bool>* ready) {
   build_gid_table(r);
   ready->set_value(true);
   poller_loop(r);
-  // Process exit: close the port and the EAL, remove the runtime directory.
+  // Process exit: the port and the EAL are left to the process teardown. Closing the port here
+  // (rte_eth_dev_close) races with the EAL interrupt thread handling the peer's memif disconnect
+  // and crashed in the memif PMD; sockets (af_packet, memif's abstract socket) close with the
+  // process anyway. Only the runtime directory is removed.
   r.lock();
-  r.link.reset();
   std::string dir = rte_eal_get_runtime_dir();
-  rte_eal_cleanup();
   std::error_code ec;
   if (dir.find("uroce-shim-") != std::string::npos) std::filesystem::remove_all(dir, ec);
 }
 
 void shim_fini();
+
+void segv_handler(int sig) {
+  void* bt[64];
+  int n = backtrace(bt, 64);
+  char msg[64];
+  int k = std::snprintf(msg, sizeof msg, "uroce-verbs: signal %d, thread %ld\n", sig, long(gettid()));
+  ssize_t w = write(2, msg, size_t(k));
+  (void)w;
+  backtrace_symbols_fd(bt, n, 2);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
 
 bool start_runtime() {
   Runtime& r = rt();
@@ -221,6 +236,7 @@ bool start_runtime() {
   }
   r.started = true;
   if (const char* e = getenv("UROCE_SHIM_EAGER_POST")) r.eager_post = *e == '1';
+  if (getenv("UROCE_SHIM_DEBUG")) signal(SIGSEGV, segv_handler);
   atexit(shim_fini);
   return true;
 }
