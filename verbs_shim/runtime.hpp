@@ -50,6 +50,9 @@ struct Runtime {
   std::atomic<uint64_t> app_poll_ns{0};
   std::atomic<bool> stop{false};
   std::thread poller;
+  // The application polled within this many ns: the poller naps (UROCE_SHIM_APP_ACTIVE_NS; 0 =
+  // the poller never yields to the application, for measurements).
+  uint64_t app_active_ns = 20'000;
   bool eager_post = false;   // post_send runs progress() itself (UROCE_SHIM_EAGER_POST=1)
   std::vector<UCq*> armed;   // CQs with a requested notification (under the token)
 

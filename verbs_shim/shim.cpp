@@ -60,7 +60,6 @@ std::mutex g_init_mu;
 
 constexpr uint32_t kVendorId = 0xFFFFFF;      // no registered vendor (not Mellanox's 0x02c9)
 constexpr uint32_t kVendorPartId = 0x7572;    // "ur"; in no perftest device table
-constexpr uint64_t kAppActiveNs = 20'000;     // the application polled this recently: poller naps
 constexpr uint64_t kIdleSpinNs = 50'000;      // poller spins this long after its last work
 
 void* real_sym(const char* name) {
@@ -140,9 +139,9 @@ void poller_loop(Runtime& r) {
   uint64_t last_work = r.now_ns();
   while (!r.stop.load(std::memory_order_relaxed)) {
     uint64_t now = r.now_ns();
-    if (now - r.app_poll_ns.load(std::memory_order_relaxed) < kAppActiveNs) {
+    if (now - r.app_poll_ns.load(std::memory_order_relaxed) < r.app_active_ns) {
       r.poller_naps.fetch_add(1, std::memory_order_relaxed);
-      nap(kAppActiveNs);
+      nap(r.app_active_ns);
       continue;
     }
     bool did = false;
@@ -237,6 +236,7 @@ bool start_runtime() {
   r.started = true;
   if (const char* e = getenv("UROCE_SHIM_EAGER_POST")) r.eager_post = *e == '1';
   if (getenv("UROCE_SHIM_DEBUG")) signal(SIGSEGV, segv_handler);
+  if (const char* e = getenv("UROCE_SHIM_APP_ACTIVE_NS")) r.app_active_ns = strtoull(e, nullptr, 0);
   atexit(shim_fini);
   return true;
 }
