@@ -354,9 +354,10 @@ int op_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
       break;
     }
   }
-  // The frames leave on the next progress(): the application's poll_cq, or the poller. Driving
-  // here too costs a progress() per post in perftest's post-one/poll loops.
-  if (r.eager_post) r.drive();
+  // An application that is polling its CQ sends the frames with its next poll_cq (a progress()
+  // per post would halve perftest's post-one/poll loops); one that is not (it waits on memory,
+  // as ib_write_lat does, or on a completion channel) gets them sent now.
+  if (r.eager_post || r.now_ns() - r.app_poll_ns.load(std::memory_order_relaxed) >= r.app_active_ns) r.drive();
   r.unlock();
   return rc;
 }

@@ -301,6 +301,7 @@ def sc_pingpong():
     run_pingpong("veth", "b", ["-n", "200"])
     run_pingpong("veth", "a", ["-n", "200"])
     run_pingpong("veth", "b", ["-n", "200", "-e"])
+    run_pingpong("veth", "a", ["-n", "200", "-N"])   # ibv_wr_* (ibv_create_qp_ex, ibv_qp_to_qp_ex)
     run_pingpong("veth", "b", ["-n", "100", "-s", "65536", "-m", "1024"])
     cleanup()
     run_pingpong("memif", "s", ["-n", "200", "-m", "4096", "-s", "16384"])
