@@ -106,7 +106,9 @@ struct UCq {
   UChannel* ch;
   bool armed;
   uint64_t armed_at;
-  std::atomic<uint32_t> events;
+  std::atomic<uint32_t> events;      // events written to the channel's pipe
+  std::atomic<uint32_t> events_read; // events returned by ibv_get_cq_event
+  std::atomic<bool> dead;            // destroyed with events still in the pipe (kept, skipped)
 };
 struct USrq {
   ibv_srq srq;

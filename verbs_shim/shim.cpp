@@ -842,7 +842,17 @@ __attribute__((visibility("default"))) int ibv_destroy_cq(ibv_cq* cq) {
     if (rc == 0) r.armed.erase(std::remove(r.armed.begin(), r.armed.end(), u), r.armed.end());
   }
   if (rc) return rc;
+  // As the real library: wait until every event the application got has been acknowledged.
+  pthread_mutex_lock(&cq->mutex);
+  while (cq->comp_events_completed < u->events_read.load()) pthread_cond_wait(&cq->cond, &cq->mutex);
+  pthread_mutex_unlock(&cq->mutex);
   if (cq->channel) --cq->channel->refcnt;
+  if (u->events.load() != u->events_read.load()) {
+    // Events still unread in the pipe name this CQ: keep the (small) wrapper so that
+    // ibv_get_cq_event can recognise and skip them, as the kernel drops a destroyed CQ's events.
+    u->dead = true;
+    return 0;
+  }
   pthread_mutex_destroy(&cq->mutex);
   pthread_cond_destroy(&cq->cond);
   delete u;
@@ -852,11 +862,15 @@ __attribute__((visibility("default"))) int ibv_destroy_cq(ibv_cq* cq) {
 __attribute__((visibility("default"))) int ibv_get_cq_event(ibv_comp_channel* ch, ibv_cq** cq, void** cq_context) {
   if (!mine(ch->context)) return REAL(ibv_get_cq_event)(ch, cq, cq_context);
   UCq* u = nullptr;
-  ssize_t k;
-  do {
-    k = read(ch->fd, &u, sizeof u);
-  } while (k < 0 && errno == EINTR);
-  if (k != ssize_t(sizeof u)) return -1;
+  for (;;) {
+    ssize_t k;
+    do {
+      k = read(ch->fd, &u, sizeof u);
+    } while (k < 0 && errno == EINTR);
+    if (k != ssize_t(sizeof u)) return -1;
+    u->events_read.fetch_add(1);
+    if (!u->dead) break;
+  }
   *cq = as_cq(u);
   *cq_context = as_cq(u)->cq_context;
   return 0;

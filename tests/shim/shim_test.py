@@ -327,6 +327,7 @@ def sc_send_bw():
     cleanup()
     run_perftest("memif", "ib_send_bw", ["-a", "-n", "100"], timeout=120)
     run_perftest("memif", "ib_send_bw", ["-n", "1000", "-s", "65536", "-m", "4096"], expect_sizes=[65536])
+    run_perftest("memif", "ib_send_bw", ["-n", "500", "-s", "4096", "--use-srq", "-q", "2"], expect_sizes=[4096])
 
 
 def sc_read_bw():
