@@ -53,6 +53,7 @@ struct Runtime {
   // The application polled within this many ns: the poller naps (UROCE_SHIM_APP_ACTIVE_NS; 0 =
   // the poller never yields to the application, for measurements).
   uint64_t app_active_ns = 20'000;
+  uint64_t idle_spin_ns = 50'000;   // the poller spins this long after its last work, then naps
   bool eager_post = false;   // post_send runs progress() itself (UROCE_SHIM_EAGER_POST=1)
   std::vector<UCq*> armed;   // CQs with a requested notification (under the token)
 

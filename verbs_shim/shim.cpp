@@ -60,7 +60,6 @@ std::mutex g_init_mu;
 
 constexpr uint32_t kVendorId = 0xFFFFFF;      // no registered vendor (not Mellanox's 0x02c9)
 constexpr uint32_t kVendorPartId = 0x7572;    // "ur"; in no perftest device table
-constexpr uint64_t kIdleSpinNs = 50'000;      // poller spins this long after its last work
 
 void* real_sym(const char* name) {
   void* p = dlsym(RTLD_NEXT, name);
@@ -152,7 +151,7 @@ void poller_loop(Runtime& r) {
     }
     if (did) {
       last_work = now;
-    } else if (now - last_work > kIdleSpinNs) {
+    } else if (now - last_work > r.idle_spin_ns) {
       r.poller_naps.fetch_add(1, std::memory_order_relaxed);
       nap(now - last_work > 10 * 1000 * 1000 ? 200'000 : 20'000);
     } else {
@@ -237,6 +236,7 @@ bool start_runtime() {
   if (const char* e = getenv("UROCE_SHIM_EAGER_POST")) r.eager_post = *e == '1';
   if (getenv("UROCE_SHIM_DEBUG")) signal(SIGSEGV, segv_handler);
   if (const char* e = getenv("UROCE_SHIM_APP_ACTIVE_NS")) r.app_active_ns = strtoull(e, nullptr, 0);
+  if (const char* e = getenv("UROCE_SHIM_IDLE_SPIN_NS")) r.idle_spin_ns = strtoull(e, nullptr, 0);
   atexit(shim_fini);
   return true;
 }
