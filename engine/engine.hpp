@@ -156,7 +156,7 @@ class Device {
     uint32_t max_mr = 4096;
     uint32_t max_cqe = 65536;
     uint32_t max_qp_wr = 16384;
-    uint32_t max_rd_atomic = 16;
+    uint32_t max_rd_atomic = 128;       // outstanding READ/atomics per QP, as rxe
     uint32_t max_unacked_psns = 128;    // send window, in packets (rxe uses 128 too)
     uint32_t ack_req_every = 64;        // AckReq at least this often inside long messages
     uint16_t pkey = 0xFFFF;

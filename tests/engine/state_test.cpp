@@ -356,21 +356,21 @@ TEST(QpState, BadValuesAreEinval) {
       {"port 2 on INIT->INIT", QpState::Init, QpState::Init, S | kAttrPort, [](QpAttr& a) { a.port_num = 2; }},
       {"path MTU 0", QpState::Init, QpState::Rtr, kInitToRtr, [](QpAttr& a) { a.path_mtu = Mtu(0); }},
       {"path MTU 6", QpState::Init, QpState::Rtr, kInitToRtr, [](QpAttr& a) { a.path_mtu = Mtu(6); }},
-      {"max_dest_rd_atomic 17", QpState::Init, QpState::Rtr, kInitToRtr,
-       [](QpAttr& a) { a.max_dest_rd_atomic = 17; }},
+      {"max_dest_rd_atomic 129", QpState::Init, QpState::Rtr, kInitToRtr,
+       [](QpAttr& a) { a.max_dest_rd_atomic = 129; }},
       {"min_rnr_timer 32", QpState::Init, QpState::Rtr, kInitToRtr, [](QpAttr& a) { a.min_rnr_timer = 32; }},
       {"dest QPN 2^24", QpState::Init, QpState::Rtr, kInitToRtr, [](QpAttr& a) { a.dest_qp_num = 1u << 24; }},
       {"retry_cnt 8", QpState::Rtr, QpState::Rts, kRtrToRts, [](QpAttr& a) { a.retry_cnt = 8; }},
       {"rnr_retry 8", QpState::Rtr, QpState::Rts, kRtrToRts, [](QpAttr& a) { a.rnr_retry = 8; }},
       {"timeout 32", QpState::Rtr, QpState::Rts, kRtrToRts, [](QpAttr& a) { a.timeout = 32; }},
-      {"max_rd_atomic 17", QpState::Rtr, QpState::Rts, kRtrToRts, [](QpAttr& a) { a.max_rd_atomic = 17; }},
+      {"max_rd_atomic 129", QpState::Rtr, QpState::Rts, kRtrToRts, [](QpAttr& a) { a.max_rd_atomic = 129; }},
       {"min_rnr_timer 32 on RTS->RTS", QpState::Rts, QpState::Rts, S | kAttrMinRnrTimer,
        [](QpAttr& a) { a.min_rnr_timer = 32; }},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
-    Solo s;  // max_rd_atomic limit 16 (the default config)
-    ASSERT_EQ(s.dev->config().max_rd_atomic, 16u);
+    Solo s;  // max_rd_atomic limit 128 (the default config, as rxe)
+    ASSERT_EQ(s.dev->config().max_rd_atomic, 128u);
     Qp* qp = s.new_qp();
     ASSERT_NO_FATAL_FAILURE(s.drive(qp, c.from));
     const QpAttr before = qp->attr();

@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""uroce <-> Linux rxe interop (meson suite `interop`).
+
+Brings up the rxe lab (../shared/rxe-lab: Linux 6.1 rdma_rxe in a QEMU guest behind tap-rxe in
+namespace roce-lab), then runs Debian's unmodified perftest tools and ibv_rc_pingpong between
+uroce (the verbs shim over DPDK af_packet on tap-rxe, config/rxe-lab*.conf) and rxe0: uroce as
+client with rxe as server, then the reverse; at path MTU 1024 and 4096 (guest link raised to
+9000); clean, then with `tc qdisc add dev eth0 root netem loss 1%` in the guest. Every run's
+RoCE traffic is captured in the namespace and checked with uroce-dissect (every ICRC valid, no
+malformed frame). The lab is always brought down at the end, whatever happened.
+
+Writes the matrix as markdown (--table) and exits non-zero if any run failed.
+"""
+import argparse
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LAB = os.environ.get("RXE_LAB", os.path.join(ROOT, "..", "shared", "rxe-lab", "rxe-lab.sh"))
+NS = "roce-lab"
+GUEST_IP, HOST_IP = "198.18.0.2", "198.18.0.1"
+
+# (label, tool, extra options). bw tools cross the path MTU (several packets per message);
+# lat tools stay below it; atomics are 8 bytes.
+def tools(mtu):
+    big = str(4 * mtu + 100)
+    return [
+        ("ib_write_bw", "ib_write_bw", ["-s", big, "-n", "100"]),
+        ("ib_send_bw", "ib_send_bw", ["-s", big, "-n", "100"]),
+        ("ib_read_bw", "ib_read_bw", ["-s", big, "-n", "100"]),
+        ("ib_atomic_bw FETCH_AND_ADD", "ib_atomic_bw", ["-A", "FETCH_AND_ADD", "-n", "100"]),
+        ("ib_atomic_bw CMP_AND_SWAP", "ib_atomic_bw", ["-A", "CMP_AND_SWAP", "-n", "100"]),
+        ("ib_write_lat", "ib_write_lat", ["-s", "64", "-n", "50"]),
+        ("ib_send_lat", "ib_send_lat", ["-s", "64", "-n", "50"]),
+        ("ib_read_lat", "ib_read_lat", ["-s", "64", "-n", "50"]),
+    ]
+
+
+def sh(cmd, timeout=120, check=False):
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: exit {r.returncode}\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+def lab(*args, timeout=600):
+    return sh(["bash", LAB, *args], timeout=timeout)
+
+
+def guest(cmd, timeout=120):
+    env = dict(os.environ, RXE_GUEST_TIMEOUT=str(timeout))
+    return subprocess.run(["bash", LAB, "guest", cmd], capture_output=True, text=True, timeout=timeout + 40, env=env)
+
+
+def result_line(out):
+    """The last data row of perftest's table, or pingpong's summary."""
+    rows = [l.strip() for l in out.splitlines() if re.match(r"^\s*\d+\s+\d+\s+", l)]
+    if rows:
+        return " ".join(rows[-1].split())
+    m = [l.strip() for l in out.splitlines() if "iters in" in l or "bytes in" in l]
+    return m[-1] if m else ""
+
+
+class Runner:
+    def __init__(self, build, lib):
+        self.build = build
+        self.lib = lib
+        self.dissect = os.path.join(build, "proto", "dissect", "uroce-dissect")
+        self.rows = []
+        self.capdir = os.path.join(build, "interop-captures")
+        os.makedirs(self.capdir, exist_ok=True)
+
+    def uroce(self, conf, argv):
+        return ["ip", "netns", "exec", NS, os.path.join(ROOT, "scripts", "uroce-run"), "--config",
+                os.path.join(ROOT, "config", conf), "--lib", self.lib, "--", *argv]
+
+    def run_one(self, name, tool, opts, direction, mtu, loss, conf, gid_opt):
+        tag = f"{tool}-{'_'.join(o.replace('-', '') for o in opts)}-{direction}-{mtu}-{loss}"
+        pcap = os.path.join(self.capdir, re.sub(r"[^A-Za-z0-9_.-]", "_", tag) + ".pcap")
+        cap = subprocess.Popen(["ip", "netns", "exec", NS, "tcpdump", "-i", "tap-rxe", "-w", pcap, "-U",
+                                "udp port 4791"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        t0 = time.time()
+        rxe_argv = [tool, "-d", "rxe0", *gid_opt, *opts]
+        uro_argv = [tool, "-d", "uroce0", *gid_opt, *opts]
+        srv_out = cli_out = ""
+        srv_rc = cli_rc = None
+        try:
+            if direction == "uroce->rxe":
+                srv = subprocess.Popen(["bash", LAB, "guest", "timeout 90 " + " ".join(rxe_argv)],
+                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                       env=dict(os.environ, RXE_GUEST_TIMEOUT="100"))
+                time.sleep(4)
+                try:
+                    c = subprocess.run(["timeout", "90", *self.uroce(conf, uro_argv + [GUEST_IP])],
+                                       capture_output=True, text=True, timeout=120)
+                    cli_out, cli_rc = c.stdout + c.stderr, c.returncode
+                finally:
+                    try:
+                        srv_out = srv.communicate(timeout=120)[0]
+                    except subprocess.TimeoutExpired:
+                        srv.kill()
+                        srv_out = srv.communicate()[0]
+                    srv_rc = srv.returncode
+            else:
+                srv = subprocess.Popen(["timeout", "90", *self.uroce(conf, uro_argv)], stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, text=True)
+                time.sleep(2.5)
+                try:
+                    c = guest("timeout 90 " + " ".join(rxe_argv + [HOST_IP]), timeout=100)
+                    cli_out, cli_rc = c.stdout + c.stderr, c.returncode
+                finally:
+                    try:
+                        srv_out = srv.communicate(timeout=120)[0]
+                    except subprocess.TimeoutExpired:
+                        srv.kill()
+                        srv_out = srv.communicate()[0]
+                    srv_rc = srv.returncode
+        finally:
+            time.sleep(0.5)
+            cap.send_signal(signal.SIGINT)
+            try:
+                cap.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                cap.kill()
+        secs = time.time() - t0
+        d = sh([self.dissect, pcap], timeout=60)
+        summary = d.stdout.strip().splitlines()[-1] if d.stdout.strip() else "(no output)"
+        m = re.search(r"(\d+) frames, (\d+) roce, (\d+) icrc ok, (\d+) icrc bad, (\d+) malformed", summary)
+        capture_ok = bool(m) and d.returncode == 0 and int(m.group(2)) > 0
+        ok = srv_rc == 0 and cli_rc == 0 and capture_ok
+        line = result_line(cli_out) or result_line(srv_out)
+        self.rows.append(dict(tool=name, direction=direction, mtu=mtu, loss=loss, ok=ok, srv=srv_rc, cli=cli_rc,
+                              line=line, capture=summary if m else "capture unreadable", secs=secs))
+        status = "ok" if ok else "FAILED"
+        print(f"[{status}] {name:28s} {direction:11s} mtu {mtu} loss {loss}%  server {srv_rc} client {cli_rc}  "
+              f"{line}  | {summary}  ({secs:.0f} s)", flush=True)
+        if not ok or getattr(self, "verbose", False):
+            n = 200 if getattr(self, "verbose", False) else 6
+            tail = lambda s: "\n".join(s.strip().splitlines()[-n:])
+            print(f"    client output:\n{tail(cli_out)}\n    server output:\n{tail(srv_out)}", flush=True)
+        return ok
+
+    def table(self):
+        out = ["| tool | direction | path MTU | loss | result | server / client exit | capture (uroce-dissect) |",
+               "|---|---|---:|---:|---|---|---|"]
+        for r in self.rows:
+            res = ("ok: " if r["ok"] else "**FAILED**: ") + (r["line"] or "(no result line)")
+            out.append(f"| {r['tool']} | {r['direction']} | {r['mtu']} | {r['loss']}% | {res} | {r['srv']} / {r['cli']} "
+                       f"| {r['capture']} |")
+        return "\n".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--table", help="write the markdown matrix here")
+    ap.add_argument("--mtus", default="1024,4096")
+    ap.add_argument("--losses", default="0,1")
+    ap.add_argument("--keep-up", action="store_true", help="do not bring the lab down (debugging)")
+    ap.add_argument("--only", help="run only the tools whose label contains this text")
+    ap.add_argument("--dirs", default="uroce->rxe,rxe->uroce")
+    ap.add_argument("--verbose", action="store_true", help="print both sides' whole output")
+    a = ap.parse_args()
+    lib = os.path.join(a.build, "verbs_shim", "liburoce-verbs.so")
+    for f in (lib, os.path.join(a.build, "proto", "dissect", "uroce-dissect")):
+        if not os.path.exists(f):
+            print(f"interop: {f} is missing (build first)", file=sys.stderr)
+            return 1
+    if os.geteuid() != 0:
+        print("interop: needs root (namespaces, DPDK, QEMU)", file=sys.stderr)
+        return 1
+    r = Runner(a.build, lib)
+    r.verbose = a.verbose
+    t_start = time.time()
+    try:
+        b = lab("build", timeout=1200)
+        if b.returncode != 0:
+            print("interop: rxe-lab build failed\n" + b.stderr[-2000:], file=sys.stderr)
+            return 1
+        lab("down", timeout=120)  # a lab left over from an earlier run
+        u = lab("up", timeout=600)
+        if u.returncode != 0:
+            print("interop: rxe-lab up failed\n" + u.stderr[-2000:], file=sys.stderr)
+            return 1
+        for mtu in [int(x) for x in a.mtus.split(",")]:
+            conf = "rxe-lab.conf" if mtu == 1024 else "rxe-lab-4096.conf"
+            link_mtu = "1500" if mtu == 1024 else "9000"
+            guest(f"ip link set eth0 mtu {link_mtu}")
+            sh(["ip", "netns", "exec", NS, "ip", "link", "set", "tap-rxe", "mtu", link_mtu])
+            for loss in [int(x) for x in a.losses.split(",")]:
+                guest("tc qdisc del dev eth0 root 2>/dev/null; " +
+                      (f"tc qdisc add dev eth0 root netem loss {loss}%" if loss else "true"))
+                dirs = a.dirs.split(",")
+                for name, tool, opts in tools(mtu):
+                    if a.only and a.only not in name:
+                        continue
+                    for direction in dirs:
+                        r.run_one(name, tool, opts, direction, mtu, loss, conf, ["-x", "1"])
+                for direction in dirs if not a.only or a.only in "ibv_rc_pingpong" else []:
+                    r.run_one("ibv_rc_pingpong", "ibv_rc_pingpong", ["-g", "1", "-n", "50", "-m", str(mtu), "-s", str(mtu)],
+                              direction, mtu, loss, conf, [])
+        guest("tc qdisc del dev eth0 root 2>/dev/null; true")
+    finally:
+        if not a.keep_up:
+            lab("down", timeout=120)
+    text = r.table()
+    if a.table:
+        with open(a.table, "w") as f:
+            f.write(text + "\n")
+    failed = sum(1 for x in r.rows if not x["ok"])
+    print(f"interop: {len(r.rows)} runs in {time.time() - t_start:.0f} s")
+    print(f"{len(r.rows) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
