@@ -144,6 +144,7 @@ class Qp {
   uint32_t ack_psn_ = 0;
   std::vector<RdAtomicRes> res_;   // ring of max_dest_rd_atomic responder resources
   uint32_t res_next_ = 0;
+  uint32_t res_pending_ = 0;       // slots of res_ that still owe responses (sent < npkts)
   bool in_error_flush_ = false;
 };
 

@@ -308,6 +308,7 @@ int Device::modify_qp(Qp* qp, const QpAttr& a, uint32_t mask) {
     q.max_dest_rd_atomic = a.max_dest_rd_atomic;
     qp->res_.assign(std::max<uint32_t>(1, a.max_dest_rd_atomic), RdAtomicRes{});
     qp->res_next_ = 0;
+    qp->res_pending_ = 0;
   }
   if (mask & kAttrMinRnrTimer) q.min_rnr_timer = a.min_rnr_timer;
   if (mask & kAttrSqPsn) {
@@ -354,6 +355,7 @@ void Device::reset_qp(Qp& qp) {
   qp.ack_pending_ = false;
   qp.msn_ = 0;
   for (auto& r : qp.res_) r = RdAtomicRes{};
+  qp.res_pending_ = 0;
   qp.attr_ = QpAttr{};
   qp.attr_.cap = qp.init_.cap;
 }

@@ -2,6 +2,7 @@
 // the memory keys; places WRITEs, consumes receive WQEs for SENDs, answers READs and atomics,
 // and acknowledges (coalesced: one ACK per QP per receive burst).
 #include <algorithm>
+#include <cassert>
 #include <cstring>
 
 #include "engine/engine.hpp"
@@ -258,7 +259,9 @@ void Device::responder(Qp& qp, const proto::Packet& p) {
       }
       qp.res_next_ = (qp.res_next_ + 1) % uint32_t(qp.res_.size());
       qp.msn_ = (qp.msn_ + 1) & proto::kPsnMask;
+      if (r.valid && r.sent < r.npkts) --qp.res_pending_;  // a stale replay gives way
       r = RdAtomicRes{};
+      ++qp.res_pending_;
       r.valid = true;
       r.psn = p.psn;
       r.npkts = len == 0 ? 1 : (len + qp.mtu_ - 1) / qp.mtu_;
@@ -298,7 +301,9 @@ void Device::responder(Qp& qp, const proto::Packet& p) {
       }
       qp.res_next_ = (qp.res_next_ + 1) % uint32_t(qp.res_.size());
       qp.msn_ = (qp.msn_ + 1) & proto::kPsnMask;
+      if (r.valid && r.sent < r.npkts) --qp.res_pending_;
       r = RdAtomicRes{};
+      ++qp.res_pending_;
       r.valid = true;
       r.atomic = true;
       r.psn = p.psn;
@@ -334,11 +339,13 @@ void Device::on_duplicate(Qp& qp, const proto::Packet& p) {
     if (d < 0 || uint32_t(d) >= r.npkts) continue;
     if (op == Operation::ReadRequest && !r.atomic) {
       // Re-issued for the rest of the range: answer from that packet on.
+      if (r.sent >= r.npkts) ++qp.res_pending_;
       r.sent = r.restart = uint32_t(d);
       r.replay = true;
       return;
     }
     if ((op == Operation::CmpSwap || op == Operation::FetchAdd) && r.atomic && d == 0) {
+      if (r.sent >= r.npkts) ++qp.res_pending_;
       r.sent = 0;
       r.replay = true;  // answer again with the saved original value; never execute twice
       return;
@@ -348,12 +355,16 @@ void Device::on_duplicate(Qp& qp, const proto::Packet& p) {
 }
 
 bool Device::responses_pending(const Qp& qp) const {
-  for (const RdAtomicRes& r : qp.res_)
-    if (r.valid && r.sent < r.npkts) return true;
-  return false;
+#ifndef NDEBUG
+  uint32_t owed = 0;  // the counter must equal a recount (test builds check it every call)
+  for (const RdAtomicRes& r : qp.res_) owed += r.valid && r.sent < r.npkts;
+  assert(owed == qp.res_pending_);
+#endif
+  return qp.res_pending_ != 0;
 }
 
 void Device::send_read_responses(Qp& qp) {
+  if (qp.res_pending_ == 0) return;  // the common case: nothing owed, no walk of the ring
   const uint32_t n = uint32_t(qp.res_.size());
   namespace op = proto::op;
   // Oldest first, from res_next_ round the ring (no division: this runs on every progress()).
@@ -364,9 +375,11 @@ void Device::send_read_responses(Qp& qp) {
       if (r.sent == 0) {
         if (!send_atomic_ack(qp, r)) return;
         r.sent = 1;
+        --qp.res_pending_;
       }
       continue;
     }
+    if (r.sent >= r.npkts) continue;
     while (r.sent < r.npkts) {
       const uint32_t k = r.sent;
       proto::Packet& p = qp.resp_pkt_;
@@ -381,6 +394,7 @@ void Device::send_read_responses(Qp& qp) {
       if (!emit(qp, p)) return;
       ++r.sent;
     }
+    --qp.res_pending_;
   }
 }
 
