@@ -57,6 +57,16 @@ def guest(cmd, timeout=120):
     return subprocess.run(["bash", LAB, "guest", cmd], capture_output=True, text=True, timeout=timeout + 40, env=env)
 
 
+def collect(proc):
+    """Waits (bounded) for a server process; returns its output and exit status."""
+    try:
+        out = proc.communicate(timeout=120)[0]
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out = proc.communicate()[0]
+    return out, proc.returncode
+
+
 def result_line(out):
     """The last data row of perftest's table, or pingpong's summary."""
     rows = [l.strip() for l in out.splitlines() if re.match(r"^\s*\d+\s+\d+\s+", l)]
@@ -72,6 +82,7 @@ class Runner:
         self.lib = lib
         self.dissect = os.path.join(build, "proto", "dissect", "uroce-dissect")
         self.rows = []
+        self.retried = []
         self.capdir = os.path.join(build, "interop-captures")
         os.makedirs(self.capdir, exist_ok=True)
 
@@ -90,6 +101,9 @@ class Runner:
             line = cap.stderr.readline()
             if not line or "listening on" in line:
                 break
+        # The DPDK af_packet port toggles the tap's promiscuous flag as processes start and exit,
+        # which can take tcpdump's away: frames between rxe and uroce are for neither tap MAC.
+        sh(["ip", "netns", "exec", NS, "ip", "link", "set", "tap-rxe", "promisc", "on"])
         t0 = time.time()
         rxe_argv = [tool, "-d", "rxe0", *gid_opt, *opts]
         uro_argv = [tool, "-d", "uroce0", *gid_opt, *opts]
@@ -106,12 +120,7 @@ class Runner:
                                        capture_output=True, text=True, timeout=120)
                     cli_out, cli_rc = c.stdout + c.stderr, c.returncode
                 finally:
-                    try:
-                        srv_out = srv.communicate(timeout=120)[0]
-                    except subprocess.TimeoutExpired:
-                        srv.kill()
-                        srv_out = srv.communicate()[0]
-                    srv_rc = srv.returncode
+                    srv_out, srv_rc = collect(srv)
             else:
                 srv = subprocess.Popen(["timeout", "90", *self.uroce(conf, uro_argv)], stdout=subprocess.PIPE,
                                        stderr=subprocess.STDOUT, text=True)
@@ -120,12 +129,7 @@ class Runner:
                     c = guest("timeout 90 " + " ".join(rxe_argv + [HOST_IP]), timeout=100)
                     cli_out, cli_rc = c.stdout + c.stderr, c.returncode
                 finally:
-                    try:
-                        srv_out = srv.communicate(timeout=120)[0]
-                    except subprocess.TimeoutExpired:
-                        srv.kill()
-                        srv_out = srv.communicate()[0]
-                    srv_rc = srv.returncode
+                    srv_out, srv_rc = collect(srv)
         finally:
             time.sleep(0.5)
             cap.send_signal(signal.SIGINT)
@@ -141,7 +145,7 @@ class Runner:
         ok = srv_rc == 0 and cli_rc == 0 and capture_ok
         line = result_line(cli_out) or result_line(srv_out)
         self.rows.append(dict(tool=name, direction=direction, mtu=mtu, loss=loss, ok=ok, srv=srv_rc, cli=cli_rc,
-                              line=line, capture=summary if m else "capture unreadable", secs=secs))
+                              line=line, capture=summary if m else "capture unreadable", secs=secs, note=""))
         status = "ok" if ok else "FAILED"
         print(f"[{status}] {name:28s} {direction:11s} mtu {mtu} loss {loss}%  server {srv_rc} client {cli_rc}  "
               f"{line}  | {summary}  ({secs:.0f} s)", flush=True)
@@ -151,11 +155,26 @@ class Runner:
             print(f"    client output:\n{tail(cli_out)}\n    server output:\n{tail(srv_out)}", flush=True)
         return ok
 
+    def run(self, *args):
+        """One run; a failure is tried once more. Both attempts stay in the record: the emulated
+        guest is slow and occasionally misses (see docs/interop.md), and a second failure fails."""
+        if self.run_one(*args):
+            return True
+        first = self.rows.pop()
+        print("    retrying once", flush=True)
+        ok = self.run_one(*args)
+        why = f"1st attempt failed: exit {first['srv']} / {first['cli']}, {first['capture']}"
+        self.rows[-1]["note"] = why
+        self.retried.append((first, self.rows[-1]))
+        return ok
+
     def table(self):
         out = ["| tool | direction | path MTU | loss | result | server / client exit | capture (uroce-dissect) |",
                "|---|---|---:|---:|---|---|---|"]
         for r in self.rows:
             res = ("ok: " if r["ok"] else "**FAILED**: ") + (r["line"] or "(no result line)")
+            if r["note"]:
+                res += f" ({r['note']})"
             out.append(f"| {r['tool']} | {r['direction']} | {r['mtu']} | {r['loss']}% | {res} | {r['srv']} / {r['cli']} "
                        f"| {r['capture']} |")
         return "\n".join(out)
@@ -210,9 +229,9 @@ def main():
                     if a.only and a.only not in name:
                         continue
                     for direction in dirs:
-                        r.run_one(name, tool, opts, direction, mtu, loss, conf, ["-x", "1"])
+                        r.run(name, tool, opts, direction, mtu, loss, conf, ["-x", "1"])
                 for direction in dirs if not a.only or a.only in "ibv_rc_pingpong" else []:
-                    r.run_one("ibv_rc_pingpong", "ibv_rc_pingpong", ["-g", "1", "-n", "50", "-m", str(mtu), "-s", str(mtu)],
+                    r.run("ibv_rc_pingpong", "ibv_rc_pingpong", ["-g", "1", "-n", "50", "-m", str(mtu), "-s", str(mtu)],
                               direction, mtu, loss, conf, [])
         guest("tc qdisc del dev eth0 root 2>/dev/null; true")
     finally:
@@ -223,7 +242,11 @@ def main():
         with open(a.table, "w") as f:
             f.write(text + "\n")
     failed = sum(1 for x in r.rows if not x["ok"])
-    print(f"interop: {len(r.rows)} runs in {time.time() - t_start:.0f} s")
+    print(f"interop: {len(r.rows)} runs in {time.time() - t_start:.0f} s, {len(r.retried)} passed or failed "
+          f"only on a second attempt:")
+    for first, second in r.retried:
+        print(f"  {first['tool']} {first['direction']} mtu {first['mtu']} loss {first['loss']}%: 1st exit "
+              f"{first['srv']}/{first['cli']} ({first['capture']}), 2nd {'ok' if second['ok'] else 'FAILED'}")
     print(f"{len(r.rows) - failed} passed, {failed} failed")
     return 1 if failed else 0
 
