@@ -26,6 +26,7 @@ LAB = os.environ.get("RXE_LAB", os.path.join(ROOT, "..", "shared", "rxe-lab", "r
 DEVICE_MARK = "mrg_rxbuf=off \\\n"
 NS = "roce-lab"
 GUEST_IP, HOST_IP = "198.18.0.2", "198.18.0.1"
+UROCE_IP = "198.18.0.10"  # config/rxe-lab*.conf
 
 # (label, tool, extra options). bw tools cross the path MTU (several packets per message);
 # lat tools stay below it; atomics are 8 bytes.
@@ -189,6 +190,24 @@ class Runner:
         capture_ok = bool(m) and d.returncode == 0
         if capture_ok and int(m.group(2)) == 0:
             summary += " (capture missed: tcpdump recorded nothing)"
+        elif capture_ok:
+            # Both directions were checked (RC always answers), and a multi-packet message really
+            # used the path MTU: its packets carry exactly `mtu` bytes, none more.
+            sent = {"uroce": 0, "rxe": 0}
+            biggest = 0
+            for l in d.stdout.splitlines():
+                f = re.match(r"\s*\d+\s+\S+\s+(\S+) > \S+ ", l)
+                if f:
+                    sent["uroce" if f.group(1) == UROCE_IP else "rxe"] += 1
+                    pl = re.search(r" payload (\d+)", l)
+                    biggest = max(biggest, int(pl.group(1)) if pl else 0)
+            summary += f" (from uroce {sent['uroce']}, from rxe {sent['rxe']}; largest payload {biggest})"
+            if not sent["uroce"] or not sent["rxe"]:
+                capture_ok = False
+                summary += " ONE DIRECTION MISSING"
+            if biggest > mtu or (tool in ("ib_write_bw", "ib_send_bw", "ib_read_bw") and biggest != mtu):
+                capture_ok = False
+                summary += f" PAYLOAD NOT THE PATH MTU {mtu}"
         ok = srv_rc == 0 and cli_rc == 0 and capture_ok
         line = result_line(cli_out) or result_line(srv_out)
         self.rows.append(dict(tool=name, direction=direction, mtu=mtu, loss=loss, ok=ok, srv=srv_rc, cli=cli_rc,
