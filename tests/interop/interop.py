@@ -183,11 +183,13 @@ class Runner:
                     srv_out, srv_rc = collect(srv)
         finally:
             time.sleep(0.5)
+            cap_early_exit = cap.poll()  # tcpdump gone before the end of the run?
             cap.send_signal(signal.SIGINT)
             try:
-                cap.wait(timeout=10)
+                cap_err = cap.communicate(timeout=10)[1]
             except subprocess.TimeoutExpired:
                 cap.kill()
+                cap_err = ""
         secs = time.time() - t0
         d = sh([self.dissect, pcap], timeout=60)
         summary = d.stdout.strip().splitlines()[-1] if d.stdout.strip() else "(no output)"
@@ -197,7 +199,11 @@ class Runner:
         # lab) proves nothing either way: it is reported as such, not counted as a failure.
         capture_ok = bool(m) and d.returncode == 0
         if capture_ok and int(m.group(2)) == 0:
-            summary += " (capture missed: tcpdump recorded nothing)"
+            summary += " (capture missed: tcpdump recorded nothing"
+            # What tcpdump said, to find out why (it happens in this lab now and then).
+            said = " / ".join(l.strip() for l in (cap_err or "").splitlines() if l.strip())
+            summary += (f"; it had exited with {cap_early_exit}" if cap_early_exit is not None else "") + \
+                       (f"; tcpdump: {said}" if said else "") + ")"
         elif capture_ok:
             # Both directions were checked (RC always answers), and a multi-packet message really
             # used the path MTU: its packets carry exactly `mtu` bytes, none more.
