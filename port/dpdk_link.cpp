@@ -124,6 +124,7 @@ bool DpdkLink::setup(std::string& err) {
     return false;
   }
   max_frame_ = cfg_.max_frame();
+  is_memif_ = info.driver_name && std::string(info.driver_name) == "net_memif";
   const uint32_t room = RTE_PKTMBUF_HEADROOM + ((std::max(max_frame_, cfg_.mbuf_size) + 63) & ~63u);
   if (room > 0xFFFF) {
     err = "link_mtu too large for one mbuf";
@@ -244,6 +245,17 @@ bool DpdkLink::wait_link_up(uint32_t timeout_ms) {
     if (lk.link_status == RTE_ETH_LINK_UP) return true;
     if (rte_get_tsc_cycles() > end) return false;
     rte_delay_us_sleep(10'000);
+  }
+}
+
+bool DpdkLink::wait_link_down(uint32_t timeout_ms) {
+  const uint64_t end = rte_get_tsc_cycles() + rte_get_tsc_hz() / 1000 * timeout_ms;
+  for (;;) {
+    rte_eth_link lk{};
+    rte_eth_link_get_nowait(port_, &lk);
+    if (lk.link_status == RTE_ETH_LINK_DOWN) return true;
+    if (rte_get_tsc_cycles() > end) return false;
+    rte_delay_us_sleep(1'000);
   }
 }
 

@@ -58,6 +58,13 @@ class DpdkLink : public engine::Link {
 
   // Waits (bounded) until the port reports link up.
   bool wait_link_up(uint32_t timeout_ms);
+  // Waits (bounded) until the port reports link down (a memif peer has disconnected).
+  bool wait_link_down(uint32_t timeout_ms);
+  // memif: the PMD unmaps the shared rings in its interrupt thread when the peer disconnects,
+  // even while this thread is inside rte_eth_rx_burst() on them (SIGSEGV). Nothing may poll
+  // a memif port once its peer may close: applications agree on a quiet point first
+  // (uroce-perf: docs/port.md "Shutting down a memif pair").
+  bool is_memif() const { return is_memif_; }
 
   // Resolves a peer's MAC from its GID (ARP for IPv4-mapped, neighbour solicitation for IPv6),
   // re-asking every 200 ms until cfg.arp_timeout_ms. `pump` is called while waiting: it must
@@ -90,6 +97,7 @@ class DpdkLink : public engine::Link {
   uint16_t port_ = 0;
   void* pool_ = nullptr;     // rte_mempool*
   uint32_t max_frame_ = 1514;
+  bool is_memif_ = false;
   proto::Mac mac_{};
   proto::Ip6 gid_{};
   proto::Ip6 ip6_{};         // our IPv6 address (explicit or link-local)

@@ -161,7 +161,7 @@ struct Msg {
   uint64_t a = 0, b = 0;
   double bw_peak = 0, bw_avg = 0, mpps = 0;
 };
-enum MsgType : uint32_t { kStart = 1, kReady, kDone, kResult, kBye };
+enum MsgType : uint32_t { kStart = 1, kReady, kDone, kResult, kBye, kQuiet };
 
 struct QpInfo {
   uint32_t qpn, psn, rkey, pad;
@@ -198,6 +198,27 @@ class Tcp {
         if (errno == EINTR) continue;
         die("TCP recv: %s", std::strerror(errno));
       }
+      rxbuf.append(tmp, size_t(k));
+    }
+    std::memcpy(p, rxbuf.data(), n);
+    rxbuf.erase(0, n);
+    return true;
+  }
+  // Blocking, bounded: true when n bytes arrived; false when the peer closed, on an error, or
+  // after timeout_ms.
+  bool recv_wait(void* p, size_t n, int timeout_ms) {
+    const uint64_t end = rte_get_tsc_cycles() + rte_get_tsc_hz() / 1000 * uint64_t(timeout_ms);
+    char tmp[4096];
+    while (rxbuf.size() < n) {
+      const uint64_t now = rte_get_tsc_cycles();
+      if (now >= end) return false;
+      pollfd pf{fd, POLLIN, 0};
+      const int r = ::poll(&pf, 1, int((end - now) * 1000 / rte_get_tsc_hz()) + 1);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return false;
+      const ssize_t k = ::recv(fd, tmp, sizeof tmp, 0);
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0) return false;
       rxbuf.append(tmp, size_t(k));
     }
     std::memcpy(p, rxbuf.data(), n);
@@ -911,6 +932,22 @@ int main(int argc, char** argv) {
   }
   std::printf("data verification: %s\n", ok ? "OK" : "FAILED");
   std::fflush(stdout);
+  // Neither side polls from here on; only then may one close its port. memif's PMD unmaps
+  // the shared rings when the peer disconnects, even under a running rte_eth_rx_burst()
+  // (a SIGSEGV seen under load). The client closes first; the server waits for that
+  // disconnect, and for the PMD's interrupt thread to finish it, before closing its own.
+  Msg quiet;
+  quiet.type = kQuiet;
+  c.send_msg(quiet);
+  for (;;) {
+    Msg m;
+    if (!c.tcp.recv_wait(&m, sizeof m, 5000)) break;  // the peer is gone (or hung): go on
+    if (m.type == kQuiet) break;
+  }
+  if (c.server && c.link->is_memif()) {
+    c.link->wait_link_down(2000);
+    rte_delay_us_sleep(100'000);
+  }
   close(c.tcp.fd);
   for (auto& x : c.q) c.dev->destroy_qp(x.qp);
   c.dev.reset();
