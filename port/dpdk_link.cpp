@@ -237,25 +237,14 @@ DpdkLink::~DpdkLink() {
   // The mempool and the EAL live until the process exits (rte_eal_cleanup there).
 }
 
-bool DpdkLink::wait_link_up(uint32_t timeout_ms) {
+bool DpdkLink::wait_link(bool up, uint32_t timeout_ms) {
   const uint64_t end = rte_get_tsc_cycles() + rte_get_tsc_hz() / 1000 * timeout_ms;
   for (;;) {
     rte_eth_link lk{};
     rte_eth_link_get_nowait(port_, &lk);
-    if (lk.link_status == RTE_ETH_LINK_UP) return true;
+    if ((lk.link_status == RTE_ETH_LINK_UP) == up) return true;
     if (rte_get_tsc_cycles() > end) return false;
-    rte_delay_us_sleep(10'000);
-  }
-}
-
-bool DpdkLink::wait_link_down(uint32_t timeout_ms) {
-  const uint64_t end = rte_get_tsc_cycles() + rte_get_tsc_hz() / 1000 * timeout_ms;
-  for (;;) {
-    rte_eth_link lk{};
-    rte_eth_link_get_nowait(port_, &lk);
-    if (lk.link_status == RTE_ETH_LINK_DOWN) return true;
-    if (rte_get_tsc_cycles() > end) return false;
-    rte_delay_us_sleep(1'000);
+    rte_delay_us_sleep(up ? 10'000 : 1'000);
   }
 }
 

@@ -56,10 +56,10 @@ class DpdkLink : public engine::Link {
   void release(engine::PacketBuf& b) override;
   uint32_t max_frame() const override { return max_frame_; }
 
-  // Waits (bounded) until the port reports link up.
-  bool wait_link_up(uint32_t timeout_ms);
-  // Waits (bounded) until the port reports link down (a memif peer has disconnected).
-  bool wait_link_down(uint32_t timeout_ms);
+  // Waits (bounded) until the port reports link up, or down (a memif peer has disconnected).
+  bool wait_link_up(uint32_t timeout_ms) { return wait_link(true, timeout_ms); }
+  bool wait_link_down(uint32_t timeout_ms) { return wait_link(false, timeout_ms); }
+  bool wait_link(bool up, uint32_t timeout_ms);
   // memif: the PMD unmaps the shared rings in its interrupt thread when the peer disconnects,
   // even while this thread is inside rte_eth_rx_burst() on them (SIGSEGV). Nothing may poll
   // a memif port once its peer may close: applications agree on a quiet point first
