@@ -248,6 +248,11 @@ bool DpdkLink::wait_link(bool up, uint32_t timeout_ms) {
   }
 }
 
+void DpdkLink::await_peer_close(uint32_t timeout_ms) {
+  if (!is_memif_) return;
+  if (wait_link(false, timeout_ms)) rte_delay_us_sleep(100'000);  // let the disconnect finish
+}
+
 std::string DpdkLink::describe() const {
   rte_eth_dev_info info{};
   rte_eth_dev_info_get(port_, &info);

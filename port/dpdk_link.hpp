@@ -56,15 +56,14 @@ class DpdkLink : public engine::Link {
   void release(engine::PacketBuf& b) override;
   uint32_t max_frame() const override { return max_frame_; }
 
-  // Waits (bounded) until the port reports link up, or down (a memif peer has disconnected).
+  // Waits (bounded) until the port reports link up.
   bool wait_link_up(uint32_t timeout_ms) { return wait_link(true, timeout_ms); }
-  bool wait_link_down(uint32_t timeout_ms) { return wait_link(false, timeout_ms); }
-  bool wait_link(bool up, uint32_t timeout_ms);
-  // memif: the PMD unmaps the shared rings in its interrupt thread when the peer disconnects,
-  // even while this thread is inside rte_eth_rx_burst() on them (SIGSEGV). Nothing may poll
-  // a memif port once its peer may close: applications agree on a quiet point first
-  // (uroce-perf: docs/port.md "Shutting down a memif pair").
-  bool is_memif() const { return is_memif_; }
+  // Call when this process polls the port no more and will close it. memif's PMD unmaps the
+  // shared rings in its interrupt thread when the peer disconnects, even while the peer is
+  // inside rte_eth_rx_burst() on them (SIGSEGV): so on memif this waits (bounded) for the peer
+  // to disconnect first, and for our interrupt thread to finish handling that, before we
+  // close. Other drivers return at once. See docs/port.md "Shutting down a memif pair".
+  void await_peer_close(uint32_t timeout_ms);
 
   // Resolves a peer's MAC from its GID (ARP for IPv4-mapped, neighbour solicitation for IPv6),
   // re-asking every 200 ms until cfg.arp_timeout_ms. `pump` is called while waiting: it must
@@ -83,6 +82,7 @@ class DpdkLink : public engine::Link {
 
  private:
   DpdkLink() = default;
+  bool wait_link(bool up, uint32_t timeout_ms);
   bool setup(std::string& err);
   void classify(void* mbuf, engine::PacketBuf* out, size_t& k);
   bool handle_arp(void* m, uint8_t* f, uint32_t len);

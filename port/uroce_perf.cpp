@@ -944,10 +944,7 @@ int main(int argc, char** argv) {
     if (!c.tcp.recv_wait(&m, sizeof m, 5000)) break;  // the peer is gone (or hung): go on
     if (m.type == kQuiet) break;
   }
-  if (c.server && c.link->is_memif()) {
-    c.link->wait_link_down(2000);
-    rte_delay_us_sleep(100'000);
-  }
+  if (c.server) c.link->await_peer_close(2000);
   close(c.tcp.fd);
   for (auto& x : c.q) c.dev->destroy_qp(x.qp);
   c.dev.reset();

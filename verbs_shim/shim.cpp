@@ -252,10 +252,9 @@ void shim_fini() {
                  (unsigned long)r.app_drives.load());
   r.stop = true;
   r.poller.join();
-  // memif: the PMD unmaps the shared rings when the peer disconnects, even under a running
-  // rte_eth_rx_burst(). Nothing here polls any more; give the peer (bounded) time to stop
-  // polling and leave first, so that our exit cannot pull its rings from under it.
-  if (r.link && r.link->is_memif()) r.link->wait_link_down(500);
+  // Nothing here polls any more; on memif, give the peer (bounded) time to stop polling and
+  // leave first, so that our exit cannot pull its rings from under it.
+  if (r.link) r.link->await_peer_close(500);
 }
 
 // ---- Attributes ---------------------------------------------------------------------------------
