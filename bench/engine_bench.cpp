@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "engine/engine.hpp"
-#include "engine/fake_link.hpp"
+#include "tests/support/fake_link.hpp"
 
 using namespace uroce::engine;
 

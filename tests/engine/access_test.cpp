@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/engine/harness.hpp"
+#include "tests/support/harness.hpp"
 
 namespace uroce::test {
 namespace {

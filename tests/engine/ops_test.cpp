@@ -5,7 +5,7 @@
 
 #include <tuple>
 
-#include "tests/engine/harness.hpp"
+#include "tests/support/harness.hpp"
 
 namespace uroce::test {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "proto/dissect/pcapio.hpp"
 #include "proto/entropy.hpp"
-#include "tests/engine/harness.hpp"
+#include "tests/support/harness.hpp"
 
 #ifndef UROCE_GOLDEN_DIR
 #error "UROCE_GOLDEN_DIR must be defined by the build"
@@ -455,4 +455,22 @@ TEST_F(AgainstRxe, RemoteAccessErrorNak) {
 }
 
 }  // namespace
+}  // namespace uroce::test
+
+namespace uroce::test {
+
+// FakeLink::inject of a frame longer than a pool slot is refused without taking a slot.
+TEST(FakeLinkTest, OversizedInjectTakesNoSlot) {
+  FakeWire wire(16, 256, 1);
+  const uint32_t before = wire.free_slots();
+  std::vector<uint8_t> big(257, 0xAB);
+  wire.a().inject(big.data(), uint32_t(big.size()));
+  EXPECT_EQ(wire.free_slots(), before);
+  EXPECT_EQ(wire.a().pending_rx(), 0u);
+  std::vector<uint8_t> ok(256, 0xAB);
+  wire.a().inject(ok.data(), uint32_t(ok.size()));
+  EXPECT_EQ(wire.free_slots(), before - 1);
+  EXPECT_EQ(wire.a().pending_rx(), 1u);
+}
+
 }  // namespace uroce::test

@@ -15,7 +15,7 @@
 #include <random>
 #include <set>
 
-#include "tests/engine/harness.hpp"
+#include "tests/support/harness.hpp"
 
 namespace uroce::test {
 namespace {

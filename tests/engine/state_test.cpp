@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/engine/harness.hpp"
+#include "tests/support/harness.hpp"
 
 namespace uroce::test {
 namespace {

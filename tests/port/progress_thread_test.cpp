@@ -8,7 +8,7 @@
 #include <chrono>
 #include <thread>
 
-#include "tests/engine/harness.hpp"
+#include "tests/support/harness.hpp"
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "engine/engine.hpp"
-#include "engine/fake_link.hpp"
+#include "tests/support/fake_link.hpp"
 
 namespace uroce::test {
 
