@@ -23,6 +23,7 @@ inline constexpr uint32_t kMaxUnackedPsns = 128;     // send window in packets (
 inline constexpr uint32_t kAckReqEvery = 64;         // AckReq at least this often inside long messages
 inline constexpr uint16_t kDefaultPkey = 0xFFFF;
 inline constexpr uint32_t kRxBurst = 32;             // frames taken from the link per progress()
+inline constexpr uint32_t kRxBurstMax = 64;          // the most a Device::Config may ask for
 inline constexpr uint32_t kTxBatch = 64;             // frames handed to the link at once
 inline constexpr uint32_t kScratchBytes = 16384;     // gather buffer for a multi-SGE packet payload
 inline constexpr uint8_t kDefaultTtl = 64;

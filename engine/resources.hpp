@@ -128,6 +128,7 @@ class Ring {
   uint32_t capacity() const { return uint32_t(v_.size()); }
   T& push_slot() { return v_[(head_ + count_++) % v_.size()]; }  // caller checked !full()
   T& front() { return v_[head_]; }
+  const T& front() const { return v_[head_]; }
   T& at(uint32_t i) { return v_[(head_ + i) % v_.size()]; }  // i-th oldest
   void pop() {
     head_ = (head_ + 1) % v_.size();

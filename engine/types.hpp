@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "engine/param.hpp"
 #include "proto/packet.hpp"
 
 namespace uroce::engine {
@@ -59,8 +60,8 @@ struct Sge {
   uint32_t lkey = 0;
 };
 
-inline constexpr uint32_t kMaxSge = 16;
-inline constexpr uint32_t kMaxInline = 256;
+inline constexpr uint32_t kMaxSge = param::kMaxSge;
+inline constexpr uint32_t kMaxInline = param::kMaxInline;
 
 struct SendWr {
   uint64_t wr_id = 0;

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "engine/engine.hpp"
+#include "proto/aeth.hpp"
+#include "proto/psn.hpp"
 #include "tests/support/fake_link.hpp"
 
 namespace uroce::test {

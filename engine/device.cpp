@@ -1,0 +1,126 @@
+// The device's resources: PDs, MRs, CQs, SRQs and QPs, created and destroyed with verbs'
+// rules; the device's counters.
+#include <algorithm>
+#include <cerrno>
+
+#include "engine/engine.hpp"
+
+namespace uroce::engine {
+
+Device::Device(Link& link, Clock& clock, const Config& cfg)
+    : link_(link), clock_(clock), cfg_(cfg), mrs_(cfg.max_mr), tx_(link), scratch_(param::kScratchBytes) {
+  cfg_.rx_burst = std::min<uint32_t>(cfg_.rx_burst, param::kRxBurstMax);
+}
+
+Device::~Device() = default;
+
+uint32_t Device::mtu_limit() const {
+  // Largest IB MTU whose frame fits: Ethernet + IPv6 + UDP + BTH + largest ETH + ICRC.
+  const uint32_t overhead = 14 + 8 + 40 + 8 + 12 + 28 + 4;
+  uint32_t m = 4096;
+  while (m > 256 && m + overhead > link_.max_frame()) m /= 2;
+  return m;
+}
+
+Pd* Device::alloc_pd() {
+  pds_.push_back(std::make_unique<Pd>());
+  pds_.back()->handle = ++pd_handles_;
+  return pds_.back().get();
+}
+
+int Device::dealloc_pd(Pd* pd) {
+  for (auto& q : qps_)
+    if (q->init.pd == pd) return EBUSY;
+  for (auto& s : srqs_)
+    if (s->pd() == pd) return EBUSY;
+  auto it = std::find_if(pds_.begin(), pds_.end(), [&](auto& p) { return p.get() == pd; });
+  if (it == pds_.end()) return EINVAL;
+  pds_.erase(it);
+  return 0;
+}
+
+Mr* Device::reg_mr(Pd* pd, void* addr, uint64_t length, uint32_t access) {
+  return reg_mr_iova(pd, addr, length, reinterpret_cast<uintptr_t>(addr), access);
+}
+
+Mr* Device::reg_mr_iova(Pd* pd, void* addr, uint64_t length, uint64_t iova, uint32_t access) {
+  if (!pd) return nullptr;
+  // IB rule: remote write or atomic access needs local write access too.
+  if ((access & (kRemoteWrite | kRemoteAtomic)) && !(access & kLocalWrite)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  Mr* mr = mrs_.reg(pd, addr, length, iova, access);
+  if (!mr) errno = ENOMEM;
+  return mr;
+}
+
+int Device::dereg_mr(Mr* mr) { return mr && mrs_.dereg(mr->lkey) ? 0 : EINVAL; }
+
+Cq* Device::create_cq(uint32_t depth) {
+  if (depth == 0 || depth > cfg_.max_cqe) return nullptr;
+  cqs_.push_back(std::make_unique<Cq>(depth));
+  return cqs_.back().get();
+}
+
+int Device::destroy_cq(Cq* cq) {
+  for (auto& q : qps_)
+    if (q->init.send_cq == cq || q->init.recv_cq == cq) return EBUSY;
+  auto it = std::find_if(cqs_.begin(), cqs_.end(), [&](auto& c) { return c.get() == cq; });
+  if (it == cqs_.end()) return EINVAL;
+  cqs_.erase(it);
+  return 0;
+}
+
+Srq* Device::create_srq(Pd* pd, uint32_t max_wr, uint32_t max_sge) {
+  if (!pd || max_wr == 0 || max_wr > cfg_.max_qp_wr || max_sge == 0 || max_sge > kMaxSge) return nullptr;
+  srqs_.push_back(std::make_unique<Srq>(pd, max_wr, max_sge));
+  return srqs_.back().get();
+}
+
+int Device::destroy_srq(Srq* srq) {
+  for (auto& q : qps_)
+    if (q->init.srq == srq) return EBUSY;
+  auto it = std::find_if(srqs_.begin(), srqs_.end(), [&](auto& s) { return s.get() == srq; });
+  if (it == srqs_.end()) return EINVAL;
+  srqs_.erase(it);
+  return 0;
+}
+
+Qp* Device::create_qp(const QpInitAttr& init) {
+  const QpCap& c = init.cap;
+  if (!init.pd || !init.send_cq || !init.recv_cq || init.qp_type != QpType::RC) return nullptr;
+  if (c.max_send_wr == 0 || c.max_send_wr > cfg_.max_qp_wr || c.max_recv_wr > cfg_.max_qp_wr ||
+      c.max_send_sge > kMaxSge || c.max_recv_sge > kMaxSge || c.max_inline_data > kMaxInline)
+    return nullptr;
+  if (!init.srq && c.max_recv_wr == 0) return nullptr;
+  if (qps_.size() >= cfg_.max_qp) return nullptr;
+  const uint32_t qpn = next_qpn_++;
+  qps_.push_back(std::make_unique<Qp>(*this, qpn, init));
+  Qp* raw = qps_.back().get();
+  if (qp_table_.size() <= qpn - kFirstQpn) qp_table_.resize(qpn - kFirstQpn + 1, nullptr);
+  qp_table_[qpn - kFirstQpn] = raw;
+  return raw;
+}
+
+int Device::destroy_qp(Qp* qp) {
+  auto it = std::find_if(qps_.begin(), qps_.end(), [&](auto& q) { return q.get() == qp; });
+  if (it == qps_.end()) return EINVAL;
+  dev_ctr_.add(qp->ctr);
+  qp_table_[qp->qpn() - kFirstQpn] = nullptr;
+  qps_.erase(it);
+  return 0;
+}
+
+Qp* Device::qp_by_num(uint32_t qpn) const {
+  if (qpn < kFirstQpn || qpn - kFirstQpn >= qp_table_.size()) return nullptr;
+  return qp_table_[qpn - kFirstQpn];
+}
+
+Counters Device::counters() const {
+  Counters c = dev_ctr_;
+  for (auto& q : qps_) c.add(q->ctr);
+  return c;
+}
+
+}  // namespace uroce::engine

@@ -1,0 +1,83 @@
+// Posting work requests: checked and copied into the send or receive queue; nothing is sent
+// here (the requester does that from progress()).
+#include <cerrno>
+#include <cstring>
+
+#include "engine/engine.hpp"
+
+namespace uroce::engine {
+
+int Device::post_send(Qp* qp, const SendWr& wr) {
+  if (!qp) return EINVAL;
+  const QpState s = qp->attrs.qp_state;
+  if (s == QpState::Reset || s == QpState::Init || s == QpState::Rtr) return EINVAL;
+  if (wr.num_sge > qp->init.cap.max_send_sge && !(wr.send_flags & kSendInline)) return EINVAL;
+  if (wr.num_sge > kMaxSge) return EINVAL;
+  switch (wr.opcode) {
+    case WrOpcode::Send: case WrOpcode::SendWithImm: case WrOpcode::SendWithInv:
+    case WrOpcode::RdmaWrite: case WrOpcode::RdmaWriteWithImm: case WrOpcode::RdmaRead:
+    case WrOpcode::AtomicCmpSwp: case WrOpcode::AtomicFetchAdd:
+      break;
+    default:
+      return EINVAL;
+  }
+  uint64_t len = 0;
+  for (uint32_t i = 0; i < wr.num_sge; ++i) len += wr.sg_list[i].length;
+  const bool atomic = wr.opcode == WrOpcode::AtomicCmpSwp || wr.opcode == WrOpcode::AtomicFetchAdd;
+  const bool is_inline = (wr.send_flags & kSendInline) && !atomic && wr.opcode != WrOpcode::RdmaRead;
+  if (is_inline && len > qp->init.cap.max_inline_data) return EINVAL;
+  if (len > param::kMaxMessage) return EINVAL;
+  if (qp->tx.sq.full()) return ENOMEM;
+
+  // Fill only what the engine reads (the WQE is large; zeroing it all costs per message).
+  SendWqe& w = qp->tx.sq.push_slot();
+  w.wr = wr;
+  w.wr.sg_list = nullptr;
+  w.npkts = w.first_psn = w.next_pkt = w.rcvd_pkts = w.sent_max = 0;
+  w.started = false;
+  w.length = uint32_t(len);
+  w.signaled = qp->init.sq_sig_all || (wr.send_flags & kSendSignaled);
+  w.is_inline = is_inline;
+  if (is_inline) {
+    uint32_t off = 0;
+    for (uint32_t i = 0; i < wr.num_sge; ++i) {
+      std::memcpy(w.inline_data + off, reinterpret_cast<const void*>(wr.sg_list[i].addr), wr.sg_list[i].length);
+      off += wr.sg_list[i].length;
+    }
+    w.wr.num_sge = len ? 1 : 0;
+    w.sge[0] = Sge{0, uint32_t(len), 0};
+  } else {
+    for (uint32_t i = 0; i < wr.num_sge; ++i) w.sge[i] = wr.sg_list[i];
+  }
+  if (s == QpState::Err) qp_ops::flush(*qp);  // a WR posted in ERR completes at once, flushed
+  return 0;
+}
+
+namespace {
+
+int push_recv(Ring<RecvWqe>& rq, const RecvWr& wr) {
+  if (rq.full()) return ENOMEM;
+  RecvWqe& r = rq.push_slot();
+  r.wr_id = wr.wr_id;
+  r.num_sge = wr.num_sge;
+  for (uint32_t i = 0; i < wr.num_sge; ++i) r.sge[i] = wr.sg_list[i];
+  return 0;
+}
+
+}  // namespace
+
+int Device::post_recv(Qp* qp, const RecvWr& wr) {
+  if (!qp || qp->init.srq) return EINVAL;
+  if (qp->attrs.qp_state == QpState::Reset) return EINVAL;
+  if (wr.num_sge > qp->init.cap.max_recv_sge || wr.num_sge > kMaxSge) return EINVAL;
+  if (int rc = push_recv(qp->rx.rq, wr)) return rc;
+  if (qp->attrs.qp_state == QpState::Err) qp_ops::flush(*qp);
+  return 0;
+}
+
+int Device::post_srq_recv(Srq* srq, const RecvWr& wr) {
+  if (!srq || wr.num_sge > srq->max_sge()) return EINVAL;
+  return push_recv(srq->rq(), wr);
+}
+
+}  // namespace uroce::engine

@@ -1,0 +1,195 @@
+// A queue pair: its attributes, its queues, and the state of its three roles, grouped as the
+// roles use it (requester and completer on the send side, responder on the receive side).
+//
+// Applications and the verbs shim use the accessors at the top of `Qp`. The members below
+// them belong to the engine's roles (engine/*.cpp): plain data, like rxe's struct rxe_qp.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/param.hpp"
+#include "engine/resources.hpp"
+#include "engine/types.hpp"
+#include "proto/packet.hpp"
+#include "proto/psn.hpp"
+
+namespace uroce::engine {
+
+class Device;
+
+struct QpInitAttr {
+  Pd* pd = nullptr;
+  Cq* send_cq = nullptr;
+  Cq* recv_cq = nullptr;
+  Srq* srq = nullptr;
+  QpCap cap{};
+  QpType qp_type = QpType::RC;
+  bool sq_sig_all = false;
+};
+
+// A send work request, copied at post time, with the requester's progress through it.
+struct SendWqe {
+  SendWr wr{};
+  Sge sge[kMaxSge];
+  uint8_t* host[kMaxSge];     // local addresses, resolved when the WQE starts
+  uint8_t inline_data[kMaxInline];
+  uint32_t length = 0;        // total bytes (8 for atomics)
+  uint32_t npkts = 0;         // PSNs the message uses
+  uint32_t first_psn = 0;
+  uint32_t next_pkt = 0;      // next packet index to (re)send
+  uint32_t rcvd_pkts = 0;     // packets acknowledged, or READ responses received, in order
+  uint32_t sent_max = 0;      // highest packet index ever sent + 1 (below it: a retransmission)
+  bool started = false;       // PSNs assigned, local buffers resolved
+  bool is_inline = false;
+  bool signaled = false;
+
+  uint32_t last_psn() const { return (first_psn + npkts - 1) & 0xFFFFFF; }
+  bool is_atomic() const { return wr.opcode == WrOpcode::AtomicCmpSwp || wr.opcode == WrOpcode::AtomicFetchAdd; }
+  bool is_read_or_atomic() const { return wr.opcode == WrOpcode::RdmaRead || is_atomic(); }
+  bool all_sent() const { return started && next_pkt >= npkts; }
+  uint32_t num_sge() const { return is_inline ? 1 : wr.num_sge; }
+};
+
+// Responder resources for READ and atomic requests (IBA 9.5: max_dest_rd_atomic of them):
+// kept so that a duplicate request is answered again without executing it twice.
+struct RdAtomicRes {
+  bool valid = false;
+  bool atomic = false;
+  uint32_t psn = 0;           // first PSN of the request
+  uint32_t npkts = 0;         // response packets
+  uint32_t sent = 0;          // response packets emitted (READ)
+  uint32_t restart = 0;       // packet a re-sent range starts from (it opens with FIRST)
+  bool replay = false;        // answering a duplicate request: the requester may have moved on
+  uint64_t va = 0;
+  uint8_t* host = nullptr;
+  uint32_t length = 0;
+  uint64_t orig = 0;          // atomic: the value before the operation
+  uint32_t msn = 0;           // MSN after this request
+  bool owes() const { return valid && sent < npkts; }
+};
+
+// The roles' states. Each role is a loop over its states (requester.cpp, completer.cpp,
+// responder.cpp); the state a pass ends in is kept and printed by Qp::describe().
+enum class ReqState : uint8_t {
+  NextWqe,      // pick the WQE at the send point
+  StartWqe,     // a new WQE: check the READ/atomic limit and fence, resolve buffers, take PSNs
+  CheckWindow,  // is its next PSN inside the send window?
+  SendPacket,   // build and emit one packet
+  Idle,         // (end) nothing to send
+  Drained,      // (end) SQD: nothing new starts
+  WaitRnr,      // (end) an RNR NAK's timer runs
+  WaitRdAtomic, // (end) max_rd_atomic READs/atomics outstanding
+  WaitFence,    // (end) a fenced WQE waits for earlier READs/atomics
+  WaitWindow,   // (end) the send window is full
+  WaitTxBuf,    // (end) the link has no transmit buffer now
+  Error,        // (end) the QP is in ERR
+};
+enum class CompState : uint8_t {
+  Dispatch,     // by opcode: ACK/NAK, READ response, atomic ACK
+  CheckAckPsn,  // is the ACK/NAK's PSN one we sent and have not had acknowledged?
+  Ack, RnrNak, SeqNak, ErrorNak,
+  ReadResponse, AtomicAck,
+  Idle,         // (end) handled
+  Ghost,        // (end) a stale, duplicate or unexpected response: counted, ignored
+  Error,        // (end) the QP went to ERR
+};
+enum class RespState : uint8_t {
+  CheckPsn,     // expected, duplicate, or ahead (a gap)?
+  Duplicate,    // already executed: re-acknowledge or answer again from the saved resources
+  OutOfSequence,// a gap: one sequence NAK, then silence until the expected PSN
+  CheckOpSeq,   // MIDDLE/LAST only inside a message of the same kind
+  CheckLength,  // FIRST/MIDDLE carry exactly one MTU, nothing carries more
+  ExecSend, ExecWrite, ExecRead, ExecAtomic,
+  RnrNak,       // (end) no receive WQE: RNR NAK, the expected PSN does not move
+  Idle,         // (end) handled
+  Error,        // (end) a NAK went out and the QP is in ERR, or it was already
+};
+// The message the responder is inside (what MIDDLE and LAST must continue).
+enum class RespMsg : uint8_t { None, Send, Write };
+
+std::string_view req_state_name(ReqState s);
+std::string_view comp_state_name(CompState s);
+std::string_view resp_state_name(RespState s);
+
+// Requester and completer: the send side.
+struct SendSide {
+  Ring<SendWqe> sq;
+  uint32_t send_idx = 0;      // index (from the oldest) of the WQE being sent
+  uint32_t sq_psn = 0;        // next PSN for a new message
+  uint32_t rd_atomic_inflight = 0;
+  uint32_t pkts_since_ackreq = 0;
+  uint8_t retries_left = 7;
+  uint8_t rnr_retries_left = 7;
+  uint64_t last_progress_ns = 0;   // last time an ACK moved us forward (or we first sent)
+  uint64_t rnr_until_ns = 0;       // RNR wait in progress until this time
+  uint32_t read_retry_psn = UINT32_MAX;  // a READ re-issue already asked for this PSN
+  uint32_t acked_psn = 0;          // highest PSN the responder has acknowledged
+  bool acked_valid = false;
+  ReqState req_state = ReqState::Idle;
+  CompState comp_state = CompState::Idle;
+};
+
+// Responder: the receive side.
+struct RecvSide {
+  Ring<RecvWqe> rq;
+  uint32_t epsn = 0;
+  uint32_t msn = 0;
+  RespState state = RespState::Idle;
+  RespMsg msg = RespMsg::None;
+  bool seq_nak_sent = false;
+  RecvWqe cur_recv{};
+  bool have_recv = false;
+  uint32_t recv_off = 0;
+  uint8_t* write_host = nullptr;
+  uint32_t write_left = 0;
+  uint32_t write_total = 0;
+  bool ack_pending = false;
+  uint32_t ack_psn = 0;
+  std::vector<RdAtomicRes> res;    // kMaxRdAtomic slots, allocated with the QP
+  uint32_t res_n = 1;              // slots in use: max_dest_rd_atomic
+  uint32_t res_next = 0;
+  uint32_t res_pending = 0;        // slots that still owe responses
+};
+
+class Qp {
+ public:
+  uint32_t qpn() const { return qpn_; }
+  QpState state() const { return attrs.qp_state; }
+  const QpAttr& attr() const { return attrs; }
+  const QpInitAttr& init_attr() const { return init; }
+  const Counters& counters() const { return ctr; }
+  ReqState req_state() const { return tx.req_state; }
+  CompState comp_state() const { return tx.comp_state; }
+  RespState resp_state() const { return rx.state; }
+  uint32_t sq_outstanding() const { return tx.sq.size(); }
+  uint32_t rq_outstanding() const { return rx.rq.size(); }
+  uint32_t expected_psn() const { return rx.epsn; }
+  uint32_t next_send_psn() const { return tx.sq_psn; }
+  // One line of state for logs and failed tests: QP, requester, completer and responder
+  // states, PSNs, the oldest send WQE.
+  std::string describe() const;
+
+  Qp(Device& dev, uint32_t qpn, const QpInitAttr& init);
+  Qp(const Qp&) = delete;
+  Qp& operator=(const Qp&) = delete;
+
+  // ---- The engine's (roles in engine/*.cpp) ----
+  Device& dev;
+  const QpInitAttr init;
+  QpAttr attrs{};
+  uint32_t mtu = 1024;
+  uint16_t pkey = param::kDefaultPkey;
+  proto::Packet tmpl{};       // addresses and ports of every frame this QP sends
+  proto::Packet req_pkt{};    // the requester's packet: tmpl plus per-packet fields
+  proto::Packet resp_pkt{};   // the responder's (ACKs, READ responses, atomic ACKs)
+  Counters ctr{};
+  SendSide tx;
+  RecvSide rx;
+
+ private:
+  uint32_t qpn_;
+};
+
+}  // namespace uroce::engine

@@ -1,0 +1,50 @@
+// Scatter/gather over a list of SGEs: the one walk that finds which bytes of which SGE hold
+// bytes [off, off + len) of a message. The requester gathers payloads from it, the completer
+// scatters READ responses and atomic results into it, the responder scatters SENDs into a
+// receive WQE (checking each piece against the memory keys).
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/types.hpp"
+
+namespace uroce::engine {
+
+// Calls fn(sge_index, offset_in_sge, n) for each piece of [off, off + len) in SGE order;
+// stops early when fn returns false. Returns the bytes covered (len unless the SGEs end first
+// or fn stopped).
+template <typename Fn>
+uint32_t sge_walk(const Sge* sge, uint32_t nsge, uint32_t off, uint32_t len, Fn&& fn) {
+  uint32_t base = 0, done = 0;
+  for (uint32_t i = 0; i < nsge && done < len; ++i) {
+    const uint32_t l = sge[i].length;
+    const uint32_t at = off + done;
+    if (at < base + l) {
+      const uint32_t in = at - base, n = std::min(l - in, len - done);
+      if (!fn(i, in, n)) return done;
+      done += n;
+    }
+    base += l;
+  }
+  return done;
+}
+
+struct SendWqe;
+struct RecvWqe;
+class MrTable;
+struct Pd;
+
+// Bytes [off, off + len) of a send WQE's local buffers: a direct span when they lie in one
+// SGE, otherwise gathered into `scratch`.
+std::span<const uint8_t> sge_gather(const SendWqe& w, uint32_t off, uint32_t len, std::vector<uint8_t>& scratch);
+// Copies `len` bytes to byte offset `off` of a send WQE's local buffers (READ responses,
+// atomic original values; the buffers were checked when the WQE started).
+void sge_scatter(SendWqe& w, uint32_t off, const uint8_t* data, uint32_t len);
+// Copies a SEND's bytes to offset `off` of a receive WQE, each piece checked for local write
+// access in `pd`. Returns the bytes written (less than len: too long, or a protection error).
+uint32_t sge_scatter_recv(const RecvWqe& r, const MrTable& mrs, const Pd* pd, uint32_t off, const uint8_t* data,
+                          uint32_t len);
+
+}  // namespace uroce::engine
