@@ -1098,3 +1098,33 @@ TEST(StateNoStateBit, ModifiesWithinTheCurrentState) {
 
 }  // namespace
 }  // namespace uroce::test
+
+namespace uroce::test {
+
+// The requester's state says what it waits for, and describe() prints it by name.
+TEST(RoleStates, RequesterWaitsForRdAtomicLimitAndPrintsIt) {
+  PairOptions o;
+  o.max_rd_atomic = 1;
+  Pair pr(o);
+  Sge sge{pr.a.addr(), 8, pr.a.mr->lkey};
+  for (int i = 0; i < 2; ++i) {
+    SendWr wr;
+    wr.wr_id = i;
+    wr.opcode = WrOpcode::RdmaRead;
+    wr.send_flags = kSendSignaled;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.remote_addr = pr.b.addr();
+    wr.rkey = pr.b.mr->rkey;
+    ASSERT_EQ(pr.a.dev->post_send(pr.a.qp, wr), 0);
+  }
+  pr.a.dev->progress();  // the first READ goes out; the second waits for its response
+  EXPECT_EQ(pr.a.qp->req_state(), ReqState::WaitRdAtomic);
+  EXPECT_NE(pr.a.qp->describe().find("req=WAIT_RD_ATOMIC"), std::string::npos) << pr.a.qp->describe();
+  ASSERT_TRUE(pr.run_until([&] { return pr.a.scq->size() == 2; }));
+  EXPECT_EQ(pr.a.qp->req_state(), ReqState::Idle);
+  EXPECT_EQ(pr.b.qp->resp_state(), RespState::Idle);
+  EXPECT_NE(pr.b.qp->describe().find("resp=IDLE in_msg=none"), std::string::npos) << pr.b.qp->describe();
+}
+
+}  // namespace uroce::test
