@@ -89,12 +89,30 @@ WcStatus nak_status(proto::NakCode c) {
   }
 }
 
+// The outstanding READ (or atomic) WQE a response with `psn` answers: one whose request went
+// out and whose PSN range holds `psn`. nullptr: it answers nothing outstanding (stale or
+// forged), and must not move anything.
+const SendWqe* answered(const Qp& qp, uint32_t psn, bool atomic) {
+  const SendSide& t = qp.tx;
+  for (uint32_t i = 0; i < t.sq.size(); ++i) {
+    const SendWqe& w = t.sq.at(i);
+    if (!w.started || w.sent_max == 0) break;
+    const int32_t d = psn_diff(psn, w.first_psn);
+    if (d < 0) break;
+    if (uint32_t(d) >= w.npkts) continue;
+    const bool ok = atomic ? w.is_atomic() && d == 0 : w.wr.opcode == WrOpcode::RdmaRead;
+    return ok ? &w : nullptr;
+  }
+  return nullptr;
+}
+
 CompState read_response(Device& dev, Qp& qp, const proto::Packet& p) {
   SendSide& t = qp.tx;
+  const SendWqe* target = answered(qp, p.psn, false);
+  if (!target) return CompState::Ghost;
   complete_acked(dev, qp, p.psn, false);  // a response implies every earlier SEND/WRITE arrived
-  if (t.sq.empty()) return CompState::Ghost;
+  if (t.sq.empty() || &t.sq.front() != target) return CompState::Ghost;  // an earlier READ/atomic waits
   SendWqe& w = t.sq.front();
-  if (w.wr.opcode != WrOpcode::RdmaRead || !w.started) return CompState::Ghost;
   const int32_t d = psn_diff(p.psn, w.first_psn);
   if (d < 0 || uint32_t(d) >= w.npkts || uint32_t(d) < w.rcvd_pkts) return CompState::Ghost;
   if (uint32_t(d) > w.rcvd_pkts) {
@@ -118,10 +136,10 @@ CompState read_response(Device& dev, Qp& qp, const proto::Packet& p) {
   const bool restart_ok = (want == proto::Position::Middle && pos == proto::Position::First) ||
                           (want == proto::Position::Last && pos == proto::Position::Only);
   if ((pos != want && !restart_ok) || p.payload.size() != expect) {
-    qp_ops::complete_wqe(qp, WcStatus::BadRespErr);
-    qp_ops::set_error(qp);
+    qp_ops::fail_wqe(qp, w, WcStatus::BadRespErr);
     return CompState::Error;
   }
+  if (!requester::resolve_sges(dev, qp, w)) return CompState::Error;  // its MR was deregistered
   sge_scatter(w, off, p.payload.data(), expect);
   ++w.rcvd_pkts;
   t.read_retry_psn = UINT32_MAX;
@@ -132,10 +150,12 @@ CompState read_response(Device& dev, Qp& qp, const proto::Packet& p) {
 
 CompState atomic_ack(Device& dev, Qp& qp, const proto::Packet& p) {
   SendSide& t = qp.tx;
+  const SendWqe* target = answered(qp, p.psn, true);
+  if (!target) return CompState::Ghost;
   complete_acked(dev, qp, p.psn, false);
-  if (t.sq.empty()) return CompState::Idle;
+  if (t.sq.empty() || &t.sq.front() != target || target->rcvd_pkts) return CompState::Ghost;
   SendWqe& w = t.sq.front();
-  if (!w.is_atomic() || !w.started || p.psn != w.first_psn || w.rcvd_pkts) return CompState::Ghost;
+  if (!requester::resolve_sges(dev, qp, w)) return CompState::Error;
   // The original value lands in local memory in host byte order, as verbs returns it.
   const uint64_t orig = p.atomic_ack_orig;
   sge_scatter(w, 0, reinterpret_cast<const uint8_t*>(&orig), 8);
@@ -188,8 +208,7 @@ void on_response(Device& dev, Qp& qp, const proto::Packet& p) {
         complete_acked(dev, qp, p.psn, false);
         if (t.sq.empty()) s = CompState::Idle;
         else if (!qp_ops::take_rnr_retry(qp)) {
-          qp_ops::complete_wqe(qp, WcStatus::RnrRetryExcErr);
-          qp_ops::set_error(qp);
+          qp_ops::fail_wqe(qp, t.sq.front(), WcStatus::RnrRetryExcErr);
           s = CompState::Error;
         } else {
           t.rnr_until_ns = dev.clock().now_ns() + uint64_t(proto::rnr_timer_us(syn.value)) * 1000;
@@ -206,8 +225,7 @@ void on_response(Device& dev, Qp& qp, const proto::Packet& p) {
         }
         ++qp.ctr.seq_naks_rcvd;
         if (!qp_ops::take_retry(qp)) {
-          qp_ops::complete_wqe(qp, WcStatus::RetryExcErr);
-          qp_ops::set_error(qp);
+          qp_ops::fail_wqe(qp, t.sq.front(), WcStatus::RetryExcErr);
           s = CompState::Error;
         } else {
           requester::go_back_n(qp, p.psn);
@@ -221,8 +239,7 @@ void on_response(Device& dev, Qp& qp, const proto::Packet& p) {
           break;
         }
         ++qp.ctr.other_naks_rcvd;
-        qp_ops::complete_wqe(qp, nak_status(syn.nak_code()));
-        qp_ops::set_error(qp);
+        qp_ops::fail_wqe(qp, t.sq.front(), nak_status(syn.nak_code()));
         s = CompState::Error;
         break;
       case CompState::ReadResponse:
@@ -232,7 +249,7 @@ void on_response(Device& dev, Qp& qp, const proto::Packet& p) {
         s = atomic_ack(dev, qp, p);
         break;
       case CompState::Ghost:
-        ++qp.ctr.duplicates;  // a stale, duplicate or unexpected response
+        ++qp.ctr.ghost_responses;  // a stale, duplicate, unexpected or forged response
         t.comp_state = s;
         return;
       default:  // Idle, Error

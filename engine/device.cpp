@@ -3,12 +3,45 @@
 #include <algorithm>
 #include <cerrno>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "engine/engine.hpp"
 
 namespace uroce::engine {
 
+namespace {
+
+// Is every page of [addr, addr + len) mapped in this process? (mincore fails with ENOMEM on
+// an unmapped page.)
+bool mapped(const void* addr, uint64_t len) {
+  if (len == 0) return true;
+  const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
+  uint64_t start = reinterpret_cast<uintptr_t>(addr) & ~(page - 1);
+  const uint64_t end = reinterpret_cast<uintptr_t>(addr) + len;
+  if (end < start) return false;
+  static constexpr uint64_t kChunkPages = 1 << 16;
+  std::vector<unsigned char> vec(kChunkPages);
+  while (start < end) {
+    const uint64_t n = std::min<uint64_t>(end - start, kChunkPages * page);
+    if (mincore(reinterpret_cast<void*>(start), n, vec.data()) != 0) return false;
+    start += n;
+  }
+  return true;
+}
+
+}  // namespace
+
 Device::Device(Link& link, Clock& clock, const Config& cfg)
-    : link_(link), clock_(clock), cfg_(cfg), mrs_(cfg.max_mr), tx_(link), scratch_(param::kScratchBytes) {
+    : link_(link),
+      clock_(clock),
+      cfg_(cfg),
+      rng_(cfg.seed),
+      mrs_(cfg.max_mr, rng_),
+      tx_(link),
+      qp_table_(cfg.max_qp),
+      recent_qpns_(param::kRecentQpns, 0),
+      scratch_(param::kScratchBytes) {
   cfg_.rx_burst = std::min<uint32_t>(cfg_.rx_burst, param::kRxBurstMax);
 }
 
@@ -29,6 +62,7 @@ Pd* Device::alloc_pd() {
 }
 
 int Device::dealloc_pd(Pd* pd) {
+  if (mrs_.uses_pd(pd)) return EBUSY;
   for (auto& q : qps_)
     if (q->init.pd == pd) return EBUSY;
   for (auto& s : srqs_)
@@ -45,6 +79,14 @@ Mr* Device::reg_mr(Pd* pd, void* addr, uint64_t length, uint32_t access) {
 
 Mr* Device::reg_mr_iova(Pd* pd, void* addr, uint64_t length, uint64_t iova, uint32_t access) {
   if (!pd) return nullptr;
+  if (length > param::kMaxMrSize) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (!mapped(addr, length)) {  // as the kernel, which cannot pin what is not there
+    errno = EFAULT;
+    return nullptr;
+  }
   // IB rule: remote write or atomic access needs local write access too.
   if ((access & (kRemoteWrite | kRemoteAtomic)) && !(access & kLocalWrite)) {
     errno = EINVAL;
@@ -95,11 +137,16 @@ Qp* Device::create_qp(const QpInitAttr& init) {
     return nullptr;
   if (!init.srq && c.max_recv_wr == 0) return nullptr;
   if (qps_.size() >= cfg_.max_qp) return nullptr;
-  const uint32_t qpn = next_qpn_++;
+  // A random QP number (24 bits; not 0 or 1, which are special; not live; not destroyed
+  // recently): an off-path injector cannot guess it.
+  uint32_t qpn;
+  do {
+    qpn = rng_.next32() & 0xFFFFFF;
+  } while (qpn < 2 || qp_table_.find(qpn) ||
+           std::find(recent_qpns_.begin(), recent_qpns_.end(), qpn) != recent_qpns_.end());
   qps_.push_back(std::make_unique<Qp>(*this, qpn, init));
   Qp* raw = qps_.back().get();
-  if (qp_table_.size() <= qpn - kFirstQpn) qp_table_.resize(qpn - kFirstQpn + 1, nullptr);
-  qp_table_[qpn - kFirstQpn] = raw;
+  qp_table_.insert(qpn, raw);
   return raw;
 }
 
@@ -107,14 +154,16 @@ int Device::destroy_qp(Qp* qp) {
   auto it = std::find_if(qps_.begin(), qps_.end(), [&](auto& q) { return q.get() == qp; });
   if (it == qps_.end()) return EINVAL;
   dev_ctr_.add(qp->ctr);
-  qp_table_[qp->qpn() - kFirstQpn] = nullptr;
+  qp_table_.erase(qp->qpn());
+  recent_qpns_[recent_qpn_next_] = qp->qpn();
+  recent_qpn_next_ = (recent_qpn_next_ + 1) % uint32_t(recent_qpns_.size());
   qps_.erase(it);
   return 0;
 }
 
 Qp* Device::qp_by_num(uint32_t qpn) const {
-  if (qpn < kFirstQpn || qpn - kFirstQpn >= qp_table_.size()) return nullptr;
-  return qp_table_[qpn - kFirstQpn];
+  Qp* const* q = qp_table_.find(qpn);
+  return q ? *q : nullptr;
 }
 
 Counters Device::counters() const {

@@ -56,6 +56,7 @@ class Device {
     uint32_t ack_req_every = param::kAckReqEvery;
     uint16_t pkey = param::kDefaultPkey;
     uint32_t rx_burst = param::kRxBurst;
+    uint64_t seed = 0;             // keys and QP numbers; 0: from std::random_device (tests fix it)
   };
 
   Device(Link& link, Clock& clock, const Config& cfg);
@@ -110,14 +111,16 @@ class Device {
   Link& link_;
   Clock& clock_;
   Config cfg_;
+  Rng rng_;                                // before mrs_: the MR table draws keys from it
   MrTable mrs_;
   Tx tx_;
   std::vector<std::unique_ptr<Pd>> pds_;
   std::vector<std::unique_ptr<Cq>> cqs_;
   std::vector<std::unique_ptr<Srq>> srqs_;
   std::vector<std::unique_ptr<Qp>> qps_;   // owned, any order
-  std::vector<Qp*> qp_table_;              // indexed by qpn - kFirstQpn
-  uint32_t next_qpn_ = param::kFirstQpn;
+  IdMap<Qp*> qp_table_;                    // random QP number -> QP
+  std::vector<uint32_t> recent_qpns_;      // destroyed QP numbers (a ring): not reused soon
+  uint32_t recent_qpn_next_ = 0;
   uint32_t pd_handles_ = 0;
   std::vector<uint8_t> scratch_;           // gather buffer for multi-SGE payloads
   Counters dev_ctr_{};                     // device-level drops and destroyed QPs' counters
@@ -125,13 +128,12 @@ class Device {
   proto::Packet rx_pkt_{};                 // reused for every received frame
 };
 
-inline constexpr uint32_t kFirstQpn = param::kFirstQpn;
-
 // ---- The roles and the QP operations they share (engine-internal) ----------------------------
 namespace requester {
 void run(Device& dev, Qp& qp);                 // send what the window and limits allow
 void check_timers(Device& dev, Qp& qp);        // the retransmission (ACK) timer
 void go_back_n(Qp& qp, uint32_t psn);          // resend from `psn`
+bool resolve_sges(Device& dev, Qp& qp, SendWqe& w);  // false: LOC_PROT_ERR, the QP is in ERR
 }  // namespace requester
 namespace completer {
 void on_response(Device& dev, Qp& qp, const proto::Packet& p);  // ACK/NAK, READ response, atomic ACK
@@ -145,6 +147,7 @@ namespace qp_ops {
 void set_error(Qp& qp);                        // to ERR: stop, flush every outstanding WR
 void flush(Qp& qp);
 void complete_wqe(Qp& qp, WcStatus st);        // retire the oldest send WQE
+void fail_wqe(Qp& qp, SendWqe& w, WcStatus st);  // `w` completes with `st`, the QP goes to ERR
 bool take_retry(Qp& qp);                       // false: retry_cnt exhausted (7 = infinite)
 bool take_rnr_retry(Qp& qp);                   // false: rnr_retry exhausted (7 = infinite)
 void reset(Qp& qp);

@@ -35,6 +35,7 @@ int Device::post_send(Qp* qp, const SendWr& wr) {
   w.wr.sg_list = nullptr;
   w.npkts = w.first_psn = w.next_pkt = w.rcvd_pkts = w.sent_max = 0;
   w.started = false;
+  w.error = WcStatus::Success;
   w.length = uint32_t(len);
   w.signaled = qp->init.sq_sig_all || (wr.send_flags & kSendSignaled);
   w.is_inline = is_inline;

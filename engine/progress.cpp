@@ -33,7 +33,7 @@ bool Device::progress() {
 }
 
 // One received frame: parse (the ICRC included), check it is ours, find the QP, check its
-// P_Key and state, then hand it to the role it is for.
+// P_Key, state and source address, then hand it to the role it is for.
 void Device::rx_frame(PacketBuf& b) {
   proto::Packet& p = rx_pkt_;
   const proto::ParseResult r = proto::parse(std::span<const uint8_t>(b.data, b.len), p);
@@ -63,6 +63,11 @@ void Device::rx_frame(PacketBuf& b) {
   const QpState s = qp->attrs.qp_state;
   if (s == QpState::Reset || s == QpState::Init || s == QpState::Err) {
     ++qp->ctr.dropped_bad_state;
+    return;
+  }
+  // A connected QP takes frames from its peer's address only (as rxe checks the IP source).
+  if (p.ip_version != qp->tmpl.ip_version || p.ip_src != qp->tmpl.ip_dst) {
+    ++qp->ctr.dropped_source;
     return;
   }
   ++qp->ctr.rx_packets;

@@ -108,7 +108,8 @@ void reset(Qp& qp) {
   r.msg = RespMsg::None;
   r.seq_nak_sent = r.have_recv = r.ack_pending = false;
   r.recv_off = r.write_left = 0;
-  r.write_host = nullptr;
+  r.write_rkey = 0;
+  r.write_va = 0;
   r.msn = 0;
   for (auto& x : r.res) x = RdAtomicRes{};
   r.res_pending = r.res_next = 0;
@@ -153,7 +154,11 @@ void set_error(Qp& qp) {
 }
 
 void flush(Qp& qp) {
-  while (!qp.tx.sq.empty()) complete_wqe(qp, WcStatus::WrFlushErr);
+  // In posting order: a WQE that failed completes with its own status, every other one flushed.
+  while (!qp.tx.sq.empty()) {
+    const WcStatus st = qp.tx.sq.front().error;
+    complete_wqe(qp, st != WcStatus::Success ? st : WcStatus::WrFlushErr);
+  }
   qp.tx.send_idx = 0;
   qp.tx.rd_atomic_inflight = 0;
   RecvSide& r = qp.rx;
@@ -177,6 +182,11 @@ void complete_wqe(Qp& qp, WcStatus st) {
   if (w.started && w.is_read_or_atomic() && t.rd_atomic_inflight) --t.rd_atomic_inflight;
   t.sq.pop();
   if (t.send_idx) --t.send_idx;
+}
+
+void fail_wqe(Qp& qp, SendWqe& w, WcStatus st) {
+  w.error = st;
+  set_error(qp);
 }
 
 bool take_retry(Qp& qp) {

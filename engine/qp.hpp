@@ -42,6 +42,8 @@ struct SendWqe {
   uint32_t rcvd_pkts = 0;     // packets acknowledged, or READ responses received, in order
   uint32_t sent_max = 0;      // highest packet index ever sent + 1 (below it: a retransmission)
   bool started = false;       // PSNs assigned, local buffers resolved
+  WcStatus error = WcStatus::Success;  // set when this WQE failed: its completion status
+  uint64_t mr_gen = 0;        // MrTable::gen() when host[] was resolved
   bool is_inline = false;
   bool signaled = false;
 
@@ -63,7 +65,9 @@ struct RdAtomicRes {
   uint32_t restart = 0;       // packet a re-sent range starts from (it opens with FIRST)
   bool replay = false;        // answering a duplicate request: the requester may have moved on
   uint64_t va = 0;
-  uint8_t* host = nullptr;
+  uint32_t rkey = 0;          // READ: checked again when an MR was deregistered meanwhile
+  uint8_t* host = nullptr;    // resolved under MrTable generation `mr_gen`
+  uint64_t mr_gen = 0;
   uint32_t length = 0;
   uint64_t orig = 0;          // atomic: the value before the operation
   uint32_t msn = 0;           // MSN after this request
@@ -142,7 +146,10 @@ struct RecvSide {
   RecvWqe cur_recv{};
   bool have_recv = false;
   uint32_t recv_off = 0;
+  uint32_t write_rkey = 0;     // the WRITE in progress: key and next address, checked again
+  uint64_t write_va = 0;       // when an MR was deregistered since write_host was resolved
   uint8_t* write_host = nullptr;
+  uint64_t write_gen = 0;
   uint32_t write_left = 0;
   uint32_t write_total = 0;
   bool ack_pending = false;

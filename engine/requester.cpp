@@ -17,44 +17,51 @@ namespace uroce::engine::requester {
 using proto::psn_add;
 using proto::psn_diff;
 
-namespace {
-
-// Resolves and checks the local buffers of a WQE and assigns its PSNs. On a local protection
-// error the WQE completes with IBV_WC_LOC_PROT_ERR and the QP goes to ERR.
-bool start_wqe(Device& dev, Qp& qp, SendWqe& w) {
-  SendSide& t = qp.tx;
-  const bool read_or_atomic = w.is_read_or_atomic();
-  const uint32_t need = read_or_atomic ? uint32_t(kLocalWrite) : 0;
+// Resolves and checks the local buffers of a WQE: when it starts, and again before a packet
+// is sent from or received into them if any MR was deregistered meanwhile, so that a
+// deregistered MR stops it at once. False: a local protection error; the WQE completes with
+// IBV_WC_LOC_PROT_ERR (its own wr_id, in posting order) and the QP goes to ERR.
+bool resolve_sges(Device& dev, Qp& qp, SendWqe& w) {
+  if (w.started && w.mr_gen == dev.mrs().gen()) return true;  // nothing deregistered since
   if (w.is_inline) {
     w.host[0] = w.inline_data;
-  } else {
-    for (uint32_t i = 0; i < w.wr.num_sge; ++i) {
-      AccessCheck c = check_access(dev.mrs(), w.sge[i].lkey, qp.init.pd, w.sge[i].addr, w.sge[i].length, need);
-      if (!c.ok && w.sge[i].length != 0) {
-        w.started = false;
-        qp_ops::complete_wqe(qp, WcStatus::LocProtErr);
-        qp_ops::set_error(qp);
-        return false;
-      }
-      w.host[i] = c.host;
-    }
+    return true;
   }
+  const uint32_t need = w.is_read_or_atomic() ? uint32_t(kLocalWrite) : 0;
+  for (uint32_t i = 0; i < w.wr.num_sge; ++i) {
+    if (w.sge[i].length == 0) continue;
+    AccessCheck c = check_local(dev.mrs(), w.sge[i].lkey, qp.init.pd, w.sge[i].addr, w.sge[i].length, need);
+    if (!c.ok) {
+      qp_ops::fail_wqe(qp, w, WcStatus::LocProtErr);
+      return false;
+    }
+    w.host[i] = c.host;
+  }
+  w.mr_gen = dev.mrs().gen();
+  return true;
+}
+
+namespace {
+
+// A new WQE: its buffers checked and its PSNs assigned.
+bool start_wqe(Device& dev, Qp& qp, SendWqe& w) {
+  SendSide& t = qp.tx;
+  if (!resolve_sges(dev, qp, w)) return false;
   if (w.is_atomic()) {
     if (w.length < 8) {
-      qp_ops::complete_wqe(qp, WcStatus::LocLenErr);
-      qp_ops::set_error(qp);
+      qp_ops::fail_wqe(qp, w, WcStatus::LocLenErr);
       return false;
     }
     w.npkts = 1;
   } else {
-    w.npkts = w.length == 0 ? 1 : (w.length + qp.mtu - 1) / qp.mtu;
+    w.npkts = w.length == 0 ? 1 : uint32_t((uint64_t(w.length) + qp.mtu - 1) / qp.mtu);
   }
   w.first_psn = t.sq_psn;
   t.sq_psn = psn_add(t.sq_psn, w.npkts);
   w.next_pkt = 0;
   w.rcvd_pkts = 0;
   w.started = true;
-  if (read_or_atomic) ++t.rd_atomic_inflight;
+  if (w.is_read_or_atomic()) ++t.rd_atomic_inflight;
   return true;
 }
 
@@ -75,7 +82,8 @@ uint8_t message_opcode(WrOpcode o, bool first, bool last) {
   }
 }
 
-// Builds and emits packet `next_pkt` of the WQE. False: no transmit buffer now.
+// Builds and emits packet `next_pkt` of the WQE. False: no transmit buffer now, or the QP
+// went to ERR (its local buffers are gone).
 bool send_packet(Device& dev, Qp& qp, SendWqe& w) {
   SendSide& t = qp.tx;
   proto::Packet& p = qp.req_pkt;  // addresses are set; every per-packet field is set below
@@ -118,6 +126,7 @@ bool send_packet(Device& dev, Qp& qp, SendWqe& w) {
     default:
       return false;
   }
+  if (len && !resolve_sges(dev, qp, w)) return false;
   p.payload = sge_gather(w, off, len, dev.scratch());
   ++t.pkts_since_ackreq;
   // AckReq on the last packet of every message (READ requests and atomics included, as rxe
@@ -178,7 +187,8 @@ void run(Device& dev, Qp& qp) {
       }
       case ReqState::SendPacket:
         if (!send_packet(dev, qp, *w)) {
-          s = ReqState::WaitTxBuf;  // try again on the next progress()
+          // No transmit buffer: try again on the next progress(). Or a local error.
+          s = qp.attrs.qp_state == QpState::Err ? ReqState::Error : ReqState::WaitTxBuf;
           break;
         }
         if (w->all_sent()) ++t.send_idx;
@@ -227,8 +237,7 @@ void check_timers(Device& dev, Qp& qp) {
   ++qp.ctr.timeouts;
   t.last_progress_ns = now;
   if (!qp_ops::take_retry(qp)) {
-    qp_ops::complete_wqe(qp, WcStatus::RetryExcErr);
-    qp_ops::set_error(qp);
+    qp_ops::fail_wqe(qp, head, WcStatus::RetryExcErr);
     return;
   }
   go_back_n(qp, psn_add(head.first_psn, head.rcvd_pkts));

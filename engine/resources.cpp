@@ -1,36 +1,93 @@
 #include "engine/resources.hpp"
 
+#include <algorithm>
+#include <random>
+
+#include "engine/param.hpp"
+
 namespace uroce::engine {
 
-Mr* MrTable::reg(const Pd* pd, void* host, uint64_t length, uint64_t iova, uint32_t access) {
-  for (uint32_t tries = 0; tries < slots_.size(); ++tries) {
-    uint32_t idx = next_;
-    next_ = next_ + 1 >= slots_.size() ? 1 : next_ + 1;
-    if (idx == 0 || slots_[idx].mr.valid) continue;
-    Slot& s = slots_[idx];
-    s.key_byte = uint8_t(s.key_byte + 1);
-    Mr& mr = s.mr;
-    mr.lkey = mr.rkey = idx << 8 | s.key_byte;
-    mr.iova = iova;
-    mr.host = static_cast<uint8_t*>(host);
-    mr.length = length;
-    mr.access = access;
-    mr.pd = pd;
-    mr.valid = true;
-    ++live_;
-    return &mr;
+Rng::Rng(uint64_t seed) {
+  if (seed == 0) {
+    std::random_device rd;
+    seed = (uint64_t(rd()) << 32) ^ rd();
   }
-  return nullptr;
+  for (auto& x : s_) {  // splitmix64 fills the state
+    seed += 0x9E3779B97F4A7C15ull;
+    uint64_t z = seed;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    x = z ^ (z >> 31);
+  }
+}
+
+uint64_t Rng::next() {
+  auto rotl = [](uint64_t x, int k) { return (x << k) | (x >> (64 - k)); };
+  const uint64_t r = rotl(s_[1] * 5, 7) * 9;
+  const uint64_t t = s_[1] << 17;
+  s_[2] ^= s_[0];
+  s_[3] ^= s_[1];
+  s_[1] ^= s_[2];
+  s_[0] ^= s_[3];
+  s_[2] ^= t;
+  s_[3] = rotl(s_[3], 45);
+  return r;
+}
+
+MrTable::MrTable(uint32_t max_mr, Rng& rng)
+    : rng_(rng), slots_(max_mr), lkeys_(max_mr), rkeys_(max_mr), recent_(param::kRecentKeys, 0) {
+  free_.reserve(max_mr);
+  for (uint32_t i = max_mr; i-- > 0;) free_.push_back(i);
+}
+
+uint32_t MrTable::new_key() {
+  for (;;) {
+    const uint32_t k = rng_.next32();
+    if (k == 0 || lkeys_.find(k) || rkeys_.find(k)) continue;
+    if (std::find(recent_.begin(), recent_.end(), k) != recent_.end()) continue;
+    return k;
+  }
+}
+
+Mr* MrTable::reg(const Pd* pd, void* host, uint64_t length, uint64_t iova, uint32_t access) {
+  if (free_.empty()) return nullptr;
+  const uint32_t idx = free_.back();
+  free_.pop_back();
+  Mr& mr = slots_[idx];
+  mr.lkey = new_key();
+  lkeys_.insert(mr.lkey, idx);
+  mr.rkey = new_key();
+  rkeys_.insert(mr.rkey, idx);
+  mr.iova = iova;
+  mr.host = static_cast<uint8_t*>(host);
+  mr.length = length;
+  mr.access = access;
+  mr.pd = pd;
+  mr.valid = true;
+  return &mr;
 }
 
 bool MrTable::dereg(uint32_t lkey) {
-  uint32_t idx = lkey >> 8;
-  if (idx >= slots_.size()) return false;
-  Slot& s = slots_[idx];
-  if (!s.mr.valid || (lkey & 0xFF) != s.key_byte) return false;
-  s.mr.valid = false;
-  --live_;
+  const uint32_t* i = lkeys_.find(lkey);
+  if (!i) return false;
+  const uint32_t idx = *i;
+  Mr& mr = slots_[idx];
+  lkeys_.erase(mr.lkey);
+  rkeys_.erase(mr.rkey);
+  for (uint32_t k : {mr.lkey, mr.rkey}) {
+    recent_[recent_next_] = k;
+    recent_next_ = (recent_next_ + 1) % uint32_t(recent_.size());
+  }
+  mr = Mr{};
+  free_.push_back(idx);
+  ++gen_;
   return true;
+}
+
+bool MrTable::uses_pd(const Pd* pd) const {
+  for (const Mr& mr : slots_)
+    if (mr.valid && mr.pd == pd) return true;
+  return false;
 }
 
 void Counters::add(const Counters& o) {

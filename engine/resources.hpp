@@ -4,9 +4,22 @@
 #include <cstring>
 #include <vector>
 
+#include "engine/id_map.hpp"
 #include "engine/types.hpp"
 
 namespace uroce::engine {
+
+// The device's random numbers (keys, QP numbers): xoshiro256** seeded from the Device's
+// Config::seed, or from std::random_device when that is 0.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed);
+  uint64_t next();
+  uint32_t next32() { return uint32_t(next() >> 32); }
+
+ private:
+  uint64_t s_[4];
+};
 
 struct Pd {
   uint32_t handle = 0;
@@ -25,33 +38,41 @@ struct Mr {
   bool valid = false;
 };
 
-// Keys are (table index << 8) | key byte. The key byte changes on every registration in a
-// slot, so a stale key (from a deregistered MR) fails the lookup.
+// The registered MRs and their keys. Keys are random 32-bit values (an off-path injector
+// cannot guess them), lkeys and rkeys drawn separately (an lkey never opens remote access),
+// never 0, never a live key, and never one of the last kRecentKeys deregistered ones: a stale
+// key fails the lookup. Lookups are one hash probe.
 class MrTable {
  public:
-  explicit MrTable(uint32_t max_mr = 4096) : slots_(max_mr) {}
+  MrTable(uint32_t max_mr, Rng& rng);
 
   // Returns nullptr when the table is full.
   Mr* reg(const Pd* pd, void* host, uint64_t length, uint64_t iova, uint32_t access);
   bool dereg(uint32_t lkey);
   // The MR a key names, or nullptr if the key is stale or unknown.
-  const Mr* by_key(uint32_t key) const {
-    uint32_t idx = key >> 8;
-    if (idx >= slots_.size()) return nullptr;
-    const Slot& s = slots_[idx];
-    if (!s.mr.valid || (key & 0xFF) != s.key_byte) return nullptr;
-    return &s.mr;
+  const Mr* by_lkey(uint32_t key) const {
+    const uint32_t* i = lkeys_.find(key);
+    return i ? &slots_[*i] : nullptr;
   }
-  uint32_t count() const { return live_; }
+  const Mr* by_rkey(uint32_t key) const {
+    const uint32_t* i = rkeys_.find(key);
+    return i ? &slots_[*i] : nullptr;
+  }
+  uint32_t count() const { return lkeys_.size(); }
+  bool uses_pd(const Pd* pd) const;
+  // Changes with every deregistration: a host pointer resolved under the same generation is
+  // still good; otherwise its key must be checked again.
+  uint64_t gen() const { return gen_; }
 
  private:
-  struct Slot {
-    Mr mr;
-    uint8_t key_byte = 0;
-  };
-  std::vector<Slot> slots_;
-  uint32_t next_ = 1;  // index 0 unused: key 0 is never valid
-  uint32_t live_ = 0;
+  uint32_t new_key();
+  Rng& rng_;
+  std::vector<Mr> slots_;
+  std::vector<uint32_t> free_;       // free slot indices
+  IdMap<uint32_t> lkeys_, rkeys_;    // key -> slot
+  std::vector<uint32_t> recent_;     // the last deregistered keys (a ring)
+  uint32_t recent_next_ = 0;
+  uint64_t gen_ = 0;
 };
 
 // Is [addr, addr + len) inside the MR? (len 0 is always inside.)
@@ -66,12 +87,21 @@ struct AccessCheck {
   bool ok = false;
 };
 
-// Checks a key, PD, bounds and access right. `need` is an Access bit (0 = any).
-inline AccessCheck check_access(const MrTable& t, uint32_t key, const Pd* pd, uint64_t addr, uint64_t len,
-                                uint32_t need) {
-  const Mr* mr = t.by_key(key);
+inline AccessCheck check_mr(const Mr* mr, const Pd* pd, uint64_t addr, uint64_t len, uint32_t need) {
   if (!mr || mr->pd != pd || (need && !(mr->access & need)) || !mr_contains(*mr, addr, len)) return {};
   return {mr->host + (addr - mr->iova), true};
+}
+
+// Checks an lkey (local SGEs), its PD, bounds and access right (`need`: an Access bit, 0 = any).
+inline AccessCheck check_local(const MrTable& t, uint32_t lkey, const Pd* pd, uint64_t addr, uint64_t len,
+                               uint32_t need) {
+  return check_mr(t.by_lkey(lkey), pd, addr, len, need);
+}
+
+// Checks an rkey (a remote request), its PD, bounds and access right.
+inline AccessCheck check_remote(const MrTable& t, uint32_t rkey, const Pd* pd, uint64_t addr, uint64_t len,
+                                uint32_t need) {
+  return check_mr(t.by_rkey(rkey), pd, addr, len, need);
 }
 
 // A completion queue of fixed depth. When full, the completion is not written: the CQ is
@@ -130,6 +160,7 @@ class Ring {
   T& front() { return v_[head_]; }
   const T& front() const { return v_[head_]; }
   T& at(uint32_t i) { return v_[(head_ + i) % v_.size()]; }  // i-th oldest
+  const T& at(uint32_t i) const { return v_[(head_ + i) % v_.size()]; }
   void pop() {
     head_ = (head_ + 1) % v_.size();
     --count_;
@@ -167,6 +198,9 @@ struct Counters {
   uint64_t acks_sent = 0, acks_rcvd = 0, implied_naks = 0;
   uint64_t stale_duplicates = 0;   // duplicate READ/atomic requests older than the saved state
   uint64_t bad_responses = 0;      // ACKs with a reserved AETH syndrome
+  uint64_t ghost_responses = 0;    // responses that answer nothing outstanding (stale or forged)
+  uint64_t dropped_source = 0;     // requests/responses from an address that is not the QP's peer
+  uint64_t replayed_responses = 0; // READ response packets sent again for duplicate requests
 
   void add(const Counters& o);
 };

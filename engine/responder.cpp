@@ -142,29 +142,42 @@ RespState exec_send(Device& dev, Qp& qp, const proto::Packet& p) {
   return RespState::Idle;
 }
 
-// A WRITE packet, in order: the first one checks the key for the whole RETH range.
+// A WRITE packet, in order: the first one checks the key for the whole RETH range; later
+// ones check it again if an MR was deregistered meanwhile (so a deregistered MR stops the
+// message at once: NAK remote access error).
 RespState exec_write(Device& dev, Qp& qp, const proto::Packet& p) {
   RecvSide& r = qp.rx;
   const Position pos = p.info().pos;
   const uint32_t plen = uint32_t(p.payload.size());
+  const MrTable& mrs = dev.mrs();
   if (pos == Position::First || pos == Position::Only) {
     const uint32_t len = p.reth.dma_len;
     r.write_host = nullptr;
     if (len != 0) {
-      AccessCheck c = check_access(dev.mrs(), p.reth.rkey, qp.init.pd, p.reth.va, len, kRemoteWrite);
+      AccessCheck c = check_remote(mrs, p.reth.rkey, qp.init.pd, p.reth.va, len, kRemoteWrite);
       if (!c.ok || !(qp.attrs.qp_access_flags & kRemoteWrite))
         return nak_and_error(dev, qp, NakCode::RemoteAccessError, p.psn);
       r.write_host = c.host;
     }
     r.write_left = r.write_total = len;
+    r.write_rkey = p.reth.rkey;
+    r.write_va = p.reth.va;
+    r.write_gen = mrs.gen();
   }
   const bool ends = pos == Position::Last || pos == Position::Only;
   if (plen > r.write_left || (ends && plen != r.write_left))
     return nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);
+  if (plen && r.write_gen != mrs.gen()) {
+    AccessCheck c = check_remote(mrs, r.write_rkey, qp.init.pd, r.write_va, r.write_left, kRemoteWrite);
+    if (!c.ok) return nak_and_error(dev, qp, NakCode::RemoteAccessError, p.psn);
+    r.write_host = c.host;
+    r.write_gen = mrs.gen();
+  }
   const bool imm = p.info().has(proto::kImmDt);
   if (imm && ends && !take_recv(qp)) return rnr_nak(dev, qp, p.psn);
   if (plen) std::memcpy(r.write_host, p.payload.data(), plen);
   r.write_host += plen;
+  r.write_va += plen;
   r.write_left -= plen;
   if (!ends) {
     r.msg = RespMsg::Write;
@@ -186,18 +199,23 @@ RespState exec_write(Device& dev, Qp& qp, const proto::Packet& p) {
 // A READ request: checked, then answered from progress() (paced by transmit buffers).
 RespState exec_read(Device& dev, Qp& qp, const proto::Packet& p) {
   const uint32_t len = p.reth.dma_len;
+  // No message is longer than 2^31 bytes (and the response PSNs must stay inside the window).
+  if (len > param::kMaxMessage) return nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);
   uint8_t* host = nullptr;
   if (len != 0) {
-    AccessCheck c = check_access(dev.mrs(), p.reth.rkey, qp.init.pd, p.reth.va, len, kRemoteRead);
+    AccessCheck c = check_remote(dev.mrs(), p.reth.rkey, qp.init.pd, p.reth.va, len, kRemoteRead);
     if (!c.ok || !(qp.attrs.qp_access_flags & kRemoteRead))
       return nak_and_error(dev, qp, NakCode::RemoteAccessError, p.psn);
     host = c.host;
   }
   ack_now(dev, qp);  // an ACK for earlier requests goes before the responses
-  RdAtomicRes* res = take_res(qp, p.psn, len == 0 ? 1 : (len + qp.mtu - 1) / qp.mtu);
+  const uint32_t npkts = len == 0 ? 1 : uint32_t((uint64_t(len) + qp.mtu - 1) / qp.mtu);
+  RdAtomicRes* res = take_res(qp, p.psn, npkts);
   if (!res) return nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);
   res->va = p.reth.va;
+  res->rkey = p.reth.rkey;
   res->host = host;
+  res->mr_gen = dev.mrs().gen();
   res->length = len;
   return RespState::Idle;
 }
@@ -206,7 +224,7 @@ RespState exec_read(Device& dev, Qp& qp, const proto::Packet& p) {
 // resource, never executed twice.
 RespState exec_atomic(Device& dev, Qp& qp, const proto::Packet& p) {
   const uint64_t va = p.atomic.va;
-  AccessCheck c = check_access(dev.mrs(), p.atomic.rkey, qp.init.pd, va, 8, kRemoteAtomic);
+  AccessCheck c = check_remote(dev.mrs(), p.atomic.rkey, qp.init.pd, va, 8, kRemoteAtomic);
   if (!c.ok || !(qp.attrs.qp_access_flags & kRemoteAtomic))
     return nak_and_error(dev, qp, NakCode::RemoteAccessError, p.psn);
   if (va % 8 != 0) return nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);
@@ -356,22 +374,40 @@ bool flush_ack(Device& dev, Qp& qp) {
   return true;
 }
 
+// READ responses and atomic ACKs owed, oldest first, at most kRespBurst packets per call (a
+// duplicate READ of a large range cannot starve the receive side or hold back ACKs). A READ
+// whose MR was deregistered since it was checked gets the NAK for an invalid key and the QP
+// goes to ERR.
 void send_responses(Device& dev, Qp& qp) {
   RecvSide& rs = qp.rx;
   if (rs.res_pending == 0) return;  // the common case: nothing owed, no walk of the ring
   const uint32_t n = rs.res_n;
+  const MrTable& mrs = dev.mrs();
+  uint32_t budget = param::kRespBurst;
   namespace op = proto::op;
   // Oldest first, from res_next round the ring.
   for (uint32_t i = 0, j = rs.res_next; i < n; ++i, j = j + 1 == n ? 0 : j + 1) {
     RdAtomicRes& r = rs.res[j];
     if (!r.owes()) continue;
+    if (budget == 0) return;
     if (r.atomic) {
       if (!send_atomic_ack(dev, qp, r)) return;
       r.sent = 1;
       --rs.res_pending;
+      --budget;
       continue;
     }
+    if (r.length && r.mr_gen != mrs.gen()) {
+      AccessCheck c = check_remote(mrs, r.rkey, qp.init.pd, r.va, r.length, kRemoteRead);
+      if (!c.ok) {
+        nak_and_error(dev, qp, NakCode::RemoteAccessError, psn_add(r.psn, r.sent));
+        return;
+      }
+      r.host = c.host;
+      r.mr_gen = mrs.gen();
+    }
     while (r.sent < r.npkts) {
+      if (budget == 0) return;
       const uint32_t k = r.sent;
       proto::Packet& p = qp.resp_pkt;
       const uint32_t off = k * qp.mtu;
@@ -384,6 +420,8 @@ void send_responses(Device& dev, Qp& qp) {
       p.payload = {r.host ? r.host + off : nullptr, len};
       if (!dev.tx().emit(qp, p)) return;
       ++r.sent;
+      --budget;
+      if (r.replay) ++qp.ctr.replayed_responses;
     }
     --rs.res_pending;
   }

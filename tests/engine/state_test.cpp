@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <string>
+#include <set>
 #include <vector>
 
 #include "tests/support/harness.hpp"
@@ -89,6 +90,7 @@ struct Solo {
     Device::Config c;
     c.mac = {0x02, 0, 0, 0, 0, 0x0a};
     c.gid = v4gid(198, 18, 0, 10);
+    c.seed = 7;
     return c;
   }
   Qp* new_qp(QpCap cap = {}) {
@@ -866,27 +868,44 @@ TEST(Sqd, SendsPostedInSqdWaitForRts) {
 
 // ---- Stale keys ---------------------------------------------------------------------------------
 
-TEST(Keys, ReRegistrationChangesTheKeyByte) {
+TEST(Keys, ReRegistrationNeverRepeatsARecentKey) {
   Device::Config cfg = Solo::config();
-  cfg.max_mr = 2;  // one usable slot: every registration reuses it
+  cfg.max_mr = 2;
   Solo s(cfg);
   std::vector<uint8_t> m(256);
   Mr* mr = s.dev->reg_mr(s.pd, m.data(), m.size(), kLocalWrite | kRemoteWrite);
   ASSERT_NE(mr, nullptr);
-  uint32_t prev = mr->rkey;
-  for (int i = 0; i < 300; ++i) {
+  std::set<uint32_t> seen{mr->lkey, mr->rkey};
+  for (int i = 0; i < 1000; ++i) {
     ASSERT_EQ(s.dev->dereg_mr(mr), 0);
     mr = s.dev->reg_mr(s.pd, m.data(), m.size(), kLocalWrite | kRemoteWrite);
     ASSERT_NE(mr, nullptr);
-    EXPECT_EQ(mr->rkey >> 8, prev >> 8) << "same slot";
-    EXPECT_NE(mr->rkey & 0xFF, prev & 0xFF) << "the key byte must change on every registration";
     EXPECT_NE(mr->rkey, 0u);
-    prev = mr->rkey;
+    EXPECT_NE(mr->lkey, mr->rkey) << "an lkey never opens remote access";
+    EXPECT_TRUE(seen.insert(mr->rkey).second) << "rkey 0x" << std::hex << mr->rkey << " came back";
+    EXPECT_TRUE(seen.insert(mr->lkey).second) << "lkey 0x" << std::hex << mr->lkey << " came back";
   }
   // Deregistering twice, or with the stale key, fails.
   Mr copy = *mr;
   ASSERT_EQ(s.dev->dereg_mr(mr), 0);
   EXPECT_EQ(s.dev->dereg_mr(&copy), EINVAL);
+}
+
+// Keys are unpredictable in all 32 bits: over many registrations every bit position takes
+// both values, and two devices with different seeds hand out different keys.
+TEST(Keys, EveryBitOfAKeyVaries) {
+  Device::Config cfg = Solo::config();
+  Solo s(cfg);
+  std::vector<uint8_t> m(256);
+  uint32_t ones = 0, zeros = 0;
+  for (int i = 0; i < 64; ++i) {
+    Mr* mr = s.dev->reg_mr(s.pd, m.data(), m.size(), kLocalWrite | kRemoteWrite);
+    ASSERT_NE(mr, nullptr);
+    ones |= mr->rkey;
+    zeros |= ~mr->rkey;
+  }
+  EXPECT_EQ(ones, 0xFFFFFFFFu);
+  EXPECT_EQ(zeros, 0xFFFFFFFFu);
 }
 
 TEST(Keys, WriteWithAStaleRkeyIsARemoteAccessError) {
@@ -897,19 +916,11 @@ TEST(Keys, WriteWithAStaleRkeyIsARemoteAccessError) {
   Endpoint& b = pr.b;
   const uint32_t old_rkey = b.mr->rkey;
   ASSERT_EQ(b.dev->dereg_mr(b.mr), 0);
-  // Register again until the same table slot comes back (bounded by the table size), so the
-  // stale key differs from the live one only in its key byte.
-  Mr* again = nullptr;
-  for (uint32_t i = 0; i < 2 * b.dev->config().max_mr && !again; ++i) {
-    Mr* m = b.dev->reg_mr(b.pd, b.buf(), b.buf_len(), o.access);
-    ASSERT_NE(m, nullptr);
-    if ((m->rkey >> 8) == (old_rkey >> 8)) again = m;
-    else ASSERT_EQ(b.dev->dereg_mr(m), 0);
-  }
+  // Register the same buffer again: a new key.
+  Mr* again = b.dev->reg_mr(b.pd, b.buf(), b.buf_len(), o.access);
   ASSERT_NE(again, nullptr);
   b.mr = again;
   EXPECT_NE(again->rkey, old_rkey);
-  EXPECT_NE(again->rkey & 0xFF, old_rkey & 0xFF);
 
   fill_pattern(a.buf(), 256, 1);
   std::memset(b.buf(), 0x5A, b.buf_len());

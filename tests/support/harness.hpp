@@ -59,6 +59,8 @@ class Pair {
  public:
   explicit Pair(const PairOptions& o = {}) : opt(o), wire(16384, o.frame_cap, o.seed) {
     Device::Config ca, cb;
+    ca.seed = 2 * o.seed + 1;  // keys and QP numbers are random, but reproducible in a test
+    cb.seed = 2 * o.seed + 2;
     ca.mac = {0x02, 0, 0, 0, 0, 0x0a};
     cb.mac = {0x02, 0, 0, 0, 0, 0x0b};
     ca.gid = v4gid(198, 18, 0, 10);
