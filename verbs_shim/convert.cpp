@@ -138,32 +138,52 @@ void to_ibv_wc(const E::Wc& s, ibv_wc& d) {
 }
 
 // ---- QP attributes ------------------------------------------------------------------------------
+namespace {
+
+// The attributes ibv_qp_attr and the engine's QpAttr name alike (and alike typed), either way.
+template <typename To, typename From>
+void copy_same_named(To& d, const From& s) {
+  d.qkey = s.qkey;
+  d.rq_psn = s.rq_psn;
+  d.sq_psn = s.sq_psn;
+  d.dest_qp_num = s.dest_qp_num;
+  d.qp_access_flags = s.qp_access_flags;
+  d.pkey_index = s.pkey_index;
+  d.en_sqd_async_notify = s.en_sqd_async_notify;
+  d.sq_draining = s.sq_draining;
+  d.max_rd_atomic = s.max_rd_atomic;
+  d.max_dest_rd_atomic = s.max_dest_rd_atomic;
+  d.min_rnr_timer = s.min_rnr_timer;
+  d.timeout = s.timeout;
+  d.retry_cnt = s.retry_cnt;
+  d.rnr_retry = s.rnr_retry;
+}
+
+}  // namespace
+
 E::QpAttr to_engine(const ibv_qp_attr& a) {
   E::QpAttr e;
   e.qp_state = E::QpState(a.qp_state);
   e.cur_qp_state = E::QpState(a.cur_qp_state);
   e.path_mtu = E::Mtu(a.path_mtu);
-  e.qkey = a.qkey;
-  e.rq_psn = a.rq_psn;
-  e.sq_psn = a.sq_psn;
-  e.dest_qp_num = a.dest_qp_num;
-  e.qp_access_flags = a.qp_access_flags;
+  e.port_num = a.port_num;
   e.cap.max_send_wr = a.cap.max_send_wr;
   e.cap.max_recv_wr = a.cap.max_recv_wr;
   e.cap.max_send_sge = a.cap.max_send_sge;
   e.cap.max_recv_sge = a.cap.max_recv_sge;
   e.cap.max_inline_data = a.cap.max_inline_data;
-  e.pkey_index = a.pkey_index;
-  e.en_sqd_async_notify = a.en_sqd_async_notify;
-  e.sq_draining = a.sq_draining;
-  e.max_rd_atomic = a.max_rd_atomic;
-  e.max_dest_rd_atomic = a.max_dest_rd_atomic;
-  e.min_rnr_timer = a.min_rnr_timer;
-  e.port_num = a.port_num;
-  e.timeout = a.timeout;
-  e.retry_cnt = a.retry_cnt;
-  e.rnr_retry = a.rnr_retry;
+  copy_same_named(e, a);
   return e;
+}
+
+ibv_qp_cap to_ibv(const E::QpCap& c, bool srq) {
+  ibv_qp_cap d{};
+  d.max_send_wr = c.max_send_wr;
+  d.max_recv_wr = srq ? 0 : c.max_recv_wr;
+  d.max_send_sge = c.max_send_sge;
+  d.max_recv_sge = c.max_recv_sge;
+  d.max_inline_data = c.max_inline_data;
+  return d;
 }
 
 void to_ibv_qp_attr(const E::QpAttr& e, const E::QpInitAttr& init, ibv_qp_attr* a) {
@@ -172,16 +192,9 @@ void to_ibv_qp_attr(const E::QpAttr& e, const E::QpInitAttr& init, ibv_qp_attr* 
   a->cur_qp_state = ibv_qp_state(e.qp_state);
   a->path_mtu = ibv_mtu(e.path_mtu);
   a->path_mig_state = IBV_MIG_MIGRATED;
-  a->qkey = e.qkey;
-  a->rq_psn = e.rq_psn;
-  a->sq_psn = e.sq_psn;
-  a->dest_qp_num = e.dest_qp_num;
-  a->qp_access_flags = e.qp_access_flags;
-  a->cap.max_send_wr = init.cap.max_send_wr;
-  a->cap.max_recv_wr = init.srq ? 0 : init.cap.max_recv_wr;
-  a->cap.max_send_sge = init.cap.max_send_sge;
-  a->cap.max_recv_sge = init.cap.max_recv_sge;
-  a->cap.max_inline_data = init.cap.max_inline_data;
+  a->port_num = 1;
+  a->cap = to_ibv(init.cap, init.srq != nullptr);
+  copy_same_named(*a, e);
   std::memcpy(a->ah_attr.grh.dgid.raw, e.ah_attr.dgid.data(), 16);
   a->ah_attr.grh.flow_label = e.ah_attr.flow_label;
   a->ah_attr.grh.sgid_index = e.ah_attr.sgid_index;
@@ -189,16 +202,6 @@ void to_ibv_qp_attr(const E::QpAttr& e, const E::QpInitAttr& init, ibv_qp_attr* 
   a->ah_attr.grh.traffic_class = e.ah_attr.traffic_class;
   a->ah_attr.is_global = 1;
   a->ah_attr.port_num = 1;
-  a->pkey_index = e.pkey_index;
-  a->en_sqd_async_notify = e.en_sqd_async_notify;
-  a->sq_draining = e.sq_draining;
-  a->max_rd_atomic = e.max_rd_atomic;
-  a->max_dest_rd_atomic = e.max_dest_rd_atomic;
-  a->min_rnr_timer = e.min_rnr_timer;
-  a->port_num = 1;
-  a->timeout = e.timeout;
-  a->retry_cnt = e.retry_cnt;
-  a->rnr_retry = e.rnr_retry;
 }
 
 // ---- Access flags -------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ void to_ibv_wc(const engine::Wc& s, ibv_wc& d);
 // (qp.cpp, resolve_peer).
 engine::QpAttr to_engine(const ibv_qp_attr& a);
 void to_ibv_qp_attr(const engine::QpAttr& e, const engine::QpInitAttr& init, ibv_qp_attr* a);
+ibv_qp_cap to_ibv(const engine::QpCap& c, bool srq);   // with an SRQ, max_recv_wr is 0
 
 // Memory registration access flags: the flags the engine gets, or false if the set is refused
 // (EINVAL). Optional-range flags other than relaxed ordering are dropped.

@@ -23,11 +23,7 @@ UCq* create_cq_common(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_chan
     errno = EINVAL;
     return nullptr;
   }
-  E::Cq* e;
-  {
-    Guard g;
-    e = r.engine->create_cq(uint32_t(cqe));
-  }
+  E::Cq* e = with_token([&] { return r.engine->create_cq(uint32_t(cqe)); });
   if (!e) {
     errno = ENOMEM;
     return nullptr;
@@ -39,8 +35,7 @@ UCq* create_cq_common(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_chan
   c->cq_context = cq_context;
   c->handle = 0;
   c->cqe = cqe;
-  pthread_mutex_init(&c->mutex, nullptr);
-  pthread_cond_init(&c->cond, nullptr);
+  init_sync(*c);
   u->e = e;
   u->ch = reinterpret_cast<UChannel*>(channel);
   if (channel) ++channel->refcnt;
@@ -192,8 +187,7 @@ SHIM_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
     u->dead = true;
     return 0;
   }
-  pthread_mutex_destroy(&cq->mutex);
-  pthread_cond_destroy(&cq->cond);
+  destroy_sync(*cq);
   delete u;
   return 0;
 }

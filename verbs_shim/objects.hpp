@@ -3,6 +3,7 @@
 // object uroce's?" that every exported entry point asks first (docs/verbs_shim.md).
 #pragma once
 #include <infiniband/verbs.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <cstdint>
@@ -68,5 +69,17 @@ inline UCq* ucq(ibv_cq* c) { return reinterpret_cast<UCq*>(c); }
 inline UQp* uqp(ibv_qp* q) { return reinterpret_cast<UQp*>(q); }
 inline USrq* usrq(ibv_srq* s) { return reinterpret_cast<USrq*>(s); }
 inline ibv_cq* as_cq(UCq* c) { return reinterpret_cast<ibv_cq*>(&c->cq); }
+
+// The mutex and condition variable of an ibv_cq, ibv_qp or ibv_srq (the library's event counting).
+template <typename T>
+void init_sync(T& o) {
+  pthread_mutex_init(&o.mutex, nullptr);
+  pthread_cond_init(&o.cond, nullptr);
+}
+template <typename T>
+void destroy_sync(T& o) {
+  pthread_mutex_destroy(&o.mutex);
+  pthread_cond_destroy(&o.cond);
+}
 
 }  // namespace uroce::shim

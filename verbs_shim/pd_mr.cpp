@@ -17,11 +17,7 @@ ibv_mr* reg_mr_common(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsi
     return nullptr;
   }
   if (access & IBV_ACCESS_ZERO_BASED) iova = 0;
-  E::Mr* m;
-  {
-    Guard g;
-    m = rt().engine->reg_mr_iova(upd(pd)->e, addr, length, iova, access);
-  }
+  E::Mr* m = with_token([&] { return rt().engine->reg_mr_iova(upd(pd)->e, addr, length, iova, access); });
   if (!m) {
     errno = ENOMEM;
     return nullptr;
@@ -45,12 +41,7 @@ extern "C" {
 // ---- PD -------------------------------------------------------------------------------------------
 SHIM_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* ctx) {
   if (!mine(ctx)) return REAL(ibv_alloc_pd)(ctx);
-  Runtime& r = rt();
-  E::Pd* p;
-  {
-    Guard g;
-    p = r.engine->alloc_pd();
-  }
+  E::Pd* p = with_token([] { return rt().engine->alloc_pd(); });
   if (!p) {
     errno = ENOMEM;
     return nullptr;
@@ -64,11 +55,7 @@ SHIM_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* ctx) {
 
 SHIM_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
   if (!mine(pd->context)) return REAL(ibv_dealloc_pd)(pd);
-  int rc;
-  {
-    Guard g;
-    rc = rt().engine->dealloc_pd(upd(pd)->e);
-  }
+  int rc = with_token([pd] { return rt().engine->dealloc_pd(upd(pd)->e); });
   if (rc == 0) delete upd(pd);
   return rc;
 }
@@ -91,11 +78,7 @@ SHIM_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint
 
 SHIM_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
   if (!mine(mr->context)) return REAL(ibv_dereg_mr)(mr);
-  int rc;
-  {
-    Guard g;
-    rc = rt().engine->dereg_mr(umr(mr)->e);
-  }
+  int rc = with_token([mr] { return rt().engine->dereg_mr(umr(mr)->e); });
   if (rc == 0) delete umr(mr);
   return rc;
 }

@@ -1,7 +1,5 @@
 // Queue pairs: create (ibv_create_qp, ibv_create_qp_ex), modify, query, destroy, multicast
 // (not supported), and the address work of modify_qp: resolve_peer.
-#include <pthread.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -42,11 +40,7 @@ ibv_qp* create_qp_common(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr* ia, boo
   e.cap.max_inline_data = ia->cap.max_inline_data;
   e.qp_type = E::QpType::RC;
   e.sq_sig_all = ia->sq_sig_all != 0;
-  E::Qp* q;
-  {
-    Guard g;
-    q = r.engine->create_qp(e);
-  }
+  E::Qp* q = with_token([&] { return r.engine->create_qp(e); });
   if (!q) {
     errno = ENOMEM;
     return nullptr;
@@ -63,17 +57,11 @@ ibv_qp* create_qp_common(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr* ia, boo
   b.qp_num = q->qpn();
   b.state = IBV_QPS_RESET;
   b.qp_type = IBV_QPT_RC;
-  pthread_mutex_init(&b.mutex, nullptr);
-  pthread_cond_init(&b.cond, nullptr);
+  init_sync(b);
   u->e = q;
   u->ex = ex;
   if (ex) install_wr_ops(u);
-  const E::QpCap& cap = q->init_attr().cap;
-  ia->cap.max_send_wr = cap.max_send_wr;
-  ia->cap.max_recv_wr = ia->srq ? 0 : cap.max_recv_wr;
-  ia->cap.max_send_sge = cap.max_send_sge;
-  ia->cap.max_recv_sge = cap.max_recv_sge;
-  ia->cap.max_inline_data = cap.max_inline_data;
+  ia->cap = to_ibv(q->init_attr().cap, ia->srq != nullptr);
   return &b;
 }
 
@@ -266,14 +254,9 @@ SHIM_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* a, int mask, ibv_qp_init_a
 
 SHIM_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   if (!mine(qp->context)) return REAL(ibv_destroy_qp)(qp);
-  int rc;
-  {
-    Guard g;
-    rc = rt().engine->destroy_qp(uqp(qp)->e);
-  }
+  int rc = with_token([qp] { return rt().engine->destroy_qp(uqp(qp)->e); });
   if (rc) return rc;
-  pthread_mutex_destroy(&qp->mutex);
-  pthread_cond_destroy(&qp->cond);
+  destroy_sync(*qp);
   delete uqp(qp);
   return 0;
 }

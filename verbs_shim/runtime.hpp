@@ -86,6 +86,13 @@ struct Guard {
   Guard& operator=(const Guard&) = delete;
 };
 
+// f() with the token held: the one engine call of a control verb.
+template <typename F>
+auto with_token(F&& f) {
+  Guard g;
+  return f();
+}
+
 // Configuration and start-up (runtime.cpp). load_cfg: reads the config once (the device's
 // name and paths); start_runtime: the first ibv_open_device starts the poller, the EAL, the
 // port and the engine. Both are idempotent and thread-safe; false if it failed (said on stderr).

@@ -1,6 +1,4 @@
 // Shared receive queues (their receives are posted by op_post_srq_recv, datapath.cpp).
-#include <pthread.h>
-
 #include <cerrno>
 
 #include "verbs_shim/api.hpp"
@@ -33,8 +31,7 @@ SHIM_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* ia) {
   u->srq.context = pd->context;
   u->srq.srq_context = ia->srq_context;
   u->srq.pd = pd;
-  pthread_mutex_init(&u->srq.mutex, nullptr);
-  pthread_cond_init(&u->srq.cond, nullptr);
+  init_sync(u->srq);
   u->e = e;
   return &u->srq;
 }
@@ -61,14 +58,9 @@ SHIM_EXPORT int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
 
 SHIM_EXPORT int ibv_destroy_srq(ibv_srq* srq) {
   if (!mine(srq->context)) return REAL(ibv_destroy_srq)(srq);
-  int rc;
-  {
-    Guard g;
-    rc = rt().engine->destroy_srq(usrq(srq)->e);
-  }
+  int rc = with_token([srq] { return rt().engine->destroy_srq(usrq(srq)->e); });
   if (rc) return rc;
-  pthread_mutex_destroy(&srq->mutex);
-  pthread_cond_destroy(&srq->cond);
+  destroy_sync(*srq);
   delete usrq(srq);
   return 0;
 }
