@@ -30,6 +30,8 @@ inline constexpr uint8_t kDefaultTtl = 64;
 // ---- Port: DPDK link and control plane --------------------------------------------------------
 
 // ---- Verbs shim: progress policy ---------------------------------------------------------------
+// (verbs_shim/, docs/verbs_shim.md.) The two environment overrides are named at their values
+// (read when the runtime starts); every other value of this section is fixed at build time.
 // The device as ibv_query_device reports it (verbs_shim/convert.cpp). Not an mlx5 or EFA id, so
 // perftest uses ibv_post_send rather than the ibv_wr_* API.
 inline constexpr uint32_t kShimVendorId = 0xFFFFFF;      // no registered vendor (not Mellanox's 0x02c9)
@@ -47,7 +49,7 @@ inline constexpr uint8_t kShimPortActiveSpeed = 32;      // EDR, 25 Gb/s; the re
 inline constexpr uint64_t kShimAppActiveNs = 20'000;
 // The poller spins this long after its last work before it naps (UROCE_SHIM_IDLE_SPIN_NS).
 inline constexpr uint64_t kShimIdleSpinNs = 50'000;
-inline constexpr uint64_t kShimPollerNapNs = 20'000;        // one idle nap of the poller
+inline constexpr uint64_t kShimPollerNapNs = 20'000;        // one nap of the idle poller
 inline constexpr uint64_t kShimPollerLongIdleNs = 10'000'000;  // idle this long: naps get longer
 inline constexpr uint64_t kShimPollerLongNapNs = 200'000;   // one nap after kShimPollerLongIdleNs
 inline constexpr unsigned long kShimPollerTimerSlackNs = 1'000;  // PR_SET_TIMERSLACK of the poller
