@@ -37,5 +37,40 @@ inline constexpr uint8_t kDefaultTtl = 64;
 // ---- Port: DPDK link and control plane --------------------------------------------------------
 
 // ---- Verbs shim: progress policy ---------------------------------------------------------------
+// (verbs_shim/, docs/verbs_shim.md.) The two environment overrides are named at their values
+// (read when the runtime starts); every other value of this section is fixed at build time.
+// The device as ibv_query_device reports it (verbs_shim/convert.cpp). Not an mlx5 or EFA id, so
+// perftest uses ibv_post_send rather than the ibv_wr_* API.
+inline constexpr uint32_t kShimVendorId = 0xFFFFFF;      // no registered vendor (not Mellanox's 0x02c9)
+inline constexpr uint32_t kShimVendorPartId = 0x7572;    // "ur"; in no perftest device table
+inline constexpr const char* kShimFwVer = "uroce 0.1.0";  // fw_ver (ibv_query_device, sysfs)
+inline constexpr uint32_t kShimMaxCq = 16384;            // max_cq reported
+inline constexpr uint32_t kShimMaxPd = 65536;            // max_pd reported
+inline constexpr uint32_t kShimMaxSrq = 16384;           // max_srq reported
+inline constexpr uint8_t kShimLocalCaAckDelay = 15;      // local_ca_ack_delay reported (4.096 us * 2^15)
+inline constexpr uint8_t kShimPortActiveWidth = 1;       // 1X
+inline constexpr uint8_t kShimPortActiveSpeed = 32;      // EDR, 25 Gb/s; the real rate depends on the link
+// The application polled within this many ns: the poller naps instead of driving the engine
+// (UROCE_SHIM_APP_ACTIVE_NS; 0 = the poller never yields, for measurements). Also the post_send
+// rule: a post runs progress() itself when the application has not polled for this long.
+inline constexpr uint64_t kShimAppActiveNs = 20'000;
+// The poller spins this long after its last work before it naps (UROCE_SHIM_IDLE_SPIN_NS).
+inline constexpr uint64_t kShimIdleSpinNs = 50'000;
+inline constexpr uint64_t kShimPollerNapNs = 20'000;        // one nap of the idle poller
+inline constexpr uint64_t kShimPollerLongIdleNs = 10'000'000;  // idle this long: naps get longer
+inline constexpr uint64_t kShimPollerLongNapNs = 200'000;   // one nap after kShimPollerLongIdleNs
+inline constexpr unsigned long kShimPollerTimerSlackNs = 1'000;  // PR_SET_TIMERSLACK of the poller
+inline constexpr uint32_t kShimTokenSpins = 256;    // ownership token: pause this often, then yield
+inline constexpr int kShimPollBatch = 32;           // engine completions converted per step of ibv_poll_cq
+inline constexpr uint32_t kShimWrBatchReserve = 64;  // ibv_wr_* batch entries reserved per QP
+// modify_qp with an address vector: wait this long for link-up (memif: the peer connected),
+// checking every kShimLinkCheckMs, then resolve the peer's MAC (the config's arp_timeout_ms),
+// pausing kShimResolveNapNs without the ownership token between resolution steps.
+inline constexpr uint32_t kShimLinkWaitMs = 20'000;
+inline constexpr uint32_t kShimLinkCheckMs = 10;
+inline constexpr uint64_t kShimResolveNapNs = 20'000;
+// At exit, on memif: wait this long for the peer to leave first (DpdkLink::await_peer_close).
+inline constexpr uint32_t kShimPeerLeaveWaitMs = 500;
+inline constexpr int kShimBacktraceDepth = 64;      // frames printed on SIGSEGV (UROCE_SHIM_DEBUG=1)
 
 }  // namespace uroce::param

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "engine/engine.hpp"
+#include "engine/param.hpp"
 #include "port/config.hpp"
 #include "port/dpdk_link.hpp"
 
@@ -50,10 +51,8 @@ struct Runtime {
   std::atomic<uint64_t> app_poll_ns{0};
   std::atomic<bool> stop{false};
   std::thread poller;
-  // The application polled within this many ns: the poller naps (UROCE_SHIM_APP_ACTIVE_NS; 0 =
-  // the poller never yields to the application, for measurements).
-  uint64_t app_active_ns = 20'000;
-  uint64_t idle_spin_ns = 50'000;   // the poller spins this long after its last work, then naps
+  uint64_t app_active_ns = param::kShimAppActiveNs;   // UROCE_SHIM_APP_ACTIVE_NS
+  uint64_t idle_spin_ns = param::kShimIdleSpinNs;     // UROCE_SHIM_IDLE_SPIN_NS
   bool eager_post = false;   // post_send runs progress() itself (UROCE_SHIM_EAGER_POST=1)
   std::vector<UCq*> armed;   // CQs with a requested notification (under the token)
 
@@ -64,13 +63,15 @@ struct Runtime {
     if (!owner.exchange(true, std::memory_order_acquire)) return;
     for (uint32_t i = 0;; ++i) {
       while (owner.load(std::memory_order_relaxed)) {
-        if (++i > 256) std::this_thread::yield();
+        if (++i > param::kShimTokenSpins) std::this_thread::yield();
         else __builtin_ia32_pause();
       }
       if (!owner.exchange(true, std::memory_order_acquire)) return;
     }
   }
   void unlock() { owner.store(false, std::memory_order_release); }
+  // (lock/unlock make the Runtime usable with std::unique_lock where a call must drop the token
+  // in the middle, as ibv_modify_qp does while it resolves the peer.)
   // With the token held: one progress() step and completion-channel notifications.
   bool drive();
   uint64_t now_ns() const { return clock->now_ns(); }
@@ -85,48 +86,19 @@ struct Guard {
   Guard& operator=(const Guard&) = delete;
 };
 
-// Wrappers: the ibv_* object first, then uroce's.
-struct UContext {
-  verbs_context vctx;
-};
-struct UPd {
-  ibv_pd pd;
-  engine::Pd* e;
-};
-struct UMr {
-  ibv_mr mr;
-  engine::Mr* e;
-};
-struct UChannel {
-  ibv_comp_channel ch;
-  int wfd;
-};
-struct UCq {
-  ibv_cq_ex cq;      // starts with the ibv_cq fields
-  engine::Cq* e;
-  UChannel* ch;
-  bool armed;
-  uint64_t armed_at;
-  std::atomic<uint32_t> events;      // events written to the channel's pipe
-  std::atomic<uint32_t> events_read; // events returned by ibv_get_cq_event
-  std::atomic<bool> dead;            // destroyed with events still in the pipe (kept, skipped)
-};
-struct USrq {
-  ibv_srq srq;
-  engine::Srq* e;
-};
-struct UQp {
-  ibv_qp_ex qpx;     // qpx.qp_base is the ibv_qp
-  engine::Qp* e;
-  bool ex;           // created with ibv_create_qp_ex and send_ops_flags: ibv_wr_* work
-  // ibv_wr_* batch between wr_start and wr_complete
-  std::vector<engine::SendWr> batch;
-  std::vector<engine::Sge> batch_sge;   // kMaxSge per entry
-  int batch_err;
-};
-struct UAh {
-  ibv_ah ah;
-  ibv_ah_attr attr;
-};
+// f() with the token held: the one engine call of a control verb.
+template <typename F>
+auto with_token(F&& f) {
+  Guard g;
+  return f();
+}
+
+// Configuration and start-up (runtime.cpp). load_cfg: reads the config once (the device's
+// name and paths); start_runtime: the first ibv_open_device starts the poller, the EAL, the
+// port and the engine. Both are idempotent and thread-safe; false if it failed (said on stderr).
+bool load_cfg();
+bool start_runtime();
+
+void nap(uint64_t ns);
 
 }  // namespace uroce::shim

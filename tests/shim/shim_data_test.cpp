@@ -1,6 +1,7 @@
 // shim_data_test: two processes, each on its own uroce device through liburoce-verbs.so and the
 // plain libibverbs API only (run with scripts/uroce-run). The client writes, sends, reads and
-// runs atomics against the server; both sides check the data byte for byte.
+// runs atomics against the server; both sides check the data byte for byte. Before connecting,
+// each side checks that illegal RTR transitions fail with EINVAL at once.
 //
 //   server: shim_data_test [--port N]
 //   client: shim_data_test [--port N] SERVER_IP
@@ -16,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -82,6 +84,39 @@ struct Ctx {
   }
 };
 
+double now_s() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return double(t.tv_sec) + double(t.tv_nsec) * 1e-9;
+}
+
+// An RTR modify towards a peer that does not exist (nobody answers ARP for 198.18.0.99): when
+// the transition or the mask is illegal, the shim must say EINVAL at once, before any address
+// resolution (which would take the link's ARP timeout and end in ETIMEDOUT).
+void expect_rtr_refused(ibv_qp* qp, ibv_mtu mtu, int mask, const char* what) {
+  ibv_qp_attr at{};
+  at.qp_state = IBV_QPS_RTR;
+  at.path_mtu = mtu;
+  at.dest_qp_num = 0x12;
+  at.max_dest_rd_atomic = 1;
+  at.min_rnr_timer = 12;
+  at.ah_attr.is_global = 1;
+  const uint8_t ghost[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 198, 18, 0, 99};
+  std::memcpy(at.ah_attr.grh.dgid.raw, ghost, 16);
+  at.ah_attr.grh.sgid_index = kGidIndex;
+  at.ah_attr.grh.hop_limit = 64;
+  at.ah_attr.port_num = 1;
+  double t0 = now_s();
+  int rc = ibv_modify_qp(qp, &at, mask);
+  double dt = now_s() - t0;
+  if (rc != EINVAL) fail("%s: ibv_modify_qp gave %d (%s), expected EINVAL", what, rc, std::strerror(rc));
+  if (dt > 0.5) fail("%s: EINVAL after %.3f s, expected at once", what, dt);
+  std::printf("verified %s: EINVAL in %.1f ms\n", what, dt * 1e3);
+}
+
+constexpr int kRtrMask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                         IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+
 void compare(const uint8_t* got, const uint8_t* want, size_t n, const char* what) {
   for (size_t i = 0; i < n; ++i)
     if (got[i] != want[i]) fail("%s: byte %zu is 0x%02x, expected 0x%02x", what, i, got[i], want[i]);
@@ -134,6 +169,8 @@ int main(int argc, char** argv) {
   ud.qp_type = IBV_QPT_UD;
   errno = 0;
   if (ibv_create_qp(c.pd, &ud) || errno != EOPNOTSUPP) fail("UD QP not refused with EOPNOTSUPP");
+  // Illegal: RESET -> RTR. The QP stays in RESET.
+  expect_rtr_refused(c.qp, pa.active_mtu, kRtrMask, "RESET->RTR");
 
   // TCP exchange.
   int fd;
@@ -179,6 +216,8 @@ int main(int argc, char** argv) {
   at.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
   if (ibv_modify_qp(c.qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
     fail("INIT");
+  // INIT -> RTR without a required attribute (RQ_PSN).
+  expect_rtr_refused(c.qp, pa.active_mtu, kRtrMask & ~IBV_QP_RQ_PSN, "INIT->RTR without RQ_PSN");
   // Server: receives for the client's SENDs, posted in INIT, before RTR.
   if (server) {
     for (int i = 0; i < 2; ++i) {
@@ -202,9 +241,7 @@ int main(int argc, char** argv) {
   at.ah_attr.grh.sgid_index = kGidIndex;
   at.ah_attr.grh.hop_limit = 64;
   at.ah_attr.port_num = 1;
-  int rc = ibv_modify_qp(c.qp, &at,
-                         IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                             IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+  int rc = ibv_modify_qp(c.qp, &at, kRtrMask);
   if (rc) fail("RTR: %s", std::strerror(rc));
   at = {};
   at.qp_state = IBV_QPS_RTS;

@@ -1,0 +1,33 @@
+// Conversions between the ibv_* structures and the engine's types: the device and port
+// attribute tables, work requests, work completions, QP attributes and access flags.
+#pragma once
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+
+#include "engine/engine.hpp"
+
+namespace uroce::shim {
+
+// The attribute tables of ibv_query_device and ibv_query_port (runtime started).
+void fill_device_attr(ibv_device_attr* a);
+void fill_port_attr(ibv_port_attr* a);
+enum ibv_mtu mtu_limit_enum();                // the largest path MTU the link carries
+uint64_t guid_from_mac(const proto::Mac& m);  // node GUID: EUI-64, network byte order
+
+// Work requests and completions. The engine's SGE has ibv_sge's layout: sg_list is shared.
+engine::SendWr to_engine(const ibv_send_wr& wr);
+engine::RecvWr to_engine(const ibv_recv_wr& wr);
+void to_ibv_wc(const engine::Wc& s, ibv_wc& d);
+
+// QP attributes. The address vector is not converted here: its MAC is resolved on the link
+// (qp.cpp, resolve_peer).
+engine::QpAttr to_engine(const ibv_qp_attr& a);
+void to_ibv_qp_attr(const engine::QpAttr& e, const engine::QpInitAttr& init, ibv_qp_attr* a);
+ibv_qp_cap to_ibv(const engine::QpCap& c, bool srq);   // with an SRQ, max_recv_wr is 0
+
+// Memory registration access flags: the flags the engine gets, or false if the set is refused
+// (EINVAL). Optional-range flags other than relaxed ordering are dropped.
+bool mr_access(unsigned access, unsigned& out);
+
+}  // namespace uroce::shim

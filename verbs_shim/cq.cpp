@@ -1,0 +1,200 @@
+// Completion queues: ibv_cq and ibv_cq_ex (ibv_start_poll / ibv_next_poll / ibv_wc_read_*), and
+// completion channels (a pipe written by whoever drives progress, Runtime::drive). ibv_poll_cq
+// and ibv_req_notify_cq are in datapath.cpp.
+#include <fcntl.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "verbs_shim/api.hpp"
+
+using namespace uroce;
+using namespace uroce::shim;
+namespace E = uroce::engine;
+
+namespace {
+
+UCq* create_cq_common(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_channel* channel, int comp_vector) {
+  Runtime& r = rt();
+  if (cqe <= 0 || uint32_t(cqe) > r.dcfg.max_cqe || comp_vector < 0 || comp_vector >= ctx->num_comp_vectors ||
+      (channel && !mine(channel->context))) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  E::Cq* e = with_token([&] { return r.engine->create_cq(uint32_t(cqe)); });
+  if (!e) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  auto* u = new UCq{};
+  ibv_cq* c = as_cq(u);
+  c->context = ctx;
+  c->channel = channel;
+  c->cq_context = cq_context;
+  c->handle = 0;
+  c->cqe = cqe;
+  init_sync(*c);
+  u->e = e;
+  u->ch = reinterpret_cast<UChannel*>(channel);
+  if (channel) ++channel->refcnt;
+  return u;
+}
+
+// ibv_cq_ex: completions are read one at a time from a small buffer filled under the token.
+thread_local E::Wc t_wc;
+int cqx_next(ibv_cq_ex* cq) {
+  Runtime& r = rt();
+  UCq* c = reinterpret_cast<UCq*>(cq);
+  int k;
+  r.lock();
+  r.app_poll_ns.store(r.now_ns(), std::memory_order_relaxed);
+  r.drive();
+  k = r.engine->poll_cq(c->e, 1, &t_wc);
+  r.unlock();
+  if (k == 0) return ENOENT;
+  cq->wr_id = t_wc.wr_id;
+  cq->status = ibv_wc_status(t_wc.status);
+  return 0;
+}
+int cqx_start(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
+  if (attr->comp_mask) return EINVAL;
+  return cqx_next(cq);
+}
+void cqx_end(ibv_cq_ex*) {}
+ibv_wc_opcode cqx_opcode(ibv_cq_ex*) { return ibv_wc_opcode(t_wc.opcode); }
+uint32_t cqx_vendor_err(ibv_cq_ex*) { return t_wc.vendor_err; }
+uint32_t cqx_byte_len(ibv_cq_ex*) { return t_wc.byte_len; }
+__be32 cqx_imm(ibv_cq_ex*) { return t_wc.imm_data; }
+uint32_t cqx_qp_num(ibv_cq_ex*) { return t_wc.qp_num; }
+uint32_t cqx_src_qp(ibv_cq_ex*) { return t_wc.src_qp; }
+unsigned int cqx_wc_flags(ibv_cq_ex*) { return t_wc.wc_flags; }
+uint32_t cqx_zero32(ibv_cq_ex*) { return 0; }
+uint8_t cqx_zero8(ibv_cq_ex*) { return 0; }
+
+}  // namespace
+
+namespace uroce::shim {
+
+ibv_cq_ex* vop_create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* ia) {
+  constexpr uint64_t kFlags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
+                              IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
+                              IBV_WC_EX_WITH_DLID_PATH_BITS;
+  if ((ia->wc_flags & ~kFlags) || ia->comp_mask) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  UCq* u = create_cq_common(ctx, int(ia->cqe), ia->cq_context, ia->channel, int(ia->comp_vector));
+  if (!u) return nullptr;
+  ibv_cq_ex& x = u->cq;
+  x.start_poll = cqx_start;
+  x.next_poll = cqx_next;
+  x.end_poll = cqx_end;
+  x.read_opcode = cqx_opcode;
+  x.read_vendor_err = cqx_vendor_err;
+  x.read_byte_len = cqx_byte_len;
+  x.read_imm_data = cqx_imm;
+  x.read_qp_num = cqx_qp_num;
+  x.read_src_qp = cqx_src_qp;
+  x.read_wc_flags = cqx_wc_flags;
+  x.read_slid = cqx_zero32;
+  x.read_sl = cqx_zero8;
+  x.read_dlid_path_bits = cqx_zero8;
+  return &x;
+}
+
+}  // namespace uroce::shim
+
+extern "C" {
+
+// ---- Completion channels --------------------------------------------------------------------------
+SHIM_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* ctx) {
+  if (!mine(ctx)) return REAL(ibv_create_comp_channel)(ctx);
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return nullptr;
+  fcntl(fds[1], F_SETFL, fcntl(fds[1], F_GETFL) | O_NONBLOCK);
+  auto* u = new UChannel{};
+  u->ch.context = ctx;
+  u->ch.fd = fds[0];
+  u->ch.refcnt = 0;
+  u->wfd = fds[1];
+  return &u->ch;
+}
+
+SHIM_EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* ch) {
+  if (!mine(ch->context)) return REAL(ibv_destroy_comp_channel)(ch);
+  auto* u = reinterpret_cast<UChannel*>(ch);
+  if (ch->refcnt) return EBUSY;
+  close(u->ch.fd);
+  close(u->wfd);
+  delete u;
+  return 0;
+}
+
+SHIM_EXPORT int ibv_get_cq_event(ibv_comp_channel* ch, ibv_cq** cq, void** cq_context) {
+  if (!mine(ch->context)) return REAL(ibv_get_cq_event)(ch, cq, cq_context);
+  UCq* u = nullptr;
+  for (;;) {
+    ssize_t k;
+    do {
+      k = read(ch->fd, &u, sizeof u);
+    } while (k < 0 && errno == EINTR);
+    if (k != ssize_t(sizeof u)) return -1;
+    u->events_read.fetch_add(1);
+    if (!u->dead) break;
+  }
+  *cq = as_cq(u);
+  *cq_context = as_cq(u)->cq_context;
+  return 0;
+}
+
+SHIM_EXPORT void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
+  if (!mine(cq->context)) return REAL(ibv_ack_cq_events)(cq, nevents);
+  pthread_mutex_lock(&cq->mutex);
+  cq->comp_events_completed += nevents;
+  pthread_cond_signal(&cq->cond);
+  pthread_mutex_unlock(&cq->mutex);
+}
+
+// ---- CQ -------------------------------------------------------------------------------------------
+SHIM_EXPORT ibv_cq* ibv_create_cq(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_channel* channel,
+                                  int comp_vector) {
+  if (!mine(ctx)) return REAL(ibv_create_cq)(ctx, cqe, cq_context, channel, comp_vector);
+  UCq* u = create_cq_common(ctx, cqe, cq_context, channel, comp_vector);
+  return u ? as_cq(u) : nullptr;
+}
+
+SHIM_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
+  if (!mine(cq->context)) return REAL(ibv_destroy_cq)(cq);
+  Runtime& r = rt();
+  UCq* u = ucq(cq);
+  int rc;
+  {
+    Guard g;
+    rc = r.engine->destroy_cq(u->e);
+    if (rc == 0) r.armed.erase(std::remove(r.armed.begin(), r.armed.end(), u), r.armed.end());
+  }
+  if (rc) return rc;
+  // As the real library: wait until every event the application got has been acknowledged.
+  pthread_mutex_lock(&cq->mutex);
+  while (cq->comp_events_completed < u->events_read.load()) pthread_cond_wait(&cq->cond, &cq->mutex);
+  pthread_mutex_unlock(&cq->mutex);
+  if (cq->channel) --cq->channel->refcnt;
+  if (u->events.load() != u->events_read.load()) {
+    // Events still unread in the pipe name this CQ: keep the (small) wrapper so that
+    // ibv_get_cq_event can recognise and skip them, as the kernel drops a destroyed CQ's events.
+    u->dead = true;
+    return 0;
+  }
+  destroy_sync(*cq);
+  delete u;
+  return 0;
+}
+
+SHIM_EXPORT int ibv_resize_cq(ibv_cq* cq, int cqe) {
+  if (!mine(cq->context)) return REAL(ibv_resize_cq)(cq, cqe);
+  return EOPNOTSUPP;
+}
+
+}  // extern "C"

@@ -1,0 +1,94 @@
+// The data path, reached through ibv_context ops by verbs.h's inline functions: ibv_post_send,
+// ibv_post_recv, ibv_post_srq_recv, ibv_poll_cq, ibv_req_notify_cq. Each takes the ownership
+// token once for the whole call (progress policy: verbs_shim/runtime.hpp).
+#include <algorithm>
+#include <cerrno>
+
+#include "verbs_shim/api.hpp"
+#include "verbs_shim/convert.hpp"
+
+namespace uroce::shim {
+
+namespace E = uroce::engine;
+
+namespace {
+
+int post_recv_list(E::Qp* qp, E::Srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+  Runtime& r = rt();
+  int rc = 0;
+  Guard g;
+  for (; wr; wr = wr->next) {
+    E::RecvWr w = to_engine(*wr);
+    rc = qp ? r.engine->post_recv(qp, w) : r.engine->post_srq_recv(srq, w);
+    if (rc) {
+      *bad = wr;
+      break;
+    }
+  }
+  return rc;
+}
+
+}  // namespace
+
+int op_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
+  Runtime& r = rt();
+  UQp* q = uqp(qp);
+  int rc = 0;
+  Guard g;
+  for (; wr; wr = wr->next) {
+    rc = r.engine->post_send(q->e, to_engine(*wr));
+    if (rc) {
+      *bad = wr;
+      break;
+    }
+  }
+  // An application that is polling its CQ sends the frames with its next poll_cq (a progress()
+  // per post would halve perftest's post-one/poll loops); one that is not (it waits on memory,
+  // as ib_write_lat does, or on a completion channel) gets them sent now.
+  if (r.eager_post || r.now_ns() - r.app_poll_ns.load(std::memory_order_relaxed) >= r.app_active_ns) r.drive();
+  return rc;
+}
+
+int op_post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+  return post_recv_list(uqp(qp)->e, nullptr, wr, bad);
+}
+
+int op_post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
+  return post_recv_list(nullptr, usrq(srq)->e, wr, bad);
+}
+
+int op_poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
+  Runtime& r = rt();
+  UCq* c = ucq(cq);
+  if (n <= 0) return 0;
+  E::Wc tmp[param::kShimPollBatch];
+  int total = 0;
+  {
+    Guard g;
+    r.app_poll_ns.store(r.now_ns(), std::memory_order_relaxed);
+    r.drive();
+    while (total < n) {
+      int k = r.engine->poll_cq(c->e, std::min(n - total, param::kShimPollBatch), tmp);
+      for (int i = 0; i < k; ++i) to_ibv_wc(tmp[i], wc[total + i]);
+      total += k;
+      if (k < param::kShimPollBatch) break;
+    }
+  }
+  r.app_drives.fetch_add(1, std::memory_order_relaxed);
+  return total;
+}
+
+int op_req_notify_cq(ibv_cq* cq, int /*solicited_only*/) {
+  Runtime& r = rt();
+  UCq* c = ucq(cq);
+  if (!c->ch) return EINVAL;
+  Guard g;
+  if (!c->armed) {
+    c->armed = true;
+    c->armed_at = c->e->completions_pushed();
+    r.armed.push_back(c);
+  }
+  return 0;
+}
+
+}  // namespace uroce::shim

@@ -1,0 +1,237 @@
+// The device: the device list, open/close, query device/port/GID/P_Key, the sysfs answers and
+// asynchronous events (none).
+#include <fcntl.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "engine/param.hpp"
+#include "verbs_shim/api.hpp"
+#include "verbs_shim/convert.hpp"
+
+using namespace uroce;
+using namespace uroce::shim;
+
+// ---- verbs_context ops ------------------------------------------------------------------------
+namespace uroce::shim {
+
+int vop_query_port(ibv_context* /*ctx*/, uint8_t port, ibv_port_attr* attr, size_t len) {
+  if (port != 1) return EINVAL;
+  ibv_port_attr a;
+  fill_port_attr(&a);
+  std::memset(attr, 0, len);
+  std::memcpy(attr, &a, std::min(len, sizeof a));
+  return 0;
+}
+
+int vop_query_device_ex(ibv_context* /*ctx*/, const ibv_query_device_ex_input* input, ibv_device_attr_ex* attr,
+                        size_t len) {
+  if (input && input->comp_mask) return EINVAL;
+  if (len < sizeof(ibv_device_attr)) return EINVAL;
+  ibv_device_attr_ex a;
+  std::memset(&a, 0, sizeof a);
+  fill_device_attr(&a.orig_attr);
+  a.max_dm_size = 0;
+  std::memset(attr, 0, len);
+  std::memcpy(attr, &a, std::min(len, sizeof a));
+  return 0;
+}
+
+}  // namespace uroce::shim
+
+extern "C" {
+
+// ---- Device list ----------------------------------------------------------------------------------
+SHIM_EXPORT ibv_device** ibv_get_device_list(int* num) {
+  int nreal = 0;
+  ibv_device** real = REAL(ibv_get_device_list)(&nreal);
+  if (!real) nreal = 0;
+  const bool have = load_cfg();
+  int n = nreal + (have ? 1 : 0);
+  // [ours, real..., NULL, real list pointer (freed with the real ibv_free_device_list)]
+  auto** list = static_cast<ibv_device**>(calloc(size_t(n) + 2, sizeof(ibv_device*)));
+  if (!list) {
+    if (real) REAL(ibv_free_device_list)(real);
+    errno = ENOMEM;
+    return nullptr;
+  }
+  int k = 0;
+  if (have) list[k++] = &rt().dev;
+  for (int i = 0; i < nreal; ++i) list[k++] = real[i];
+  list[n] = nullptr;
+  list[n + 1] = reinterpret_cast<ibv_device*>(real);
+  if (num) *num = n;
+  return list;
+}
+
+SHIM_EXPORT void ibv_free_device_list(ibv_device** list) {
+  if (!list) return;
+  int n = 0;
+  while (list[n]) ++n;
+  auto** real = reinterpret_cast<ibv_device**>(list[n + 1]);
+  if (real) REAL(ibv_free_device_list)(real);
+  free(list);
+}
+
+SHIM_EXPORT const char* ibv_get_device_name(ibv_device* dev) {
+  if (mine_dev(dev)) return dev->name;
+  return REAL(ibv_get_device_name)(dev);
+}
+
+SHIM_EXPORT __be64 ibv_get_device_guid(ibv_device* dev) {
+  if (mine_dev(dev)) {
+    if (!start_runtime()) return 0;
+    return guid_from_mac(rt().link->mac());
+  }
+  return REAL(ibv_get_device_guid)(dev);
+}
+
+// ---- Open and close ----------------------------------------------------------------------------
+SHIM_EXPORT ibv_context* ibv_open_device(ibv_device* dev) {
+  if (!mine_dev(dev)) return REAL(ibv_open_device)(dev);
+  if (!start_runtime()) {
+    errno = ENODEV;
+    return nullptr;
+  }
+  auto* u = static_cast<UContext*>(calloc(1, sizeof(UContext)));
+  if (!u) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  verbs_context& v = u->vctx;
+  ibv_context& c = v.context;
+  c.device = dev;
+  c.ops.poll_cq = op_poll_cq;
+  c.ops.req_notify_cq = op_req_notify_cq;
+  c.ops.post_send = op_post_send;
+  c.ops.post_recv = op_post_recv;
+  c.ops.post_srq_recv = op_post_srq_recv;
+  c.cmd_fd = -1;
+  c.async_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);   // no asynchronous events are generated
+  c.num_comp_vectors = 1;
+  pthread_mutex_init(&c.mutex, nullptr);
+  c.abi_compat = __VERBS_ABI_IS_EXTENDED;
+  v.sz = sizeof(verbs_context);
+  v.query_port = vop_query_port;
+  v.query_device_ex = vop_query_device_ex;
+  v.create_qp_ex = vop_create_qp_ex;
+  v.create_cq_ex = vop_create_cq_ex;
+  return &c;
+}
+
+SHIM_EXPORT int ibv_close_device(ibv_context* ctx) {
+  if (!mine(ctx)) return REAL(ibv_close_device)(ctx);
+  if (ctx->async_fd >= 0) close(ctx->async_fd);
+  pthread_mutex_destroy(&ctx->mutex);
+  free(uctx(ctx));
+  return 0;
+}
+
+// ---- Queries --------------------------------------------------------------------------------------
+SHIM_EXPORT int ibv_query_device(ibv_context* ctx, ibv_device_attr* attr) {
+  if (!mine(ctx)) return REAL(ibv_query_device)(ctx, attr);
+  fill_device_attr(attr);
+  return 0;
+}
+
+SHIM_EXPORT int ibv_query_port(ibv_context* ctx, uint8_t port, struct _compat_ibv_port_attr* attr) {
+  if (!mine(ctx)) return REAL(ibv_query_port)(ctx, port, attr);
+  if (port != 1) return EINVAL;
+  // Old callers pass the layout without port_cap_flags2.
+  ibv_port_attr a;
+  fill_port_attr(&a);
+  std::memcpy(attr, &a, offsetof(ibv_port_attr, port_cap_flags2));
+  return 0;
+}
+
+SHIM_EXPORT int ibv_query_gid(ibv_context* ctx, uint8_t port, int index, ibv_gid* gid) {
+  if (!mine(ctx)) return REAL(ibv_query_gid)(ctx, port, index, gid);
+  Runtime& r = rt();
+  if (port != 1 || index < 0 || size_t(index) >= r.gids.size()) return -1;
+  std::memcpy(gid->raw, r.gids[size_t(index)].data(), 16);
+  return 0;
+}
+
+SHIM_EXPORT int _ibv_query_gid_ex(ibv_context* ctx, uint32_t port, uint32_t index, ibv_gid_entry* entry,
+                                  uint32_t flags, size_t entry_size) {
+  if (!mine(ctx)) return REAL(_ibv_query_gid_ex)(ctx, port, index, entry, flags, entry_size);
+  Runtime& r = rt();
+  if (flags) return EINVAL;
+  if (port != 1 || entry_size < sizeof(ibv_gid_entry)) return EINVAL;
+  if (index >= r.gids.size()) return EINVAL;
+  if (!r.gid_valid[index]) return ENODATA;
+  std::memset(entry, 0, entry_size);
+  std::memcpy(entry->gid.raw, r.gids[index].data(), 16);
+  entry->gid_index = index;
+  entry->port_num = port;
+  entry->gid_type = IBV_GID_TYPE_ROCE_V2;
+  entry->ndev_ifindex = 0;
+  return 0;
+}
+
+SHIM_EXPORT ssize_t _ibv_query_gid_table(ibv_context* ctx, ibv_gid_entry* entries, size_t max_entries,
+                                         uint32_t flags, size_t entry_size) {
+  if (!mine(ctx)) return REAL(_ibv_query_gid_table)(ctx, entries, max_entries, flags, entry_size);
+  Runtime& r = rt();
+  if (flags || entry_size < sizeof(ibv_gid_entry)) return -EINVAL;
+  size_t k = 0;
+  for (uint32_t i = 0; i < r.gids.size(); ++i) {
+    if (!r.gid_valid[i]) continue;
+    if (k == max_entries) return -EINVAL;
+    auto* e = reinterpret_cast<ibv_gid_entry*>(reinterpret_cast<uint8_t*>(entries) + k * entry_size);
+    _ibv_query_gid_ex(ctx, 1, i, e, 0, entry_size);
+    ++k;
+  }
+  return ssize_t(k);
+}
+
+SHIM_EXPORT int ibv_query_gid_type(ibv_context* ctx, uint8_t port, unsigned int index, int* type) {
+  if (!mine(ctx)) return REAL(ibv_query_gid_type)(ctx, port, index, type);
+  Runtime& r = rt();
+  if (port != 1 || index >= r.gids.size()) return -1;
+  *type = 1;   // IBV_GID_TYPE_SYSFS_ROCE_V2
+  return 0;
+}
+
+SHIM_EXPORT int ibv_query_pkey(ibv_context* ctx, uint8_t port, int index, __be16* pkey) {
+  if (!mine(ctx)) return REAL(ibv_query_pkey)(ctx, port, index, pkey);
+  if (port != 1 || index != 0) return -1;
+  *pkey = param::kDefaultPkey;
+  return 0;
+}
+
+// ---- sysfs and events -----------------------------------------------------------------------------
+SHIM_EXPORT int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, size_t size) {
+  Runtime& r = rt();
+  if (load_cfg() && dir && std::strcmp(dir, r.dev.ibdev_path) == 0) {
+    std::string v;
+    if (!std::strcmp(file, "board_id")) v = "UROCE_DPDK";
+    else if (!std::strcmp(file, "node_desc")) v = "uroce " + r.cfg.name;
+    else if (!std::strcmp(file, "hca_type")) v = "uroce";
+    else if (!std::strcmp(file, "fw_ver")) v = param::kShimFwVer;
+    else if (!std::strcmp(file, "node_type")) v = "1: CA";
+    else {
+      errno = ENOENT;
+      return -1;
+    }
+    if (size == 0) return 0;
+    size_t n = std::min(v.size(), size - 1);
+    std::memcpy(buf, v.data(), n);
+    buf[n] = 0;
+    return int(n);
+  }
+  return REAL(ibv_read_sysfs_file)(dir, file, buf, size);
+}
+
+SHIM_EXPORT int ibv_get_async_event(ibv_context* ctx, ibv_async_event* ev) {
+  if (!mine(ctx)) return REAL(ibv_get_async_event)(ctx, ev);
+  errno = EAGAIN;   // uroce reports no asynchronous events
+  return -1;
+}
+
+}  // extern "C"

@@ -1,0 +1,85 @@
+// The shim's verbs objects: each wrapper starts with the libibverbs structure the application
+// sees, followed by uroce's engine object; plus the casts between them and the test "is this
+// object uroce's?" that every exported entry point asks first (docs/verbs_shim.md).
+#pragma once
+#include <infiniband/verbs.h>
+#include <pthread.h>
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "engine/engine.hpp"
+#include "verbs_shim/runtime.hpp"
+
+namespace uroce::shim {
+
+// Wrappers: the ibv_* object first, then uroce's.
+struct UContext {
+  verbs_context vctx;
+};
+struct UPd {
+  ibv_pd pd;
+  engine::Pd* e;
+};
+struct UMr {
+  ibv_mr mr;
+  engine::Mr* e;
+};
+struct UChannel {
+  ibv_comp_channel ch;
+  int wfd;
+};
+struct UCq {
+  ibv_cq_ex cq;      // starts with the ibv_cq fields
+  engine::Cq* e;
+  UChannel* ch;
+  bool armed;
+  uint64_t armed_at;
+  std::atomic<uint32_t> events;      // events written to the channel's pipe
+  std::atomic<uint32_t> events_read; // events returned by ibv_get_cq_event
+  std::atomic<bool> dead;            // destroyed with events still in the pipe (kept, skipped)
+};
+struct USrq {
+  ibv_srq srq;
+  engine::Srq* e;
+};
+struct UQp {
+  ibv_qp_ex qpx;     // qpx.qp_base is the ibv_qp
+  engine::Qp* e;
+  bool ex;           // created with ibv_create_qp_ex and send_ops_flags: ibv_wr_* work
+  // ibv_wr_* batch between wr_start and wr_complete
+  std::vector<engine::SendWr> batch;
+  std::vector<engine::Sge> batch_sge;   // kMaxSge per entry
+  int batch_err;
+};
+struct UAh {
+  ibv_ah ah;
+  ibv_ah_attr attr;
+};
+
+// Is this device / this context's device uroce's?
+inline bool mine_dev(const ibv_device* d) { return d == &rt().dev; }
+inline bool mine(const ibv_context* c) { return c && c->device == &rt().dev; }
+
+inline UContext* uctx(ibv_context* c) { return reinterpret_cast<UContext*>(verbs_get_ctx(c)); }
+inline UPd* upd(ibv_pd* p) { return reinterpret_cast<UPd*>(p); }
+inline UMr* umr(ibv_mr* m) { return reinterpret_cast<UMr*>(m); }
+inline UCq* ucq(ibv_cq* c) { return reinterpret_cast<UCq*>(c); }
+inline UQp* uqp(ibv_qp* q) { return reinterpret_cast<UQp*>(q); }
+inline USrq* usrq(ibv_srq* s) { return reinterpret_cast<USrq*>(s); }
+inline ibv_cq* as_cq(UCq* c) { return reinterpret_cast<ibv_cq*>(&c->cq); }
+
+// The mutex and condition variable of an ibv_cq, ibv_qp or ibv_srq (the library's event counting).
+template <typename T>
+void init_sync(T& o) {
+  pthread_mutex_init(&o.mutex, nullptr);
+  pthread_cond_init(&o.cond, nullptr);
+}
+template <typename T>
+void destroy_sync(T& o) {
+  pthread_mutex_destroy(&o.mutex);
+  pthread_cond_destroy(&o.cond);
+}
+
+}  // namespace uroce::shim

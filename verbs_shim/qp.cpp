@@ -1,0 +1,274 @@
+// Queue pairs: create (ibv_create_qp, ibv_create_qp_ex), modify, query, destroy, multicast
+// (not supported), and the address work of modify_qp: resolve_peer.
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+#include "verbs_shim/api.hpp"
+#include "verbs_shim/convert.hpp"
+
+using namespace uroce;
+using namespace uroce::shim;
+namespace E = uroce::engine;
+
+namespace {
+
+ibv_qp* create_qp_common(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr* ia, bool ex) {
+  Runtime& r = rt();
+  if (ia->qp_type != IBV_QPT_RC) {
+    errno = EOPNOTSUPP;   // the engine implements RC only
+    return nullptr;
+  }
+  if (!ia->send_cq || !ia->recv_cq || !mine(ia->send_cq->context) || !mine(ia->recv_cq->context) ||
+      (ia->srq && !mine(ia->srq->context)) || ia->cap.max_send_wr > r.dcfg.max_qp_wr ||
+      ia->cap.max_recv_wr > r.dcfg.max_qp_wr || ia->cap.max_send_sge > E::kMaxSge ||
+      ia->cap.max_recv_sge > E::kMaxSge || ia->cap.max_inline_data > E::kMaxInline) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  E::QpInitAttr e;
+  e.pd = upd(pd)->e;
+  e.send_cq = ucq(ia->send_cq)->e;
+  e.recv_cq = ucq(ia->recv_cq)->e;
+  e.srq = ia->srq ? usrq(ia->srq)->e : nullptr;
+  e.cap.max_send_wr = std::max<uint32_t>(ia->cap.max_send_wr, 1);
+  e.cap.max_recv_wr = ia->srq ? 1 : std::max<uint32_t>(ia->cap.max_recv_wr, 1);
+  e.cap.max_send_sge = std::max<uint32_t>(ia->cap.max_send_sge, 1);
+  e.cap.max_recv_sge = std::max<uint32_t>(ia->cap.max_recv_sge, 1);
+  e.cap.max_inline_data = ia->cap.max_inline_data;
+  e.qp_type = E::QpType::RC;
+  e.sq_sig_all = ia->sq_sig_all != 0;
+  E::Qp* q = with_token([&] { return r.engine->create_qp(e); });
+  if (!q) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  auto* u = new UQp{};
+  ibv_qp& b = u->qpx.qp_base;
+  b.context = ctx;
+  b.qp_context = ia->qp_context;
+  b.pd = pd;
+  b.send_cq = ia->send_cq;
+  b.recv_cq = ia->recv_cq;
+  b.srq = ia->srq;
+  b.handle = q->qpn();
+  b.qp_num = q->qpn();
+  b.state = IBV_QPS_RESET;
+  b.qp_type = IBV_QPT_RC;
+  init_sync(b);
+  u->e = q;
+  u->ex = ex;
+  if (ex) install_wr_ops(u);
+  ia->cap = to_ibv(q->init_attr().cap, ia->srq != nullptr);
+  return &b;
+}
+
+// ---- modify_qp: validation before any address work -------------------------------------------
+// TODO(engine): Device::check_modify. The engine checks the whole rule again when the change is
+// applied; the shim mirrors only what must be known before it resolves a peer: the attribute
+// values, which transitions take an address vector (INIT->RTR, SQD->SQD) and INIT->RTR's mask
+// (engine/qp.cpp kRcTransitions), so that an illegal transition fails with EINVAL at once.
+int check_values(const ibv_qp_attr& a, uint32_t m) {
+  const Runtime& r = rt();
+  if ((m & IBV_QP_PORT) && a.port_num != 1) return EINVAL;
+  if ((m & IBV_QP_PATH_MTU) && (a.path_mtu < IBV_MTU_256 || a.path_mtu > mtu_limit_enum())) return EINVAL;
+  if ((m & IBV_QP_MAX_QP_RD_ATOMIC) && a.max_rd_atomic > r.dcfg.max_rd_atomic) return EINVAL;
+  if ((m & IBV_QP_MAX_DEST_RD_ATOMIC) && a.max_dest_rd_atomic > r.dcfg.max_rd_atomic) return EINVAL;
+  if ((m & IBV_QP_PKEY_INDEX) && a.pkey_index != 0) return EINVAL;
+  if ((m & IBV_QP_DEST_QPN) && a.dest_qp_num > 0xFFFFFF) return EINVAL;
+  if ((m & IBV_QP_MIN_RNR_TIMER) && a.min_rnr_timer > 31) return EINVAL;
+  if ((m & IBV_QP_TIMEOUT) && a.timeout > 31) return EINVAL;
+  if ((m & IBV_QP_RETRY_CNT) && a.retry_cnt > 7) return EINVAL;
+  if ((m & IBV_QP_RNR_RETRY) && a.rnr_retry > 7) return EINVAL;
+  return 0;
+}
+
+// With IBV_QP_AV in the mask, from state `cur` (token held).
+int check_av_transition(E::QpState cur, const ibv_qp_attr& a, uint32_t m) {
+  constexpr uint32_t kRtrRequired = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+  constexpr uint32_t kRtrOptional = IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX;
+  if ((m & IBV_QP_CUR_STATE) && E::QpState(a.cur_qp_state) != cur) return EINVAL;
+  const E::QpState to = (m & IBV_QP_STATE) ? E::QpState(a.qp_state) : cur;
+  if (cur == E::QpState::Init && to == E::QpState::Rtr)
+    return (m & kRtrRequired) == kRtrRequired && !(m & ~(kRtrRequired | kRtrOptional)) ? 0 : EINVAL;
+  if (cur == E::QpState::Sqd && to == E::QpState::Sqd) return 0;
+  return EINVAL;   // no other transition takes an address vector
+}
+
+// ---- The peer's address -------------------------------------------------------------------------
+// Link-up, checked once per kShimLinkCheckMs with the token held only for the check (memif: up
+// when the peer has connected).
+bool wait_link_up(Runtime& r) {
+  const uint64_t end = r.now_ns() + uint64_t(param::kShimLinkWaitMs) * 1'000'000;
+  for (;;) {
+    {
+      Guard g;
+      if (r.link->wait_link_up(0)) return true;   // timeout 0: one look at the link status
+    }
+    if (r.now_ns() > end) return false;
+    nap(uint64_t(param::kShimLinkCheckMs) * 1'000'000);
+  }
+}
+
+// DpdkLink::resolve asks (ARP, or ND for IPv6) and looks the answer up with the token held;
+// between its rounds the pump gives the token up for kShimResolveNapNs, takes it back and runs
+// one progress() (which takes the replies in).
+bool resolve_mac(Runtime& r, const proto::Ip6& gid, proto::Mac& mac) {
+  Guard g;
+  return r.link->resolve(gid, mac, [&r] {
+    r.unlock();
+    nap(param::kShimResolveNapNs);
+    r.lock();
+    r.drive();
+  });
+}
+
+// The engine's address vector for the application's `ah`: the source GID check, link-up, the
+// peer's MAC resolved on the link, the GRH fields. Called without the token, which it takes only
+// step by step: other threads' verbs calls go on during the wait (up to kShimLinkWaitMs plus the
+// config's arp_timeout_ms). 0, EINVAL (source GID) or ETIMEDOUT. One function, so that a shared
+// port::Endpoint helper (uroce-perf runs the same sequence) can replace it.
+int resolve_peer(const ibv_ah_attr& ah, E::AddressVector& out) {
+  Runtime& r = rt();
+  // RoCE: the address vector must carry a GRH, and the source GID must be the one this
+  // endpoint sends from (the config's gid_index). The GID table does not change once started.
+  if (!ah.is_global || ah.grh.sgid_index >= r.gids.size() || !r.gid_valid[ah.grh.sgid_index] ||
+      r.gids[ah.grh.sgid_index] != r.link->gid()) {
+    if (ah.is_global && ah.grh.sgid_index < r.gids.size())
+      std::fprintf(stderr, "uroce-verbs: %s sends from GID %s only (sgid_index %u asked)\n", r.cfg.name.c_str(),
+                   port::gid_str(r.link->gid()).c_str(), unsigned(ah.grh.sgid_index));
+    return EINVAL;
+  }
+  std::memcpy(out.dgid.data(), ah.grh.dgid.raw, 16);
+  out.hop_limit = ah.grh.hop_limit;
+  out.traffic_class = ah.grh.traffic_class;
+  out.flow_label = ah.grh.flow_label;
+  out.sgid_index = ah.grh.sgid_index;
+  bool known;
+  {
+    Guard g;
+    known = r.link->lookup(out.dgid, out.dmac);
+  }
+  if (!known && !(wait_link_up(r) && resolve_mac(r, out.dgid, out.dmac))) {
+    std::fprintf(stderr, "uroce-verbs: cannot resolve %s on %s\n", port::gid_str(out.dgid).c_str(),
+                 r.cfg.name.c_str());
+    return ETIMEDOUT;
+  }
+  return 0;
+}
+
+}  // namespace
+
+namespace uroce::shim {
+
+ibv_qp* vop_create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* ia) {
+  constexpr uint32_t kMask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  if ((ia->comp_mask & ~kMask) || !(ia->comp_mask & IBV_QP_INIT_ATTR_PD) || !ia->pd || !mine(ia->pd->context)) {
+    errno = (ia->comp_mask & ~kMask) ? EOPNOTSUPP : EINVAL;
+    return nullptr;
+  }
+  bool ex = false;
+  if (ia->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
+    if (ia->send_ops_flags & ~kSupportedSendOps) {
+      errno = EOPNOTSUPP;
+      return nullptr;
+    }
+    ex = true;
+  }
+  ibv_qp_init_attr a{};
+  a.qp_context = ia->qp_context;
+  a.send_cq = ia->send_cq;
+  a.recv_cq = ia->recv_cq;
+  a.srq = ia->srq;
+  a.cap = ia->cap;
+  a.qp_type = ia->qp_type;
+  a.sq_sig_all = ia->sq_sig_all;
+  ibv_qp* q = create_qp_common(ctx, ia->pd, &a, ex);
+  if (q) ia->cap = a.cap;
+  return q;
+}
+
+}  // namespace uroce::shim
+
+extern "C" {
+
+SHIM_EXPORT ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* ia) {
+  if (!mine(pd->context)) return REAL(ibv_create_qp)(pd, ia);
+  return create_qp_common(pd->context, pd, ia, false);
+}
+
+SHIM_EXPORT ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
+  if (!mine(qp->context)) return REAL(ibv_qp_to_qp_ex)(qp);
+  UQp* u = uqp(qp);
+  return u->ex ? &u->qpx : nullptr;
+}
+
+// Validate first (EINVAL at once for an illegal transition or value), then resolve the peer
+// without holding the token through the wait, then apply with the token.
+SHIM_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
+  if (!mine(qp->context)) return REAL(ibv_modify_qp)(qp, a, mask);
+  Runtime& r = rt();
+  UQp* u = uqp(qp);
+  const uint32_t m = uint32_t(mask);
+  if (int rc = check_values(*a, m)) return rc;
+  E::QpAttr e = to_engine(*a);
+  std::unique_lock<Runtime> token(r);
+  if (m & IBV_QP_AV) {
+    if (int rc = check_av_transition(u->e->state(), *a, m)) return rc;
+    token.unlock();
+    if (int rc = resolve_peer(a->ah_attr, e.ah_attr)) return rc;
+    token.lock();
+  }
+  // The engine applies the full rule (the QP's state may have changed while the token was free).
+  int rc = r.engine->modify_qp(u->e, e, m);
+  if (rc == 0 && (m & IBV_QP_STATE)) qp->state = a->qp_state;
+  return rc;
+}
+
+SHIM_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* a, int mask, ibv_qp_init_attr* ia) {
+  if (!mine(qp->context)) return REAL(ibv_query_qp)(qp, a, mask, ia);
+  UQp* u = uqp(qp);
+  E::QpAttr e;
+  E::QpInitAttr init;
+  {
+    Guard g;
+    e = u->e->attr();
+    init = u->e->init_attr();
+  }
+  to_ibv_qp_attr(e, init, a);
+  if (ia) {
+    std::memset(ia, 0, sizeof *ia);
+    ia->qp_context = qp->qp_context;
+    ia->send_cq = qp->send_cq;
+    ia->recv_cq = qp->recv_cq;
+    ia->srq = qp->srq;
+    ia->cap = a->cap;
+    ia->qp_type = IBV_QPT_RC;
+    ia->sq_sig_all = init.sq_sig_all;
+  }
+  return 0;
+}
+
+SHIM_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
+  if (!mine(qp->context)) return REAL(ibv_destroy_qp)(qp);
+  int rc = with_token([qp] { return rt().engine->destroy_qp(uqp(qp)->e); });
+  if (rc) return rc;
+  destroy_sync(*qp);
+  delete uqp(qp);
+  return 0;
+}
+
+SHIM_EXPORT int ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+  if (!mine(qp->context)) return REAL(ibv_attach_mcast)(qp, gid, lid);
+  return EOPNOTSUPP;
+}
+
+SHIM_EXPORT int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
+  if (!mine(qp->context)) return REAL(ibv_detach_mcast)(qp, gid, lid);
+  return EOPNOTSUPP;
+}
+
+}  // extern "C"

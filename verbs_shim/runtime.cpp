@@ -1,0 +1,229 @@
+// The shim's runtime: the configuration, start-up of the EAL, the port and the engine (on the
+// polling thread), the polling loop, the ownership token's progress step, and shutdown at exit.
+// Progress design: verbs_shim/runtime.hpp and docs/verbs_shim.md.
+#include "verbs_shim/runtime.hpp"
+
+#include <execinfo.h>
+#include <rte_eal.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <future>
+#include <mutex>
+#include <string>
+
+#include "verbs_shim/objects.hpp"
+
+namespace uroce::shim {
+
+namespace E = uroce::engine;
+
+Runtime& rt() {
+  static Runtime* r = new Runtime;  // never destroyed: the poller may outlive static destructors
+  return *r;
+}
+
+void nap(uint64_t ns) {
+  timespec ts{0, long(ns)};
+  nanosleep(&ts, nullptr);
+}
+
+// With the token held.
+bool Runtime::drive() {
+  bool did = engine->progress();
+  for (size_t i = 0; i < armed.size();) {
+    UCq* c = armed[i];
+    if (c->e->completions_pushed() != c->armed_at) {
+      c->armed = false;
+      c->events.fetch_add(1, std::memory_order_relaxed);
+      ssize_t k = write(c->ch->wfd, &c, sizeof c);
+      (void)k;
+      armed[i] = armed.back();
+      armed.pop_back();
+    } else {
+      ++i;
+    }
+  }
+  return did;
+}
+
+namespace {
+
+std::mutex g_init_mu;
+
+void build_gid_table(Runtime& r) {
+  r.gids.assign(3, proto::Ip6{});
+  r.gid_valid.assign(3, false);
+  r.gids[0] = port::link_local_from_mac(r.link->mac());
+  r.gid_valid[0] = true;
+  if (r.cfg.have_ip4) {
+    proto::Ip6 g{};
+    g[10] = g[11] = 0xFF;
+    std::memcpy(&g[12], r.cfg.ip4, 4);
+    r.gids[1] = g;
+    r.gid_valid[1] = true;
+  }
+  if (r.cfg.have_ip6) {
+    r.gids[2] = r.cfg.ip6;
+    r.gid_valid[2] = true;
+  } else {
+    r.gids.resize(2);
+    r.gid_valid.resize(2);
+  }
+}
+
+void poller_loop(Runtime& r) {
+  prctl(PR_SET_TIMERSLACK, param::kShimPollerTimerSlackNs, 0, 0, 0);
+  uint64_t last_work = r.now_ns();
+  while (!r.stop.load(std::memory_order_relaxed)) {
+    uint64_t now = r.now_ns();
+    if (now - r.app_poll_ns.load(std::memory_order_relaxed) < r.app_active_ns) {
+      r.poller_naps.fetch_add(1, std::memory_order_relaxed);
+      nap(r.app_active_ns);
+      continue;
+    }
+    bool did = false;
+    if (!r.owner.exchange(true, std::memory_order_acquire)) {
+      did = r.drive();
+      r.unlock();
+      r.poller_drives.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (did) {
+      last_work = now;
+    } else if (now - last_work > r.idle_spin_ns) {
+      r.poller_naps.fetch_add(1, std::memory_order_relaxed);
+      nap(now - last_work > param::kShimPollerLongIdleNs ? param::kShimPollerLongNapNs : param::kShimPollerNapNs);
+    } else {
+      __builtin_ia32_pause();
+    }
+  }
+}
+
+void poller_main(std::promise<bool>* ready) {
+  Runtime& r = rt();
+  port::EndpointConfig cfg = r.cfg;
+  // A unique --file-prefix per process, whatever the config says.
+  std::vector<std::string> eal;
+  for (size_t i = 0; i < cfg.eal.size(); ++i) {
+    if (cfg.eal[i] == "--file-prefix") {
+      ++i;
+      continue;
+    }
+    if (cfg.eal[i].rfind("--file-prefix=", 0) == 0) continue;
+    eal.push_back(cfg.eal[i]);
+  }
+  eal.push_back("--file-prefix=uroce-shim-" + std::to_string(getpid()));
+  eal.push_back("--no-telemetry");
+  cfg.eal = eal;
+  r.link = port::DpdkLink::open(cfg, r.start_err);
+  if (!r.link) {
+    ready->set_value(false);
+    return;
+  }
+  r.clock = std::make_unique<port::TscClock>();
+  r.dcfg.mac = r.link->mac();
+  r.dcfg.gid = r.link->gid();
+  r.engine = std::make_unique<E::Device>(*r.link, *r.clock, r.dcfg);
+  if (E::mtu_bytes(r.cfg.path_mtu) > r.engine->mtu_limit()) {
+    r.start_err = "path mtu " + std::to_string(E::mtu_bytes(r.cfg.path_mtu)) + " larger than the link carries";
+    ready->set_value(false);
+    return;
+  }
+  build_gid_table(r);
+  ready->set_value(true);
+  poller_loop(r);
+  // Process exit: the port and the EAL are left to the process teardown. Closing the port here
+  // (rte_eth_dev_close) races with the EAL interrupt thread handling the peer's memif disconnect
+  // and crashed in the memif PMD; sockets (af_packet, memif's abstract socket) close with the
+  // process anyway. Only the runtime directory is removed.
+  r.lock();
+  std::string dir = rte_eal_get_runtime_dir();
+  std::error_code ec;
+  if (dir.find("uroce-shim-") != std::string::npos) std::filesystem::remove_all(dir, ec);
+}
+
+void segv_handler(int sig) {
+  void* bt[param::kShimBacktraceDepth];
+  int n = backtrace(bt, param::kShimBacktraceDepth);
+  char msg[64];
+  int k = std::snprintf(msg, sizeof msg, "uroce-verbs: signal %d, thread %ld\n", sig, long(gettid()));
+  ssize_t w = write(2, msg, size_t(k));
+  (void)w;
+  backtrace_symbols_fd(bt, n, 2);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+// Registered with atexit when the runtime starts, so it runs before the shared libraries' own
+// destructors (DPDK's among them, in _dl_fini): the poller must stop before the PMDs go away.
+void shim_fini() {
+  Runtime& r = rt();
+  if (!r.started || !r.poller.joinable()) return;
+  if (getenv("UROCE_SHIM_STATS"))
+    std::fprintf(stderr, "uroce-verbs: poller drives %lu naps %lu, application drives %lu\n",
+                 (unsigned long)r.poller_drives.load(), (unsigned long)r.poller_naps.load(),
+                 (unsigned long)r.app_drives.load());
+  r.stop = true;
+  r.poller.join();
+  // Nothing here polls any more; on memif, give the peer (bounded) time to stop polling and
+  // leave first, so that our exit cannot pull its rings from under it.
+  if (r.link) r.link->await_peer_close(param::kShimPeerLeaveWaitMs);
+}
+
+}  // namespace
+
+bool load_cfg() {
+  Runtime& r = rt();
+  std::lock_guard<std::mutex> g(g_init_mu);
+  if (r.cfg_tried) return r.cfg_ok;
+  r.cfg_tried = true;
+  const char* env = getenv("UROCE_CONFIG");
+  std::string path = env && *env ? env : "config/uroce.conf";
+  auto c = port::load_config(path, r.cfg_err);
+  if (!c) {
+    std::fprintf(stderr, "uroce-verbs: no uroce device: %s (set UROCE_CONFIG=FILE)\n", r.cfg_err.c_str());
+    return false;
+  }
+  r.cfg = *c;
+  ibv_device& d = r.dev;
+  d.node_type = IBV_NODE_CA;
+  d.transport_type = IBV_TRANSPORT_IB;
+  std::snprintf(d.name, sizeof d.name, "%s", r.cfg.name.c_str());
+  std::snprintf(d.dev_name, sizeof d.dev_name, "uverbs-%s", r.cfg.name.c_str());
+  std::snprintf(d.dev_path, sizeof d.dev_path, "/sys/class/infiniband_verbs/uverbs-%s", r.cfg.name.c_str());
+  std::snprintf(d.ibdev_path, sizeof d.ibdev_path, "/sys/class/infiniband/%s", r.cfg.name.c_str());
+  r.cfg_ok = true;
+  return true;
+}
+
+bool start_runtime() {
+  Runtime& r = rt();
+  std::lock_guard<std::mutex> g(g_init_mu);
+  if (r.started) return true;
+  if (!r.start_err.empty()) return false;
+  std::promise<bool> ready;
+  auto fut = ready.get_future();
+  r.poller = std::thread(poller_main, &ready);
+  if (!fut.get()) {
+    r.poller.join();
+    std::fprintf(stderr, "uroce-verbs: cannot open %s (%s): %s\n", r.cfg.name.c_str(), r.cfg.file.c_str(),
+                  r.start_err.c_str());
+    if (r.start_err.empty()) r.start_err = "failed";
+    return false;
+  }
+  r.started = true;
+  if (const char* e = getenv("UROCE_SHIM_EAGER_POST")) r.eager_post = *e == '1';
+  if (getenv("UROCE_SHIM_DEBUG")) signal(SIGSEGV, segv_handler);
+  if (const char* e = getenv("UROCE_SHIM_APP_ACTIVE_NS")) r.app_active_ns = strtoull(e, nullptr, 0);
+  if (const char* e = getenv("UROCE_SHIM_IDLE_SPIN_NS")) r.idle_spin_ns = strtoull(e, nullptr, 0);
+  atexit(shim_fini);
+  return true;
+}
+
+}  // namespace uroce::shim
