@@ -6,7 +6,7 @@ exercises ARP, ND, ping, foreign frames and a garbage flood from the peer namesp
 Every scenario cleans up after itself (processes, memif socket, namespaces), also when it
 fails or meson's timeout terminates it (SIGTERM). Needs root; exits 77 (skip) otherwise.
 
-usage: port_test.py --perf BUILD/port/uroce-perf --configs CONFIG_DIR --netns SCRIPT SCENARIO
+usage: port_test.py --perf BUILD/bench/uroce-perf --configs CONFIG_DIR --netns SCRIPT SCENARIO
 """
 import argparse
 import os
