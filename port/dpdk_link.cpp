@@ -215,20 +215,21 @@ bool DpdkLink::setup(std::string& err) {
   return true;
 }
 
-// Asks the port for the config's link MTU, but never for more than the device reports it
-// takes (DPDK logs "Frame size (N) > device max frame size (M)" for that). Our frames keep the
-// config's size (max_frame()): af_packet reports 1518 yet carries whatever fits its framesz,
-// so the veth configs run path MTU 2048 on the port's default MTU; memif takes 8000.
+// Sets the config's link MTU on the port when the device reports it can take it. Otherwise
+// the port's MTU is left alone: asking would only log "Frame size (N) > device max frame size
+// (M)", and setting a smaller one could shrink the link (af_packet sets the kernel interface's
+// MTU). Our frames keep the config's size (max_frame()): af_packet reports 1518 yet carries
+// whatever fits its framesz and the interface's MTU (the veth configs: path MTU 2048 on a veth
+// of MTU 3000); memif takes link_mtu 8000.
 void DpdkLink::set_mtu(const rte_eth_dev_info& info) {
   // The L2 overhead the device counts, as rte_eth_dev_set_mtu does.
   const uint32_t overhead = info.max_mtu != UINT16_MAX && info.max_rx_pktlen > info.max_mtu
                                 ? info.max_rx_pktlen - info.max_mtu
                                 : RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
-  const uint32_t dev_max = std::min<uint32_t>(info.max_mtu, info.max_rx_pktlen - overhead);
-  const uint32_t mtu = std::min(cfg_.link_mtu, dev_max);
-  if (mtu < info.min_mtu) return;
+  if (cfg_.link_mtu > info.max_mtu || cfg_.link_mtu + overhead > info.max_rx_pktlen || cfg_.link_mtu < info.min_mtu)
+    return;
   // Not every PMD sets an MTU: a failure here is not fatal either.
-  rte_eth_dev_set_mtu(port_, uint16_t(mtu));
+  rte_eth_dev_set_mtu(port_, uint16_t(cfg_.link_mtu));
 }
 
 DpdkLink::~DpdkLink() {
