@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""Port suite driver: runs two uroce-perf processes over memif or over af_packet on the netns
-veth pair (scripts/netns-pair), checks exit codes, data verification and link counters, and
-exercises ARP, ND, ping, foreign frames and a garbage flood from the peer namespace.
+"""Port suite driver: runs two uroce-perf processes over memif, or over af_packet or af_xdp on
+the netns veth pair (scripts/netns-pair), checks exit codes, data verification and link
+counters, and exercises ARP, ND, ping, foreign frames and a garbage flood from the peer namespace.
 
 Every scenario cleans up after itself (processes, memif socket, namespaces), also when it
 fails or meson's timeout terminates it (SIGTERM). Needs root; exits 77 (skip) otherwise.
@@ -175,6 +175,16 @@ def scenario_veth_ipv6():
     check("fe80::" in ct, "client did not use an IPv6 GID")
     lc = counters(ct)
     check(lc["nd_adverts_rcvd"] >= 1 and lc["nd_adverts_sent"] >= 1, f"no ND exchange: {lc}")
+
+
+def scenario_veth_xdp():
+    """af_xdp on the same veth pair: the XDP program hands every frame of the data veth to
+    uroce, so the TCP exchange uses the control pair (198.18.1.x, scripts/netns-pair)."""
+    ns_up()
+    for tag, opts in OPS:
+        if tag not in ("write-bw", "send-bw", "read-bw", "cas-bw", "write-lat"):
+            continue  # the rest is covered over af_packet and memif
+        perf_pair(NSA, NSB, cfg("veth-a-xdp.conf"), cfg("veth-b-xdp.conf"), "198.18.1.1", opts, "xdp-" + tag)
 
 
 def icmp_checksum(b):
@@ -358,6 +368,7 @@ SCENARIOS = {
     "veth-ipv6": scenario_veth_ipv6,
     "veth-arp-ping": scenario_veth_arp_ping,
     "veth-flood": scenario_veth_flood,
+    "veth-xdp": scenario_veth_xdp,
 }
 
 
