@@ -35,6 +35,25 @@ inline constexpr uint32_t kScratchBytes = 16384;     // gather buffer for a mult
 inline constexpr uint8_t kDefaultTtl = 64;
 
 // ---- Port: DPDK link and control plane --------------------------------------------------------
+// Endpoint config defaults (port/config.hpp); the config file key that overrides each is named.
+inline constexpr uint32_t kPathMtu = 1024;           // RoCE path MTU in bytes, 256..4096 (key mtu)
+inline constexpr uint32_t kLinkMtu = 1500;           // IP MTU of the link, frame = +14 (key link_mtu)
+inline constexpr uint32_t kMbufs = 8191;             // mbufs in the port's pool (key mbufs)
+inline constexpr uint32_t kMbufCache = 256;          // per-lcore mempool cache (key mbuf_cache)
+inline constexpr uint16_t kRxDesc = 1024;            // rx ring, adjusted to the PMD (key rx_desc)
+inline constexpr uint16_t kTxDesc = 1024;            // tx ring, adjusted to the PMD (key tx_desc)
+inline constexpr uint8_t kPrefix4 = 24;              // IPv4 prefix length (key ip = a.b.c.d/N)
+inline constexpr int kGidIndex = 1;                  // 0: IPv6, 1: IPv4-mapped (key gid_index)
+inline constexpr uint32_t kArpTimeoutMs = 3000;      // bound on ARP/ND resolution (key arp_timeout_ms)
+// Fixed (no key).
+inline constexpr uint32_t kArpRetryMs = 200;         // ARP request / neighbour solicitation re-sent
+inline constexpr uint32_t kNeighbours = 16;          // neighbour cache entries (ARP and ND)
+inline constexpr uint32_t kLinkWaitMs = 20000;       // bound on waiting for the link (memif: the peer)
+inline constexpr uint32_t kTxBacklog = 4096;         // frames the tx ring did not take, kept in order
+inline constexpr uint32_t kTxStash = 32;             // transmit mbufs taken from the pool at once
+inline constexpr uint32_t kLinkBurst = 64;           // frames per rte_eth_rx_burst / rte_eth_tx_burst
+inline constexpr uint32_t kMinFrame = 60;            // Ethernet minimum without FCS: shorter ones padded
+inline constexpr uint32_t kMemifCloseWaitMs = 2000;  // uroce-perf server: wait for a memif peer to close
 
 // ---- Verbs shim: progress policy ---------------------------------------------------------------
 // (verbs_shim/, docs/verbs_shim.md.) The two environment overrides are named at their values

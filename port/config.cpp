@@ -119,14 +119,9 @@ std::optional<EndpointConfig> load_config(const std::string& path, std::string& 
       else if (parse_mac(val, c.mac)) c.mac_from_port = false;
       else return fail("bad MAC (aa:bb:cc:dd:ee:ff or 'port')");
     } else if (key == "mtu") {
-      switch (parse_u32(val, u) ? u : 0) {
-        case 256: c.path_mtu = engine::Mtu::M256; break;
-        case 512: c.path_mtu = engine::Mtu::M512; break;
-        case 1024: c.path_mtu = engine::Mtu::M1024; break;
-        case 2048: c.path_mtu = engine::Mtu::M2048; break;
-        case 4096: c.path_mtu = engine::Mtu::M4096; break;
-        default: return fail("path mtu must be 256, 512, 1024, 2048 or 4096");
-      }
+      const auto m = parse_u32(val, u) ? path_mtu_of(u) : std::nullopt;
+      if (!m) return fail("path mtu must be 256, 512, 1024, 2048 or 4096");
+      c.path_mtu = *m;
     } else if (key == "link_mtu") {
       if (!parse_u32(val, u) || u < 576 || u > 16000) return fail("bad link_mtu");
       c.link_mtu = u;

@@ -6,11 +6,20 @@
 #include <string>
 #include <vector>
 
+#include "engine/param.hpp"
 #include "engine/types.hpp"
 #include "proto/packet.hpp"
 
 namespace uroce::port {
 
+// The path MTU for 256, 512, 1024, 2048 or 4096 bytes; nullopt for any other size.
+constexpr std::optional<engine::Mtu> path_mtu_of(uint32_t bytes) {
+  for (uint32_t m = uint32_t(engine::Mtu::M256); m <= uint32_t(engine::Mtu::M4096); ++m)
+    if (engine::mtu_bytes(engine::Mtu(m)) == bytes) return engine::Mtu(m);
+  return std::nullopt;
+}
+
+// Defaults: engine/param.hpp, section Port (and kDefaultTtl).
 struct EndpointConfig {
   std::string file;                    // where it was read from (for messages)
   std::string name = "uroce0";         // device name (what ibv_get_device_list would show)
@@ -18,22 +27,22 @@ struct EndpointConfig {
   int port = -1;                       // DPDK port id; -1: the first available
   bool have_ip4 = false;
   uint8_t ip4[4] = {};
-  uint8_t prefix4 = 24;
+  uint8_t prefix4 = param::kPrefix4;
   bool have_ip6 = false;
   proto::Ip6 ip6{};                    // explicit IPv6 address (else link-local from the MAC)
   bool mac_from_port = true;
   proto::Mac mac{};
-  engine::Mtu path_mtu = engine::Mtu::M1024;
-  uint32_t link_mtu = 1500;            // IP MTU of the link (frame = link_mtu + 14)
-  uint32_t mbufs = 8191;               // mbufs in the pool
-  uint32_t mbuf_cache = 256;
+  engine::Mtu path_mtu = *path_mtu_of(param::kPathMtu);
+  uint32_t link_mtu = param::kLinkMtu; // IP MTU of the link (frame = link_mtu + 14)
+  uint32_t mbufs = param::kMbufs;      // mbufs in the pool
+  uint32_t mbuf_cache = param::kMbufCache;
   uint32_t mbuf_size = 0;              // mbuf data room after the headroom; 0: the largest frame
-  uint16_t rx_desc = 1024, tx_desc = 1024;
-  int gid_index = 1;                   // 0: IPv6 (explicit ip6, or link-local from MAC); 1: IPv4-mapped
-  uint8_t dscp = 0, ecn = 0, hop_limit = 64;
+  uint16_t rx_desc = param::kRxDesc, tx_desc = param::kTxDesc;
+  int gid_index = param::kGidIndex;    // 0: IPv6 (explicit ip6, or link-local from MAC); 1: IPv4-mapped
+  uint8_t dscp = 0, ecn = 0, hop_limit = param::kDefaultTtl;
   bool flow_isolate = false;           // rte_flow isolation (share a NIC port with the kernel)
   bool promiscuous = true;             // enable promiscuous mode when our MAC is not the port's
-  uint32_t arp_timeout_ms = 3000;      // bounded address resolution
+  uint32_t arp_timeout_ms = param::kArpTimeoutMs;  // bounded address resolution
 
   uint32_t max_frame() const { return link_mtu + 14; }
 };

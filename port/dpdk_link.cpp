@@ -26,7 +26,8 @@ namespace {
 
 constexpr uint16_t kEthArp = 0x0806, kEthIp4 = 0x0800, kEthIp6 = 0x86DD;
 constexpr uint8_t kProtoIcmp = 1, kProtoUdp = 17, kProtoIcmp6 = 58;
-constexpr uint32_t kMinFrame = 60;  // Ethernet minimum without FCS
+constexpr uint32_t kMinFrame = param::kMinFrame;
+constexpr uint32_t kBurst = param::kLinkBurst;
 
 bool eal_started = false;
 
@@ -64,15 +65,6 @@ proto::Ip6 v4mapped(const uint8_t ip[4]) {
 }
 
 }  // namespace
-
-// ---- Clock --------------------------------------------------------------------------------------
-TscClock::TscClock() {
-  uint64_t hz = rte_get_tsc_hz();
-  mult_ = hz ? (uint64_t(1'000'000'000) << 32) / hz : (1ull << 32);
-}
-uint64_t TscClock::now_ns() const {
-  return uint64_t((unsigned __int128)rte_get_tsc_cycles() * mult_ >> 32);
-}
 
 // ---- Set-up ---------------------------------------------------------------------------------------
 std::unique_ptr<DpdkLink> DpdkLink::open(const EndpointConfig& cfg, std::string& err,
@@ -150,11 +142,7 @@ bool DpdkLink::setup(std::string& err) {
     err = "rte_eth_dev_configure failed";
     return false;
   }
-  // Not every PMD sets an MTU (af_packet reports 1518 yet carries jumbo frames when its
-  // framesz allows): a failure here is not fatal.
-  if (rte_eth_dev_set_mtu(port_, uint16_t(cfg_.link_mtu)) != 0 && info.max_mtu < cfg_.link_mtu)
-    fprintf(stderr, "uroce: port %u: MTU %u not set (driver max %u); continuing\n", port_, cfg_.link_mtu,
-            info.max_mtu);
+  set_mtu(info);
   uint16_t nrx = cfg_.rx_desc, ntx = cfg_.tx_desc;
   rte_eth_dev_adjust_nb_rx_tx_desc(port_, &nrx, &ntx);
   int sock = rte_eth_dev_socket_id(port_);
@@ -227,6 +215,23 @@ bool DpdkLink::setup(std::string& err) {
   return true;
 }
 
+// Sets the config's link MTU on the port when the device reports it can take it. Otherwise
+// the port's MTU is left alone: asking would only log "Frame size (N) > device max frame size
+// (M)", and setting a smaller one could shrink the link (af_packet sets the kernel interface's
+// MTU). Our frames keep the config's size (max_frame()): af_packet reports 1518 yet carries
+// whatever fits its framesz and the interface's MTU (the veth configs: path MTU 2048 on a veth
+// of MTU 3000); memif takes link_mtu 8000.
+void DpdkLink::set_mtu(const rte_eth_dev_info& info) {
+  // The L2 overhead the device counts, as rte_eth_dev_set_mtu does.
+  const uint32_t overhead = info.max_mtu != UINT16_MAX && info.max_rx_pktlen > info.max_mtu
+                                ? info.max_rx_pktlen - info.max_mtu
+                                : RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
+  if (cfg_.link_mtu > info.max_mtu || cfg_.link_mtu + overhead > info.max_rx_pktlen || cfg_.link_mtu < info.min_mtu)
+    return;
+  // Not every PMD sets an MTU: a failure here is not fatal either.
+  rte_eth_dev_set_mtu(port_, uint16_t(cfg_.link_mtu));
+}
+
 DpdkLink::~DpdkLink() {
   rte_flow_error fe{};
   for (void* f : flows_) rte_flow_destroy(port_, static_cast<rte_flow*>(f), &fe);
@@ -283,8 +288,8 @@ std::string DpdkLink::counters_text() const {
 // ---- Data path --------------------------------------------------------------------------------------
 bool DpdkLink::alloc(engine::PacketBuf& b, uint32_t len) {
   if (stash_n_ == 0) {
-    if (rte_pktmbuf_alloc_bulk(static_cast<rte_mempool*>(pool_), reinterpret_cast<rte_mbuf**>(stash_), 32) == 0) {
-      stash_n_ = 32;
+    if (rte_pktmbuf_alloc_bulk(static_cast<rte_mempool*>(pool_), reinterpret_cast<rte_mbuf**>(stash_), param::kTxStash) == 0) {
+      stash_n_ = param::kTxStash;
     } else if (rte_mbuf* one = rte_pktmbuf_alloc(static_cast<rte_mempool*>(pool_))) {
       stash_[0] = one;
       stash_n_ = 1;
@@ -309,7 +314,7 @@ bool DpdkLink::alloc(engine::PacketBuf& b, uint32_t len) {
 // Sends what the backlog holds; true when it is empty.
 bool DpdkLink::drain_backlog() {
   while (bl_n_) {
-    const uint32_t k = std::min<uint32_t>(bl_n_, std::min<uint32_t>(64, kBacklog - bl_head_));
+    const uint32_t k = std::min<uint32_t>(bl_n_, std::min<uint32_t>(kBurst, kBacklog - bl_head_));
     const uint16_t sent =
         rte_eth_tx_burst(port_, 0, reinterpret_cast<rte_mbuf**>(backlog_.data() + bl_head_), uint16_t(k));
     ctr_.tx_frames += sent;
@@ -321,11 +326,11 @@ bool DpdkLink::drain_backlog() {
 }
 
 size_t DpdkLink::send(engine::PacketBuf* bufs, size_t n) {
-  rte_mbuf* ms[64];
+  rte_mbuf* ms[kBurst];
   size_t total = 0;
   const bool clear = drain_backlog();
   while (total < n) {
-    const size_t k = std::min<size_t>(n - total, 64);
+    const size_t k = std::min<size_t>(n - total, kBurst);
     for (size_t i = 0; i < k; ++i) {
       engine::PacketBuf& b = bufs[total + i];
       rte_mbuf* m = M(b.handle);
@@ -375,10 +380,10 @@ void DpdkLink::release(engine::PacketBuf& b) {
 }
 
 size_t DpdkLink::recv(engine::PacketBuf* bufs, size_t max) {
-  rte_mbuf* ms[64];
+  rte_mbuf* ms[kBurst];
   size_t k = 0;
   if (bl_n_) drain_backlog();
-  const uint16_t n = rte_eth_rx_burst(port_, 0, ms, uint16_t(std::min<size_t>(max, 64)));
+  const uint16_t n = rte_eth_rx_burst(port_, 0, ms, uint16_t(std::min<size_t>(max, kBurst)));
   for (uint16_t i = 0; i < n; ++i) {
     if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(ms[i + 1], void*));
     classify(ms[i], bufs, k);

@@ -15,7 +15,11 @@
 #include <string>
 
 #include "engine/link.hpp"
+#include "port/clock.hpp"  // TscClock, the Clock that goes with a DpdkLink
 #include "port/config.hpp"
+
+struct rte_mempool;  // DPDK's, declared only
+struct rte_eth_dev_info;
 
 namespace uroce::port {
 
@@ -30,16 +34,6 @@ struct LinkCounters {
     return drop_not_our_mac + drop_not_our_ip + drop_udp_port + drop_ip_proto + drop_ethertype + drop_malformed +
            drop_multiseg;
   }
-};
-
-// Nanoseconds from the TSC (rte_get_tsc_cycles), calibrated by the EAL.
-class TscClock : public engine::Clock {
- public:
-  TscClock();
-  uint64_t now_ns() const override;
-
- private:
-  uint64_t mult_ = 0;  // ns per cycle, 32.32 fixed point
 };
 
 class DpdkLink : public engine::Link {
@@ -84,6 +78,7 @@ class DpdkLink : public engine::Link {
   DpdkLink() = default;
   bool wait_link(bool up, uint32_t timeout_ms);
   bool setup(std::string& err);
+  void set_mtu(const rte_eth_dev_info& info);
   void classify(void* mbuf, engine::PacketBuf* out, size_t& k);
   bool handle_arp(void* m, uint8_t* f, uint32_t len);
   bool handle_icmp4(void* m, uint8_t* f, uint32_t len, uint32_t l3);
@@ -114,13 +109,17 @@ class DpdkLink : public engine::Link {
   std::vector<void*> flows_;  // rte_flow* (flow isolation rules)
   // Frames the port's queue did not take yet, oldest first (a software extension of the tx
   // ring): sent before anything new, so a momentarily full ring does not become a loss.
-  static constexpr uint32_t kBacklog = 4096;
+  static constexpr uint32_t kBacklog = param::kTxBacklog;
   std::vector<void*> backlog_ = std::vector<void*>(kBacklog);
   uint32_t bl_head_ = 0, bl_n_ = 0;
   bool drain_backlog();
-  // Transmit mbufs taken from the pool in bulk (one mempool access per 32 frames).
-  void* stash_[32] = {};
+  // Transmit mbufs taken from the pool in bulk (one mempool access per kTxStash frames).
+  void* stash_[param::kTxStash] = {};
   uint32_t stash_n_ = 0;
+
+ public:
+  // The port's mbuf pool, for tools that build and burst their own frames (uroce-pktgen).
+  rte_mempool* mempool() const { return static_cast<rte_mempool*>(pool_); }
 };
 
 }  // namespace uroce::port

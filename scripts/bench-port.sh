@@ -11,8 +11,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
-PERF=$BUILD/port/uroce-perf
-GEN=$BUILD/port/uroce-pktgen
+PERF=$BUILD/bench/uroce-perf
+GEN=$BUILD/bench/uroce-pktgen
 LINKS=${LINKS:-"memif af_xdp af_packet"}
 SECS=${SECS:-3}
 REPEAT=${REPEAT:-3}

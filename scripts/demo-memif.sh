@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 shift || true
-PERF=$BUILD/port/uroce-perf
+PERF=$BUILD/bench/uroce-perf
 [ -x "$PERF" ] || { echo "no $PERF: build first (meson setup $BUILD && ninja -C $BUILD)" >&2; exit 1; }
 OPTS=(--test write --mode bw -a --max-size 8388608 -n 1000 "$@")
 SRV_LOG=$(mktemp /tmp/uroce-demo-server.XXXXXX)

@@ -7,7 +7,7 @@ pkgs=(
   build-essential meson ninja-build pkg-config clang
   libdpdk-dev dpdk
   libibverbs-dev ibverbs-utils perftest rdma-core
-  libboost-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
   libpcap-dev libisal-dev
   tshark python3-scapy python3
   iproute2 tcpdump

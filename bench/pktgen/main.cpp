@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "uroce-pktgen: %s\n", err.c_str());
     return 1;
   }
-  if (!link->wait_link_up(20000)) {
+  if (!link->wait_link_up(param::kLinkWaitMs)) {
     std::fprintf(stderr, "uroce-pktgen: link down\n");
     return 1;
   }
@@ -59,14 +59,7 @@ int main(int argc, char** argv) {
     uint8_t tmpl[64] = {0x02, 0, 0xc6, 0x12, 0xff, 0xff};
     std::memcpy(tmpl + 6, link->mac().data(), 6);
     tmpl[12] = 0x88, tmpl[13] = 0xB5;
-    rte_mempool* pool = nullptr;
-    {
-      // The link's pool: allocate through the Link interface once to find it.
-      engine::PacketBuf b;
-      if (!link->alloc(b, frame)) return 1;
-      pool = static_cast<rte_mbuf*>(b.handle)->pool;
-      link->release(b);
-    }
+    rte_mempool* pool = link->mempool();
     uint64_t sent = 0;
     const uint64_t t0 = rte_get_tsc_cycles(), end = t0 + hz * seconds;
     rte_mbuf* ms[32];

@@ -1,0 +1,40 @@
+// uroce-perf's command line: what to run (operation, mode, sizes, QPs, depths) and where.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace uroce::perf {
+
+enum class Test { Write, Send, Read, Atomic };
+enum class Mode { Bw, Lat };
+
+struct Opts {
+  Test test = Test::Write;
+  Mode mode = Mode::Bw;
+  uint64_t size = 0;          // 0: default for the mode
+  uint64_t iters = 0;
+  bool all = false;
+  uint64_t max_size = 1ull << 23;
+  uint32_t qps = 1;
+  std::string config;
+  uint16_t tcp_port = 18515;
+  std::string peer;           // empty: server
+  uint32_t tx_depth = 128;
+  uint32_t cq_mod = 64;
+  uint32_t rx_depth = 512;
+  int mtu = 0;                // 0: the config's
+  bool cas = false;           // atomic: compare-and-swap instead of fetch-and-add
+  bool stats = false;
+  uint32_t timeout_s = 120;
+  uint32_t window = 0;        // engine send window in packets (0: the engine's default)
+  std::vector<std::string> eal_extra;
+};
+
+
+// Parses the command line; prints the usage and exits 2 on a bad one.
+Opts parse_args(int argc, char** argv);
+// perftest's name of the test ("RDMA_Write", "Atomic FETCH_AND_ADD", ...).
+const char* test_name(const Opts& o);
+
+}  // namespace uroce::perf

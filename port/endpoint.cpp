@@ -1,0 +1,49 @@
+#include "port/endpoint.hpp"
+
+namespace uroce::port {
+
+std::unique_ptr<Endpoint> Endpoint::open(const EndpointConfig& cfg, std::string& err,
+                                         const engine::Device::Config& dev_cfg,
+                                         const std::vector<std::string>& extra_eal) {
+  std::unique_ptr<Endpoint> e(new Endpoint());
+  e->link_ = DpdkLink::open(cfg, err, extra_eal);
+  if (!e->link_) return nullptr;
+  e->clock_ = std::make_unique<TscClock>();
+  engine::Device::Config dc = dev_cfg;
+  dc.mac = e->link_->mac();
+  dc.gid = e->link_->gid();
+  e->dev_ = std::make_unique<engine::Device>(*e->link_, *e->clock_, dc);
+  if (engine::mtu_bytes(cfg.path_mtu) > e->dev_->mtu_limit()) {
+    err = "path mtu " + std::to_string(engine::mtu_bytes(cfg.path_mtu)) + " larger than the link carries";
+    return nullptr;
+  }
+  return e;
+}
+
+Endpoint::~Endpoint() {
+  dev_.reset();
+  link_.reset();
+}
+
+bool Endpoint::resolve_peer(const proto::Ip6& gid, engine::AddressVector& av, std::string& err,
+                            const std::function<void()>& pump) {
+  if (!link_->wait_link_up(param::kLinkWaitMs)) {
+    err = "DPDK link did not come up within " + std::to_string(param::kLinkWaitMs / 1000) + " s";
+    return false;
+  }
+  proto::Mac mac;
+  if (!link_->resolve(gid, mac, pump ? pump : std::function<void()>([this] { progress(); }))) {
+    err = "address resolution of " + gid_str(gid) + " failed (" +
+          (engine::gid_is_v4mapped(gid) ? "ARP" : "ND") + ")";
+    return false;
+  }
+  const EndpointConfig& c = config();
+  av.dgid = gid;
+  av.dmac = mac;
+  av.hop_limit = c.hop_limit;
+  av.traffic_class = uint8_t(c.dscp << 2 | c.ecn);
+  av.sgid_index = uint8_t(c.gid_index);
+  return true;
+}
+
+}  // namespace uroce::port

@@ -1,0 +1,48 @@
+// Endpoint: one uroce endpoint on DPDK, as an application brings it up: the DpdkLink opened
+// from an EndpointConfig, its TscClock, and the engine Device on them (MAC and GID from the
+// link, i.e. from the config's mac and gid_index). Single-threaded like the engine.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine.hpp"
+#include "port/clock.hpp"
+#include "port/config.hpp"
+#include "port/dpdk_link.hpp"
+
+namespace uroce::port {
+
+class Endpoint {
+ public:
+  // Opens the link (starting the EAL with cfg.eal plus `extra_eal`) and creates the Device
+  // with `dev_cfg` (its mac and gid are replaced by the link's). Fails, with `err`, when the
+  // link does not open or the config's path MTU does not fit the link's frames.
+  static std::unique_ptr<Endpoint> open(const EndpointConfig& cfg, std::string& err,
+                                        const engine::Device::Config& dev_cfg = {},
+                                        const std::vector<std::string>& extra_eal = {});
+  ~Endpoint();  // the Device before the link
+
+  engine::Device& device() { return *dev_; }
+  DpdkLink& link() { return *link_; }
+  const EndpointConfig& config() const { return link_->config(); }
+  bool progress() { return dev_->progress(); }
+
+  // The address vector to reach the peer with GID `gid`: waits (bounded, param::kLinkWaitMs)
+  // for the link to be up (memif: the peer connected), resolves the peer's MAC on the link
+  // (ARP or ND, bounded by the config's arp_timeout_ms) while `pump` runs (default:
+  // progress(), so this endpoint keeps answering and acknowledging), and fills `av`: dgid,
+  // dmac, and hop limit, traffic class and sgid_index from the config. False and `err` on
+  // failure.
+  bool resolve_peer(const proto::Ip6& gid, engine::AddressVector& av, std::string& err,
+                    const std::function<void()>& pump = {});
+
+ private:
+  Endpoint() = default;
+  std::unique_ptr<DpdkLink> link_;
+  std::unique_ptr<TscClock> clock_;
+  std::unique_ptr<engine::Device> dev_;
+};
+
+}  // namespace uroce::port
