@@ -49,6 +49,7 @@ inline constexpr uint32_t kArpTimeoutMs = 3000;      // bound on ARP/ND resoluti
 inline constexpr uint32_t kArpRetryMs = 200;         // ARP request / neighbour solicitation re-sent
 inline constexpr uint32_t kNeighbours = 16;          // neighbour cache entries (ARP and ND)
 inline constexpr uint32_t kLinkWaitMs = 20000;       // bound on waiting for the link (memif: the peer)
+inline constexpr uint32_t kLinkCheckMs = 10;         // looks at the link status while waiting
 inline constexpr uint32_t kTxBacklog = 4096;         // frames the tx ring did not take, kept in order
 inline constexpr uint32_t kTxStash = 32;             // transmit mbufs taken from the pool at once
 inline constexpr uint32_t kLinkBurst = 64;           // frames per rte_eth_rx_burst / rte_eth_tx_burst
@@ -82,11 +83,9 @@ inline constexpr unsigned long kShimPollerTimerSlackNs = 1'000;  // PR_SET_TIMER
 inline constexpr uint32_t kShimTokenSpins = 256;    // ownership token: pause this often, then yield
 inline constexpr int kShimPollBatch = 32;           // engine completions converted per step of ibv_poll_cq
 inline constexpr uint32_t kShimWrBatchReserve = 64;  // ibv_wr_* batch entries reserved per QP
-// modify_qp with an address vector: wait this long for link-up (memif: the peer connected),
-// checking every kShimLinkCheckMs, then resolve the peer's MAC (the config's arp_timeout_ms),
-// pausing kShimResolveNapNs without the ownership token between resolution steps.
-inline constexpr uint32_t kShimLinkWaitMs = 20'000;
-inline constexpr uint32_t kShimLinkCheckMs = 10;
+// modify_qp with an address vector waits for link-up and resolves the peer's MAC
+// (port::Endpoint::resolve_peer: kLinkWaitMs, then the config's arp_timeout_ms), pausing
+// kShimResolveNapNs without the ownership token between steps.
 inline constexpr uint64_t kShimResolveNapNs = 20'000;
 // At exit, on memif: wait this long for the peer to leave first (DpdkLink::await_peer_close).
 inline constexpr uint32_t kShimPeerLeaveWaitMs = 500;

@@ -253,6 +253,8 @@ bool DpdkLink::wait_link(bool up, uint32_t timeout_ms) {
   }
 }
 
+void DpdkLink::sleep_ms(uint32_t ms) { rte_delay_us_sleep(ms * 1000u); }
+
 void DpdkLink::await_peer_close(uint32_t timeout_ms) {
   if (!is_memif_) return;
   if (wait_link(false, timeout_ms)) rte_delay_us_sleep(100'000);  // let the disconnect finish

@@ -50,6 +50,8 @@ class DpdkLink : public engine::Link {
   void release(engine::PacketBuf& b) override;
   uint32_t max_frame() const override { return max_frame_; }
 
+  // Sleeps (no polling): for waits between looks at the link.
+  static void sleep_ms(uint32_t ms);
   // Waits (bounded) until the port reports link up.
   bool wait_link_up(uint32_t timeout_ms) { return wait_link(true, timeout_ms); }
   // Call when this process polls the port no more and will close it. memif's PMD unmaps the

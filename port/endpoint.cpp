@@ -27,12 +27,21 @@ Endpoint::~Endpoint() {
 
 bool Endpoint::resolve_peer(const proto::Ip6& gid, engine::AddressVector& av, std::string& err,
                             const std::function<void()>& pump) {
-  if (!link_->wait_link_up(param::kLinkWaitMs)) {
-    err = "DPDK link did not come up within " + std::to_string(param::kLinkWaitMs / 1000) + " s";
-    return false;
+  const std::function<void()> step = pump ? pump : std::function<void()>([this] { progress(); });
+  // Link up (memif: the peer connected), looked at every 10 ms while `step` runs in between.
+  const uint64_t end = dev_->now_ns() + uint64_t(param::kLinkWaitMs) * 1'000'000;
+  while (!link_->wait_link_up(0)) {
+    if (dev_->now_ns() > end) {
+      err = "DPDK link did not come up within " + std::to_string(param::kLinkWaitMs / 1000) + " s";
+      return false;
+    }
+    link_->sleep_ms(param::kLinkCheckMs);
+    step();
   }
   proto::Mac mac;
-  if (!link_->resolve(gid, mac, pump ? pump : std::function<void()>([this] { progress(); }))) {
+  if (link_->lookup(gid, mac)) {
+    // known already (a reply or a request from the peer taught it)
+  } else if (!link_->resolve(gid, mac, step)) {
     err = "address resolution of " + gid_str(gid) + " failed (" +
           (engine::gid_is_v4mapped(gid) ? "ARP" : "ND") + ")";
     return false;

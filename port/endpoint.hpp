@@ -27,12 +27,14 @@ class Endpoint {
   engine::Device& device() { return *dev_; }
   DpdkLink& link() { return *link_; }
   const EndpointConfig& config() const { return link_->config(); }
+  TscClock& clock() { return *clock_; }
   bool progress() { return dev_->progress(); }
 
   // The address vector to reach the peer with GID `gid`: waits (bounded, param::kLinkWaitMs)
   // for the link to be up (memif: the peer connected), resolves the peer's MAC on the link
-  // (ARP or ND, bounded by the config's arp_timeout_ms) while `pump` runs (default:
-  // progress(), so this endpoint keeps answering and acknowledging), and fills `av`: dgid,
+  // (ARP or ND, bounded by the config's arp_timeout_ms) while `pump` runs between looks
+  // (default: progress(), so this endpoint keeps answering and acknowledging; the verbs shim's
+  // pump also lets other threads in), and fills `av`: dgid,
   // dmac, and hop limit, traffic class and sgid_index from the config. False and `err` on
   // failure.
   bool resolve_peer(const proto::Ip6& gid, engine::AddressVector& av, std::string& err,

@@ -65,72 +65,7 @@ ibv_qp* create_qp_common(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr* ia, boo
   return &b;
 }
 
-// ---- modify_qp: validation before any address work -------------------------------------------
-// TODO(engine): Device::check_modify. The engine checks the whole rule again when the change is
-// applied; the shim mirrors only what must be known before it resolves a peer: the attribute
-// values, which transitions take an address vector (INIT->RTR, SQD->SQD) and INIT->RTR's mask
-// (engine/qp.cpp kRcTransitions), so that an illegal transition fails with EINVAL at once.
-int check_values(const ibv_qp_attr& a, uint32_t m) {
-  const Runtime& r = rt();
-  if ((m & IBV_QP_PORT) && a.port_num != 1) return EINVAL;
-  if ((m & IBV_QP_PATH_MTU) && (a.path_mtu < IBV_MTU_256 || a.path_mtu > mtu_limit_enum())) return EINVAL;
-  if ((m & IBV_QP_MAX_QP_RD_ATOMIC) && a.max_rd_atomic > r.dcfg.max_rd_atomic) return EINVAL;
-  if ((m & IBV_QP_MAX_DEST_RD_ATOMIC) && a.max_dest_rd_atomic > r.dcfg.max_rd_atomic) return EINVAL;
-  if ((m & IBV_QP_PKEY_INDEX) && a.pkey_index != 0) return EINVAL;
-  if ((m & IBV_QP_DEST_QPN) && a.dest_qp_num > 0xFFFFFF) return EINVAL;
-  if ((m & IBV_QP_MIN_RNR_TIMER) && a.min_rnr_timer > 31) return EINVAL;
-  if ((m & IBV_QP_TIMEOUT) && a.timeout > 31) return EINVAL;
-  if ((m & IBV_QP_RETRY_CNT) && a.retry_cnt > 7) return EINVAL;
-  if ((m & IBV_QP_RNR_RETRY) && a.rnr_retry > 7) return EINVAL;
-  return 0;
-}
-
-// With IBV_QP_AV in the mask, from state `cur` (token held).
-int check_av_transition(E::QpState cur, const ibv_qp_attr& a, uint32_t m) {
-  constexpr uint32_t kRtrRequired = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                    IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-  constexpr uint32_t kRtrOptional = IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX;
-  if ((m & IBV_QP_CUR_STATE) && E::QpState(a.cur_qp_state) != cur) return EINVAL;
-  const E::QpState to = (m & IBV_QP_STATE) ? E::QpState(a.qp_state) : cur;
-  if (cur == E::QpState::Init && to == E::QpState::Rtr)
-    return (m & kRtrRequired) == kRtrRequired && !(m & ~(kRtrRequired | kRtrOptional)) ? 0 : EINVAL;
-  if (cur == E::QpState::Sqd && to == E::QpState::Sqd) return 0;
-  return EINVAL;   // no other transition takes an address vector
-}
-
 // ---- The peer's address -------------------------------------------------------------------------
-// Link-up, checked once per kShimLinkCheckMs with the token held only for the check (memif: up
-// when the peer has connected).
-bool wait_link_up(Runtime& r) {
-  const uint64_t end = r.now_ns() + uint64_t(param::kShimLinkWaitMs) * 1'000'000;
-  for (;;) {
-    {
-      Guard g;
-      if (r.link->wait_link_up(0)) return true;   // timeout 0: one look at the link status
-    }
-    if (r.now_ns() > end) return false;
-    nap(uint64_t(param::kShimLinkCheckMs) * 1'000'000);
-  }
-}
-
-// DpdkLink::resolve asks (ARP, or ND for IPv6) and looks the answer up with the token held;
-// between its rounds the pump gives the token up for kShimResolveNapNs, takes it back and runs
-// one progress() (which takes the replies in).
-bool resolve_mac(Runtime& r, const proto::Ip6& gid, proto::Mac& mac) {
-  Guard g;
-  return r.link->resolve(gid, mac, [&r] {
-    r.unlock();
-    nap(param::kShimResolveNapNs);
-    r.lock();
-    r.drive();
-  });
-}
-
-// The engine's address vector for the application's `ah`: the source GID check, link-up, the
-// peer's MAC resolved on the link, the GRH fields. Called without the token, which it takes only
-// step by step: other threads' verbs calls go on during the wait (up to kShimLinkWaitMs plus the
-// config's arp_timeout_ms). 0, EINVAL (source GID) or ETIMEDOUT. One function, so that a shared
-// port::Endpoint helper (uroce-perf runs the same sequence) can replace it.
 int resolve_peer(const ibv_ah_attr& ah, E::AddressVector& out) {
   Runtime& r = rt();
   // RoCE: the address vector must carry a GRH, and the source GID must be the one this
@@ -147,16 +82,27 @@ int resolve_peer(const ibv_ah_attr& ah, E::AddressVector& out) {
   out.traffic_class = ah.grh.traffic_class;
   out.flow_label = ah.grh.flow_label;
   out.sgid_index = ah.grh.sgid_index;
-  bool known;
+  // port::Endpoint's one sequence (link up, then ARP/ND), with the token held only for each
+  // step: between steps the pump gives it up for kShimResolveNapNs, takes it back and runs one
+  // progress() (which takes the replies in).
+  E::AddressVector resolved;
+  std::string err;
+  bool ok;
   {
     Guard g;
-    known = r.link->lookup(out.dgid, out.dmac);
+    ok = r.ep->resolve_peer(out.dgid, resolved, err, [&r] {
+      r.unlock();
+      nap(param::kShimResolveNapNs);
+      r.lock();
+      r.drive();
+    });
   }
-  if (!known && !(wait_link_up(r) && resolve_mac(r, out.dgid, out.dmac))) {
-    std::fprintf(stderr, "uroce-verbs: cannot resolve %s on %s\n", port::gid_str(out.dgid).c_str(),
-                 r.cfg.name.c_str());
+  if (!ok) {
+    std::fprintf(stderr, "uroce-verbs: cannot reach %s on %s: %s\n", port::gid_str(out.dgid).c_str(),
+                 r.cfg.name.c_str(), err.c_str());
     return ETIMEDOUT;
   }
+  out.dmac = resolved.dmac;
   return 0;
 }
 
@@ -213,11 +159,11 @@ SHIM_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
   Runtime& r = rt();
   UQp* u = uqp(qp);
   const uint32_t m = uint32_t(mask);
-  if (int rc = check_values(*a, m)) return rc;
   E::QpAttr e = to_engine(*a);
   std::unique_lock<Runtime> token(r);
+  // The engine's whole rule (transition, mask, values), before any address work.
+  if (int rc = r.engine->check_modify_qp(u->e, e, m)) return rc;
   if (m & IBV_QP_AV) {
-    if (int rc = check_av_transition(u->e->state(), *a, m)) return rc;
     token.unlock();
     if (int rc = resolve_peer(a->ah_attr, e.ah_attr)) return rc;
     token.lock();

@@ -121,20 +121,14 @@ void poller_main(std::promise<bool>* ready) {
   eal.push_back("--file-prefix=uroce-shim-" + std::to_string(getpid()));
   eal.push_back("--no-telemetry");
   cfg.eal = eal;
-  r.link = port::DpdkLink::open(cfg, r.start_err);
-  if (!r.link) {
+  r.ep = port::Endpoint::open(cfg, r.start_err, r.dcfg);
+  if (!r.ep) {
     ready->set_value(false);
     return;
   }
-  r.clock = std::make_unique<port::TscClock>();
-  r.dcfg.mac = r.link->mac();
-  r.dcfg.gid = r.link->gid();
-  r.engine = std::make_unique<E::Device>(*r.link, *r.clock, r.dcfg);
-  if (E::mtu_bytes(r.cfg.path_mtu) > r.engine->mtu_limit()) {
-    r.start_err = "path mtu " + std::to_string(E::mtu_bytes(r.cfg.path_mtu)) + " larger than the link carries";
-    ready->set_value(false);
-    return;
-  }
+  r.link = &r.ep->link();
+  r.engine = &r.ep->device();
+  r.dcfg = r.engine->config();
   build_gid_table(r);
   ready->set_value(true);
   poller_loop(r);

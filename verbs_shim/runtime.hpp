@@ -22,6 +22,7 @@
 #include "engine/param.hpp"
 #include "port/config.hpp"
 #include "port/dpdk_link.hpp"
+#include "port/endpoint.hpp"
 
 namespace uroce::shim {
 
@@ -42,9 +43,9 @@ struct Runtime {
   // Started by the first ibv_open_device.
   bool started = false;
   std::string start_err;
-  std::unique_ptr<port::DpdkLink> link;
-  std::unique_ptr<port::TscClock> clock;
-  std::unique_ptr<engine::Device> engine;
+  std::unique_ptr<port::Endpoint> ep;   // link, clock and device (port/endpoint.hpp)
+  port::DpdkLink* link = nullptr;       // ep's, for short
+  engine::Device* engine = nullptr;
   engine::Device::Config dcfg;
 
   std::atomic<bool> owner{false};
@@ -74,7 +75,7 @@ struct Runtime {
   // in the middle, as ibv_modify_qp does while it resolves the peer.)
   // With the token held: one progress() step and completion-channel notifications.
   bool drive();
-  uint64_t now_ns() const { return clock->now_ns(); }
+  uint64_t now_ns() const { return engine->now_ns(); }
 };
 
 Runtime& rt();
