@@ -16,7 +16,7 @@ bash scripts/build.sh build-asan -Db_sanitize=address,undefined -Db_lundef=false
 # The sanitizers run the in-process suites (wire library and engine); the DPDK and shim suites
 # drive separate processes and run in the normal build only.
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  meson test -C build-asan --print-errorlogs --num-processes 2 --suite proto --suite engine || status=1
+  meson test -C build-asan --print-errorlogs --num-processes 2 --suite proto --suite engine --suite security || status=1
 
 fuzz_rc=0
 if [ -x scripts/fuzz.sh ]; then

@@ -168,3 +168,29 @@ inline bool canaries_intact(const Endpoint& e) {
 }
 
 }  // namespace uroce::test
+
+namespace uroce::test {
+
+// A frame as `from`'s QP would send it to `to`'s QP (addresses, QPN; the caller sets the
+// opcode's fields), for tests that forge traffic with a valid ICRC.
+inline proto::Packet forge(const Endpoint& from, const Endpoint& to, uint8_t opcode, uint32_t psn) {
+  proto::Packet p;
+  p.eth_src = from.dev->config().mac;
+  p.eth_dst = to.dev->config().mac;
+  std::memcpy(p.ip_src.data(), from.dev->config().gid.data() + 12, 4);
+  std::memcpy(p.ip_dst.data(), to.dev->config().gid.data() + 12, 4);
+  p.opcode = opcode;
+  p.dest_qp = to.qp->qpn();
+  p.psn = psn;
+  p.ack_req = true;
+  return p;
+}
+
+// Builds `p` (ICRC included) into the receive queue of `link`, as if the wire delivered it.
+inline void inject(FakeLink& link, const proto::Packet& p) {
+  std::vector<uint8_t> f(proto::frame_len(p));
+  ASSERT_TRUE(proto::build(p, f).ok());
+  link.inject(f.data(), uint32_t(f.size()));
+}
+
+}  // namespace uroce::test
