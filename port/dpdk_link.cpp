@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "proto/bytes.hpp"
+#include "proto/checksum.hpp"
 #include "proto/headers.hpp"
 
 namespace uroce::port {

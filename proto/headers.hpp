@@ -22,7 +22,9 @@ inline constexpr uint16_t kEtherTypeArp = 0x0806;
 inline constexpr uint16_t kEtherTypeVlan = 0x8100;
 inline constexpr uint16_t kEtherTypeQinQ = 0x88A8;
 inline constexpr uint16_t kEtherTypeRoceV1 = 0x8915;
+inline constexpr uint8_t kIpProtoIcmp = 1;
 inline constexpr uint8_t kIpProtoUdp = 17;
+inline constexpr uint8_t kIpProtoIcmp6 = 58;
 
 template <typename Byte>
 class ViewBase {
@@ -37,6 +39,7 @@ class ViewBase {
   Byte* p_;
 };
 
+// The constructor and members every view takes from ViewBase (also used by arp.hpp, icmp.hpp).
 #define UROCE_VIEW_CTOR(Name) \
   using ViewBase<Byte>::ViewBase; \
   using ViewBase<Byte>::kMutable; \
@@ -103,15 +106,7 @@ struct Ipv4View : ViewBase<Byte> {
   void set_dst(const uint8_t* a) requires kMutable { std::memcpy(p_ + 16, a, 4); }
 };
 
-// Internet checksum (RFC 1071) of a header; returns the value to store (0 = verified when
-// computed over a header that already carries its checksum).
-inline uint16_t inet_checksum(const uint8_t* p, size_t len) {
-  uint32_t sum = 0;
-  for (size_t i = 0; i + 1 < len; i += 2) sum += load_be16(p + i);
-  if (len & 1) sum += uint32_t(p[len - 1]) << 8;
-  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
-  return uint16_t(~sum);
-}
+// The IPv4 header checksum: inet_checksum() in proto/checksum.hpp.
 
 // ---- IPv6 (40 bytes, no extension headers) ---------------------------------------------------
 template <typename Byte>
@@ -282,8 +277,6 @@ struct CnpView : ViewBase<Byte> {
   const uint8_t* reserved() const { return p_; }
   void set_reserved(const uint8_t* r) requires kMutable { std::memcpy(p_, r, 16); }
 };
-
-#undef UROCE_VIEW_CTOR
 
 inline constexpr size_t kIcrcSize = 4;
 

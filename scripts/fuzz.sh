@@ -21,7 +21,7 @@ isal_flags=()
 if pkg-config --exists libisal; then
   isal_flags=(-DUROCE_HAVE_ISAL $(pkg-config --cflags --libs libisal))
 fi
-srcs=(tests/fuzz/fuzz_parse.cpp proto/icrc.cpp proto/packet.cpp)
+srcs=(tests/fuzz/fuzz_parse.cpp proto/checksum.cpp proto/icrc.cpp proto/packet.cpp)
 
 echo "== building $BUILD/fuzz_parse ($CXX -fsanitize=fuzzer,address,undefined)"
 "$CXX" -std=c++20 -O2 -g -Wall -Wextra -Werror -I. \

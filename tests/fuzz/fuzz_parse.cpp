@@ -22,6 +22,7 @@
 #include <span>
 #include <vector>
 
+#include "proto/checksum.hpp"
 #include "proto/headers.hpp"
 #include "proto/icrc.hpp"
 #include "proto/packet.hpp"

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "proto/checksum.hpp"
 #include "proto/headers.hpp"
 #include "proto/icrc.hpp"
 #include "proto/packet.hpp"
