@@ -30,7 +30,7 @@ echo "== building $BUILD/fuzz_parse ($CXX -fsanitize=fuzzer,address,undefined)"
 
 echo "== seeding the corpus from $GOLDEN"
 "$CXX" -std=c++20 -O1 -I. -DUROCE_GOLDEN_DIR="\"$GOLDEN\"" \
-  "${srcs[@]}" proto/dissect/pcapio.cpp "${isal_flags[@]}" $(pkg-config --cflags --libs libpcap) \
+  "${srcs[@]}" tools/pcap/pcapio.cpp "${isal_flags[@]}" $(pkg-config --cflags --libs libpcap) \
   -o "$BUILD/corpus_writer"
 "$BUILD/corpus_writer" --write-corpus "$BUILD/seed"
 

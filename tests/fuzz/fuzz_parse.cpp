@@ -152,7 +152,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 #include <random>
 #include <string>
 
-#include "proto/dissect/pcapio.hpp"
+#include "tools/pcap/pcapio.hpp"
 
 namespace {
 

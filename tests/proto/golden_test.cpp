@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <map>
 
-#include "proto/dissect/pcapio.hpp"
+#include "tools/pcap/pcapio.hpp"
 #include "proto/headers.hpp"
 #include "proto/locate.hpp"
 #include "proto/packet.hpp"
