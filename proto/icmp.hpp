@@ -2,13 +2,13 @@
 // neighbour solicitation and advertisement with their link-layer address options. Same
 // conventions as headers.hpp: a view never checks bounds, the caller guarantees kSize bytes;
 // find_nd_option() is the one place that walks the options and stays inside its span.
-// Checksums: inet_checksum() for ICMP, l4_checksum(.., kIpProtoIcmp6, ..) for ICMPv6
-// (proto/checksum.hpp).
+// Checksums: inet_checksum() (proto/checksum.hpp) for ICMP, icmp6_checksum() below for ICMPv6.
 #pragma once
 #include <cstdint>
 #include <cstring>
 #include <span>
 
+#include "proto/checksum.hpp"
 #include "proto/headers.hpp"
 
 namespace uroce::proto {
@@ -108,5 +108,12 @@ inline void ipv6_multicast_mac(const uint8_t* mcast, uint8_t* mac) {
   std::memcpy(mac + 2, mcast + 12, 4);
 }
 inline bool is_ipv6_multicast_mac(const uint8_t* mac) { return mac[0] == 0x33 && mac[1] == 0x33; }
+
+// ICMPv6 checksum of the `len`-byte message `msg` (its checksum field zero) carried by the IPv6
+// header at `ip6`: over the pseudo header of that header's addresses (RFC 4443 2.3).
+inline uint16_t icmp6_checksum(const uint8_t* ip6, const uint8_t* msg, size_t len) {
+  Ipv6View<const uint8_t> ip(ip6);
+  return l4_checksum({ip.src(), 16}, {ip.dst(), 16}, kIpProtoIcmp6, msg, len);
+}
 
 }  // namespace uroce::proto
