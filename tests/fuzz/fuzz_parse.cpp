@@ -25,6 +25,7 @@
 #include "proto/checksum.hpp"
 #include "proto/headers.hpp"
 #include "proto/icrc.hpp"
+#include "proto/locate.hpp"
 #include "proto/packet.hpp"
 
 using namespace uroce::proto;
@@ -152,38 +153,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 #include <random>
 #include <string>
 
-#include "tools/pcap/pcapio.hpp"
+#include "tests/fuzz/fuzz_util.hpp"
 
 namespace {
 
-namespace fs = std::filesystem;
-
-std::vector<std::vector<uint8_t>> golden_frames(const std::string& dir) {
-  std::vector<fs::path> files;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file() && (e.path().extension() == ".pcap" || e.path().extension() == ".pcapng"))
-      files.push_back(e.path());
-  std::sort(files.begin(), files.end());
-  std::vector<std::vector<uint8_t>> frames;
-  for (const auto& f : files) {
-    uroce::pcapio::Capture cap;
-    std::string err;
-    if (!uroce::pcapio::read_file(f, cap, err)) {
-      std::fprintf(stderr, "fuzz_regress: %s: %s\n", f.c_str(), err.c_str());
-      std::exit(2);
-    }
-    for (auto& fr : cap.frames) frames.push_back(std::move(fr.bytes));
-  }
-  return frames;
-}
+using uroce::fuzz::golden_frames;
+using uroce::fuzz::read_file;
 
 // Length and checksum fix-ups so that mutants get past the cheap checks and reach build().
 void fix_up(std::vector<uint8_t>& f, std::mt19937& rng) {
-  if (f.size() < 14) return;
-  size_t l3 = 12;
-  while (l3 + 2 <= f.size() && (load_be16(&f[l3]) == kEtherTypeVlan || load_be16(&f[l3]) == kEtherTypeQinQ)) l3 += 4;
-  l3 += 2;
-  if (l3 >= f.size()) return;
+  const size_t l3 = locate(f).l3;
+  if (l3 == 0 || l3 >= f.size()) return;
   const bool v4 = (f[l3] >> 4) == 4;
   const size_t hl = v4 ? size_t(f[l3] & 0x0F) * 4 : 40;
   if (hl < 20 || f.size() < l3 + hl + 8 + 12 + 4) return;
@@ -240,16 +220,6 @@ void mutate(std::vector<uint8_t>& f, std::mt19937& rng) {
   if (rng() % 3 != 0) fix_up(f, rng);
 }
 
-bool read_file(const char* path, std::vector<uint8_t>& out) {
-  FILE* fp = std::fopen(path, "rb");
-  if (!fp) return false;
-  uint8_t buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, fp)) > 0) out.insert(out.end(), buf, buf + n);
-  std::fclose(fp);
-  return true;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -295,22 +265,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "fuzz_regress: no frames under %s\n", golden.c_str());
     return 2;
   }
-  if (!corpus_dir.empty()) {
-    fs::create_directories(corpus_dir);
-    size_t k = 0;
-    for (const auto& f : frames) {
-      char name[64];
-      std::snprintf(name, sizeof name, "/golden-%05zu", k++);
-      FILE* fp = std::fopen((corpus_dir + name).c_str(), "wb");
-      if (!fp || std::fwrite(f.data(), 1, f.size(), fp) != f.size()) {
-        std::fprintf(stderr, "fuzz_regress: cannot write %s%s\n", corpus_dir.c_str(), name);
-        return 2;
-      }
-      std::fclose(fp);
-    }
-    std::printf("wrote %zu golden frames to %s\n", k, corpus_dir.c_str());
-    return 0;
-  }
+  if (!corpus_dir.empty()) return uroce::fuzz::write_corpus(corpus_dir, frames) ? 0 : 2;
 
   std::vector<size_t> roce;  // mutate mostly RoCEv2 frames: those reach deeper
   for (size_t i = 0; i < frames.size(); ++i) {
