@@ -128,38 +128,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 #include "tests/fuzz/fuzz_util.hpp"
 
 int main(int argc, char** argv) {
-#ifdef UROCE_GOLDEN_DIR
-  std::string golden = UROCE_GOLDEN_DIR;
-#else
-  std::string golden = "../shared/golden";
-#endif
-  size_t mutations = 50000;
-  std::string corpus_dir;
-  std::vector<const char*> inputs;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--golden" && i + 1 < argc) golden = argv[++i];
-    else if (a == "--mutations" && i + 1 < argc) mutations = std::strtoul(argv[++i], nullptr, 10);
-    else if (a == "--write-corpus" && i + 1 < argc) corpus_dir = argv[++i];
-    else if (a == "-h" || a == "--help") {
-      std::printf("usage: %s [--golden DIR] [--mutations N] [--write-corpus DIR] [FILE...]\n", argv[0]);
-      return 0;
-    } else inputs.push_back(argv[i]);
-  }
-  if (!inputs.empty()) {  // reproduce: run the given files (e.g. libFuzzer crash-* files)
-    for (const char* path : inputs) {
-      std::vector<uint8_t> b;
-      if (!fuzz::read_file(path, b)) {
-        std::fprintf(stderr, "fuzz_locate: cannot read %s\n", path);
-        return 2;
-      }
-      LLVMFuzzerTestOneInput(b.data(), b.size());
-    }
-    std::printf("fuzz_locate: %zu files, no failure\n", inputs.size());
+  fuzz::Args args;
+  args.mutations = 50000;
+  if (!fuzz::parse_args(argc, argv, args)) return 0;
+  if (!args.inputs.empty()) {  // reproduce: run the given files (e.g. libFuzzer crash-* files)
+    if (!fuzz::run_files(args.inputs, LLVMFuzzerTestOneInput)) return 2;
+    std::printf("fuzz_locate: %zu files, no failure\n", args.inputs.size());
     return 0;
   }
 
-  std::vector<std::vector<uint8_t>> frames = fuzz::golden_frames(golden);
+  std::vector<std::vector<uint8_t>> frames = fuzz::golden_frames(args.golden);
   const size_t n_golden = frames.size();
   for (const auto* f : {&test::kArpRequestFrame, &test::kArpReplyFrame, &test::kEcho4Frame, &test::kNsFrame,
                         &test::kNaFrame, &test::kEcho6Frame}) {
@@ -169,12 +147,12 @@ int main(int argc, char** argv) {
     tagged[12] = 0x81, tagged[15] = 0x07;
     frames.push_back(tagged);
   }
-  if (!corpus_dir.empty()) return fuzz::write_corpus(corpus_dir, frames) ? 0 : 2;
+  if (!args.corpus_dir.empty()) return fuzz::write_corpus(args.corpus_dir, frames) ? 0 : 2;
 
   for (const auto& f : frames) LLVMFuzzerTestOneInput(f.data(), f.size());
   const size_t golden_roce = g_counts.roce;
-  std::mt19937 rng(1);
-  for (size_t k = 0; k < mutations; ++k) {
+  std::mt19937 rng(args.seed);
+  for (size_t k = 0; k < args.mutations; ++k) {
     // Mostly the control frames (the golden ones reach parse() in fuzz_parse already).
     std::vector<uint8_t> f = rng() % 2 ? frames[n_golden + rng() % (frames.size() - n_golden)] : frames[rng() % n_golden];
     for (int m = 1 + int(rng() % 3); m > 0 && !f.empty(); --m) {
@@ -192,7 +170,7 @@ int main(int argc, char** argv) {
   }
   std::printf("fuzz_locate: %zu frames (%zu golden, %zu RoCE parse), %zu mutations: %zu RoCE, %zu ARP, %zu ICMPv6 "
               "with ND room, %zu delivered, %zu answered, no failure\n",
-              frames.size(), n_golden, golden_roce, mutations, g_counts.roce - golden_roce, g_counts.arp,
+              frames.size(), n_golden, golden_roce, args.mutations, g_counts.roce - golden_roce, g_counts.arp,
               g_counts.icmp6, g_counts.delivered, g_counts.replies);
   return 0;
 }

@@ -158,7 +158,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 namespace {
 
 using uroce::fuzz::golden_frames;
-using uroce::fuzz::read_file;
 
 // Length and checksum fix-ups so that mutants get past the cheap checks and reach build().
 void fix_up(std::vector<uint8_t>& f, std::mt19937& rng) {
@@ -223,39 +222,17 @@ void mutate(std::vector<uint8_t>& f, std::mt19937& rng) {
 }  // namespace
 
 int main(int argc, char** argv) {
-#ifdef UROCE_GOLDEN_DIR
-  std::string golden = UROCE_GOLDEN_DIR;
-#else
-  std::string golden = "../shared/golden";
-#endif
-  size_t mutations = 20000;
-  unsigned seed = 1;
-  std::string corpus_dir;
-  std::vector<const char*> inputs;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--golden" && i + 1 < argc) golden = argv[++i];
-    else if (a == "--mutations" && i + 1 < argc) mutations = std::strtoul(argv[++i], nullptr, 10);
-    else if (a == "--seed" && i + 1 < argc) seed = unsigned(std::strtoul(argv[++i], nullptr, 10));
-    else if (a == "--write-corpus" && i + 1 < argc) corpus_dir = argv[++i];
-    else if (a == "-h" || a == "--help") {
-      std::printf("usage: %s [--golden DIR] [--mutations N] [--seed S] [--write-corpus DIR] [FILE...]\n", argv[0]);
-      return 0;
-    } else inputs.push_back(argv[i]);
-  }
-
-  if (!inputs.empty()) {  // reproduce: run the given files (e.g. libFuzzer crash-* files)
-    for (const char* path : inputs) {
-      std::vector<uint8_t> b;
-      if (!read_file(path, b)) {
-        std::fprintf(stderr, "fuzz_regress: cannot read %s\n", path);
-        return 2;
-      }
-      LLVMFuzzerTestOneInput(b.data(), b.size());
-    }
+  uroce::fuzz::Args args;
+  args.mutations = 20000;
+  if (!uroce::fuzz::parse_args(argc, argv, args)) return 0;
+  const std::string& golden = args.golden;
+  const size_t mutations = args.mutations;
+  const unsigned seed = args.seed;
+  if (!args.inputs.empty()) {  // reproduce: run the given files (e.g. libFuzzer crash-* files)
+    if (!uroce::fuzz::run_files(args.inputs, LLVMFuzzerTestOneInput)) return 2;
     std::printf("fuzz_regress: %zu files, no failure; %zu parse and rebuild (%zu canonicalised: %zu UDP checksum, "
                 "%zu pad, %zu IPv4 0xFFFF)\n",
-                inputs.size(), g_stats.parsed, g_stats.non_canonical, g_stats.udp_checksum, g_stats.pad,
+                args.inputs.size(), g_stats.parsed, g_stats.non_canonical, g_stats.udp_checksum, g_stats.pad,
                 g_stats.ipv4_ffff);
     return 0;
   }
@@ -265,7 +242,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "fuzz_regress: no frames under %s\n", golden.c_str());
     return 2;
   }
-  if (!corpus_dir.empty()) return uroce::fuzz::write_corpus(corpus_dir, frames) ? 0 : 2;
+  if (!args.corpus_dir.empty()) return uroce::fuzz::write_corpus(args.corpus_dir, frames) ? 0 : 2;
 
   std::vector<size_t> roce;  // mutate mostly RoCEv2 frames: those reach deeper
   for (size_t i = 0; i < frames.size(); ++i) {

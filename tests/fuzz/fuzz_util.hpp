@@ -63,4 +63,47 @@ inline bool write_corpus(const std::string& dir, const std::vector<std::vector<u
   return true;
 }
 
+// The options of a regression program: --golden DIR, --mutations N, --seed S,
+// --write-corpus DIR, and files to run instead (e.g. libFuzzer crash-* files).
+struct Args {
+#ifdef UROCE_GOLDEN_DIR
+  std::string golden = UROCE_GOLDEN_DIR;
+#else
+  std::string golden = "../shared/golden";
+#endif
+  size_t mutations = 0;
+  unsigned seed = 1;
+  std::string corpus_dir;
+  std::vector<const char*> inputs;
+};
+
+// Parses the options into `a` (its mutations hold the default). False after -h (usage printed).
+inline bool parse_args(int argc, char** argv, Args& a) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    if (s == "--golden" && i + 1 < argc) a.golden = argv[++i];
+    else if (s == "--mutations" && i + 1 < argc) a.mutations = std::strtoul(argv[++i], nullptr, 10);
+    else if (s == "--seed" && i + 1 < argc) a.seed = unsigned(std::strtoul(argv[++i], nullptr, 10));
+    else if (s == "--write-corpus" && i + 1 < argc) a.corpus_dir = argv[++i];
+    else if (s == "-h" || s == "--help") {
+      std::printf("usage: %s [--golden DIR] [--mutations N] [--seed S] [--write-corpus DIR] [FILE...]\n", argv[0]);
+      return false;
+    } else a.inputs.push_back(argv[i]);
+  }
+  return true;
+}
+
+// Runs every input file through `target`. False (with a message) when one cannot be read.
+inline bool run_files(const std::vector<const char*>& inputs, int (*target)(const uint8_t*, size_t)) {
+  for (const char* path : inputs) {
+    std::vector<uint8_t> b;
+    if (!read_file(path, b)) {
+      std::fprintf(stderr, "cannot read %s\n", path);
+      return false;
+    }
+    target(b.data(), b.size());
+  }
+  return true;
+}
+
 }  // namespace uroce::fuzz

@@ -19,6 +19,38 @@ using namespace uroce::proto::test;
 
 namespace {
 
+// Ethernet and IPv6 headers of an ND message (32 bytes of ICMPv6, hop limit 255) into `buf`.
+void put_nd_headers(std::vector<uint8_t>& buf, const uint8_t* dmac, const uint8_t* smac, const uint8_t* src,
+                    const uint8_t* dst) {
+  EthView<uint8_t> e(buf.data());
+  e.set_dst(dmac);
+  e.set_src(smac);
+  e.set_ethertype(kEtherTypeIpv6);
+  Ipv6View<uint8_t> w6(buf.data() + 14);
+  w6.set_vtf(0, 0);
+  w6.set_payload_len(32);
+  w6.set_next_header(kIpProtoIcmp6);
+  w6.set_hop_limit(kNdHopLimit);
+  w6.set_src(src);
+  w6.set_dst(dst);
+}
+
+// The headers of `frame` up to `l4`, then an echo message written through IcmpView (checksum
+// zero) with the data "uroce!".
+std::vector<uint8_t> echo_from_headers(const std::vector<uint8_t>& frame, size_t l4, uint8_t type, uint16_t id,
+                                       uint16_t seq) {
+  std::vector<uint8_t> buf(frame.begin(), frame.begin() + long(l4));
+  buf.resize(l4 + IcmpView<uint8_t>::kSize + 6);
+  IcmpView<uint8_t> w(buf.data() + l4);
+  w.set_type(type);
+  w.set_code(0);
+  w.set_checksum(0);
+  w.set_identifier(id);
+  w.set_sequence(seq);
+  std::memcpy(buf.data() + l4 + IcmpView<uint8_t>::kSize, "uroce!", 6);
+  return buf;
+}
+
 std::span<const uint8_t> tail(const std::vector<uint8_t>& f, size_t from) { return {f.data() + from, f.size() - from}; }
 
 }  // namespace
@@ -100,16 +132,8 @@ TEST(IcmpView, EchoRequestBothWays) {
   EXPECT_EQ(inet_checksum(kEcho4Frame.data() + 34, 14), 0);   // and so does the ICMP message
 
   // Write the ICMP part again: header fields, data, then the checksum over the zeroed field.
-  std::vector<uint8_t> buf(kEcho4Frame.begin(), kEcho4Frame.begin() + 34);
-  buf.resize(48);
-  IcmpView<uint8_t> w(buf.data() + 34);
-  w.set_type(kIcmpEchoRequest);
-  w.set_code(0);
-  w.set_checksum(0);
-  w.set_identifier(0x1234);
-  w.set_sequence(1);
-  std::memcpy(buf.data() + 42, "uroce!", 6);
-  w.set_checksum(inet_checksum(buf.data() + 34, 14));
+  std::vector<uint8_t> buf = echo_from_headers(kEcho4Frame, 34, kIcmpEchoRequest, 0x1234, 1);
+  IcmpView<uint8_t>(buf.data() + 34).set_checksum(inet_checksum(buf.data() + 34, 14));
   EXPECT_EQ(buf, kEcho4Frame);
 }
 
@@ -139,22 +163,12 @@ TEST(NdView, SolicitationBothWays) {
 
   // The whole frame from its parts: multicast addresses derived from the target.
   std::vector<uint8_t> buf(86);
-  EthView<uint8_t> e(buf.data());
   uint8_t sn[16], mac[6];
   solicited_node(kLlB, sn);
   EXPECT_EQ(0, std::memcmp(sn, kSnB, 16));
   ipv6_multicast_mac(sn, mac);
   EXPECT_TRUE(is_ipv6_multicast_mac(mac));
-  e.set_dst(mac);
-  e.set_src(kMacA);
-  e.set_ethertype(kEtherTypeIpv6);
-  Ipv6View<uint8_t> w6(buf.data() + 14);
-  w6.set_vtf(0, 0);
-  w6.set_payload_len(32);
-  w6.set_next_header(kIpProtoIcmp6);
-  w6.set_hop_limit(kNdHopLimit);
-  w6.set_src(kLlA);
-  w6.set_dst(sn);
+  put_nd_headers(buf, mac, kMacA, kLlA, sn);
   NdView<uint8_t> w(buf.data() + 54);
   w.set_type(kIcmp6NeighbourSolicit);
   w.set_target(kLlB);
@@ -179,17 +193,7 @@ TEST(NdView, AdvertisementBothWays) {
   EXPECT_TRUE(l4_checksum_ok(kLlB, kLlA, kIpProtoIcmp6, kNaFrame.data() + 54, 32));
 
   std::vector<uint8_t> buf(86);
-  EthView<uint8_t> e(buf.data());
-  e.set_dst(kMacA);
-  e.set_src(kMacB);
-  e.set_ethertype(kEtherTypeIpv6);
-  Ipv6View<uint8_t> w6(buf.data() + 14);
-  w6.set_vtf(0, 0);
-  w6.set_payload_len(32);
-  w6.set_next_header(kIpProtoIcmp6);
-  w6.set_hop_limit(kNdHopLimit);
-  w6.set_src(kLlB);
-  w6.set_dst(kLlA);
+  put_nd_headers(buf, kMacA, kMacB, kLlB, kLlA);
   NdView<uint8_t> w(buf.data() + 54);
   w.set_type(kIcmp6NeighbourAdvert);
   w.set_code(0);
@@ -227,14 +231,7 @@ TEST(IcmpView, Icmp6EchoRequestBothWays) {
   EXPECT_EQ(ic.sequence(), 7);
   EXPECT_TRUE(l4_checksum_ok(kLlA, kLlB, kIpProtoIcmp6, kEcho6Frame.data() + 54, 14));
 
-  std::vector<uint8_t> buf(kEcho6Frame.begin(), kEcho6Frame.begin() + 54);
-  buf.resize(68);
-  IcmpView<uint8_t> w(buf.data() + 54);
-  w.set_type(kIcmp6EchoRequest);
-  w.set_code(0);
-  w.set_identifier(0x4321);
-  w.set_sequence(7);
-  std::memcpy(buf.data() + 62, "uroce!", 6);
-  w.set_checksum(l4_checksum(kLlA, kLlB, kIpProtoIcmp6, buf.data() + 54, 14));
+  std::vector<uint8_t> buf = echo_from_headers(kEcho6Frame, 54, kIcmp6EchoRequest, 0x4321, 7);
+  IcmpView<uint8_t>(buf.data() + 54).set_checksum(l4_checksum(kLlA, kLlB, kIpProtoIcmp6, buf.data() + 54, 14));
   EXPECT_EQ(buf, kEcho6Frame);
 }
