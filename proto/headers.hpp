@@ -188,16 +188,26 @@ struct BthView : ViewBase<Byte> {
   void set_psn(uint32_t v) requires kMutable { store_be24(p_ + 9, v); }
 };
 
-// ---- RETH, RDMA Extended Transport Header (16 bytes): VA, R_Key, DMA length -------------------
+// ---- VA and R_Key: the first 12 bytes of both RETH and AtomicETH (IBA 9.3.3, 9.3.4) ----------
 template <typename Byte>
-struct RethView : ViewBase<Byte> {
-  UROCE_VIEW_CTOR(RethView);
-  static constexpr size_t kSize = 16;
+struct VaRkeyView : ViewBase<Byte> {
+  UROCE_VIEW_CTOR(VaRkeyView);
   uint64_t va() const { return load_be64(p_); }
   uint32_t rkey() const { return load_be32(p_ + 8); }
-  uint32_t dma_len() const { return load_be32(p_ + 12); }
   void set_va(uint64_t v) requires kMutable { store_be64(p_, v); }
   void set_rkey(uint32_t v) requires kMutable { store_be32(p_ + 8, v); }
+};
+#define UROCE_VA_RKEY_VIEW(Name) \
+  using VaRkeyView<Byte>::VaRkeyView; \
+  using ViewBase<Byte>::kMutable; \
+  using ViewBase<Byte>::p_
+
+// ---- RETH, RDMA Extended Transport Header (16 bytes): VA, R_Key, DMA length -------------------
+template <typename Byte>
+struct RethView : VaRkeyView<Byte> {
+  UROCE_VA_RKEY_VIEW(RethView);
+  static constexpr size_t kSize = 16;
+  uint32_t dma_len() const { return load_be32(p_ + 12); }
   void set_dma_len(uint32_t v) requires kMutable { store_be32(p_ + 12, v); }
 };
 
@@ -214,15 +224,11 @@ struct AethView : ViewBase<Byte> {
 
 // ---- AtomicETH (28 bytes): VA, R_Key, swap (or add) data, compare data -----------------------
 template <typename Byte>
-struct AtomicEthView : ViewBase<Byte> {
-  UROCE_VIEW_CTOR(AtomicEthView);
+struct AtomicEthView : VaRkeyView<Byte> {
+  UROCE_VA_RKEY_VIEW(AtomicEthView);
   static constexpr size_t kSize = 28;
-  uint64_t va() const { return load_be64(p_); }
-  uint32_t rkey() const { return load_be32(p_ + 8); }
   uint64_t swap_add() const { return load_be64(p_ + 12); }
   uint64_t compare() const { return load_be64(p_ + 20); }
-  void set_va(uint64_t v) requires kMutable { store_be64(p_, v); }
-  void set_rkey(uint32_t v) requires kMutable { store_be32(p_ + 8, v); }
   void set_swap_add(uint64_t v) requires kMutable { store_be64(p_ + 12, v); }
   void set_compare(uint64_t v) requires kMutable { store_be64(p_ + 20, v); }
 };
