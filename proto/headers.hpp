@@ -39,11 +39,13 @@ class ViewBase {
   Byte* p_;
 };
 
-// The constructor and members every view takes from ViewBase (also used by arp.hpp, icmp.hpp).
-#define UROCE_VIEW_CTOR(Name) \
-  using ViewBase<Byte>::ViewBase; \
+// The constructor and members every view takes from ViewBase (also used by arp.hpp, icmp.hpp);
+// UROCE_VIEW_CTOR_FROM for a view built on another view (RETH and AtomicETH on VaRkeyView).
+#define UROCE_VIEW_CTOR_FROM(Base) \
+  using Base<Byte>::Base; \
   using ViewBase<Byte>::kMutable; \
   using ViewBase<Byte>::p_
+#define UROCE_VIEW_CTOR(Name) UROCE_VIEW_CTOR_FROM(ViewBase)
 
 // ---- Ethernet II (14 bytes) --------------------------------------------------------------
 template <typename Byte>
@@ -197,15 +199,11 @@ struct VaRkeyView : ViewBase<Byte> {
   void set_va(uint64_t v) requires kMutable { store_be64(p_, v); }
   void set_rkey(uint32_t v) requires kMutable { store_be32(p_ + 8, v); }
 };
-#define UROCE_VA_RKEY_VIEW(Name) \
-  using VaRkeyView<Byte>::VaRkeyView; \
-  using ViewBase<Byte>::kMutable; \
-  using ViewBase<Byte>::p_
 
 // ---- RETH, RDMA Extended Transport Header (16 bytes): VA, R_Key, DMA length -------------------
 template <typename Byte>
 struct RethView : VaRkeyView<Byte> {
-  UROCE_VA_RKEY_VIEW(RethView);
+  UROCE_VIEW_CTOR_FROM(VaRkeyView);
   static constexpr size_t kSize = 16;
   uint32_t dma_len() const { return load_be32(p_ + 12); }
   void set_dma_len(uint32_t v) requires kMutable { store_be32(p_ + 12, v); }
@@ -225,7 +223,7 @@ struct AethView : ViewBase<Byte> {
 // ---- AtomicETH (28 bytes): VA, R_Key, swap (or add) data, compare data -----------------------
 template <typename Byte>
 struct AtomicEthView : VaRkeyView<Byte> {
-  UROCE_VA_RKEY_VIEW(AtomicEthView);
+  UROCE_VIEW_CTOR_FROM(VaRkeyView);
   static constexpr size_t kSize = 28;
   uint64_t swap_add() const { return load_be64(p_ + 12); }
   uint64_t compare() const { return load_be64(p_ + 20); }
