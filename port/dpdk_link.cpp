@@ -12,57 +12,24 @@
 #include <cstring>
 #include <sstream>
 
-#include "proto/bytes.hpp"
 #include "proto/headers.hpp"
 
 namespace uroce::port {
 
-using proto::load_be16;
-using proto::load_be32;
-using proto::store_be16;
-using proto::store_be32;
-
 namespace {
 
+<<<<<<< HEAD
 constexpr uint16_t kEthArp = 0x0806, kEthIp4 = 0x0800, kEthIp6 = 0x86DD;
 constexpr uint8_t kProtoIcmp = 1, kProtoUdp = 17, kProtoIcmp6 = 58;
 constexpr uint32_t kMinFrame = param::kMinFrame;
 constexpr uint32_t kBurst = param::kLinkBurst;
+=======
+constexpr uint32_t kMinFrame = 60;  // Ethernet minimum without FCS
+>>>>>>> layout-proto
 
 bool eal_started = false;
 
 rte_mbuf* M(void* p) { return static_cast<rte_mbuf*>(p); }
-
-// One's-complement sum (RFC 1071) over bytes, continuing `sum`.
-uint32_t csum_add(uint32_t sum, const uint8_t* p, size_t len) {
-  for (size_t i = 0; i + 1 < len; i += 2) sum += load_be16(p + i);
-  if (len & 1) sum += uint32_t(p[len - 1]) << 8;
-  return sum;
-}
-uint16_t csum_fold(uint32_t sum) {
-  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
-  return uint16_t(~sum);
-}
-
-// ICMPv6 checksum over the pseudo header and the message at f + l3 + 40.
-uint16_t icmp6_checksum(const uint8_t* ip6, const uint8_t* msg, uint32_t len) {
-  uint32_t s = csum_add(0, ip6 + 8, 32);
-  s += len >> 16;
-  s += len & 0xFFFF;
-  s += kProtoIcmp6;
-  return csum_fold(csum_add(s, msg, len));
-}
-
-bool is_broadcast(const uint8_t* m) {
-  return (m[0] & m[1] & m[2] & m[3] & m[4] & m[5]) == 0xFF;
-}
-
-proto::Ip6 v4mapped(const uint8_t ip[4]) {
-  proto::Ip6 g{};
-  g[10] = g[11] = 0xFF;
-  std::memcpy(g.data() + 12, ip, 4);
-  return g;
-}
 
 }  // namespace
 
@@ -171,6 +138,7 @@ bool DpdkLink::setup(std::string& err) {
   std::memcpy(ip4_, cfg_.ip4, 4);
   ip6_ = cfg_.have_ip6 ? cfg_.ip6 : link_local_from_mac(mac_);
   gid_ = cfg_.gid_index == 1 ? v4mapped(ip4_) : ip6_;
+  ctl_.init(mac_, have_ip4_ ? ip4_ : nullptr, ip6_, &ctr_);
 
   if (cfg_.flow_isolate) {
     // Only our traffic comes to DPDK: frames to our MAC, and RoCEv2 to our IPv4 address.
@@ -394,85 +362,33 @@ size_t DpdkLink::recv(engine::PacketBuf* bufs, size_t max) {
   return k;
 }
 
-// Sorts one received frame: RoCEv2 for us goes to out[k++]; ARP, ND and echo requests are
-// answered (the mbuf is reused for the reply); everything else is counted and freed.
+// Sorts one received frame (ControlPlane::sort): RoCEv2 for us goes to out[k++]; ARP, ND and
+// echo requests are answered (the mbuf is reused for the reply); everything else is counted
+// and freed.
 void DpdkLink::classify(void* mp, engine::PacketBuf* out, size_t& k) {
   rte_mbuf* m = M(mp);
-  uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
-  const uint32_t len = m->data_len;
   if (m->nb_segs != 1) {
     ++ctr_.drop_multiseg;
     rte_pktmbuf_free(m);
     return;
   }
-  if (len < 14) {
-    ++ctr_.drop_malformed;
-    rte_pktmbuf_free(m);
+  uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+  const uint32_t len = m->data_len;
+  const Verdict v = ctl_.sort(f, len, uint32_t(m->buf_len - m->data_off));
+  if (v.kind == Verdict::Deliver) {
+    engine::PacketBuf& b = out[k++];
+    b.data = f, b.len = len, b.cap = len, b.handle = m;
     return;
   }
-  const bool to_us = std::memcmp(f, mac_.data(), 6) == 0;
-  const uint16_t et = load_be16(f + 12);
-  bool keep = false;  // true: the mbuf was reused (sent) or handed on
-  if (et == kEthIp4) {
-    if (len < 34 || (f[14] >> 4) != 4 || (f[14] & 0xF) < 5 || len < 14u + (f[14] & 0xF) * 4u) {
-      ++ctr_.drop_malformed;
-    } else if (!to_us) {
-      ++ctr_.drop_not_our_mac;
-    } else if (!have_ip4_ || std::memcmp(f + 30, ip4_, 4) != 0) {
-      ++ctr_.drop_not_our_ip;
-    } else {
-      const uint32_t l4 = 14 + (f[14] & 0xF) * 4u;
-      const uint8_t proto = f[23];
-      if (proto == kProtoUdp) {
-        if (len >= l4 + 8 && load_be16(f + l4 + 2) == proto::kRoceV2Port) {
-          engine::PacketBuf& b = out[k++];
-          b.data = f, b.len = len, b.cap = len, b.handle = m;
-          ++ctr_.rx_roce;
-          return;
-        }
-        ++ctr_.drop_udp_port;
-      } else if (proto == kProtoIcmp) {
-        keep = handle_icmp4(m, f, len, 14);
-      } else {
-        ++ctr_.drop_ip_proto;
-      }
+  if (v.kind == Verdict::Reply) {
+    m->data_len = uint16_t(v.len);
+    m->pkt_len = v.len;
+    if (tx_one(m)) {
+      ++*v.sent;
+      return;
     }
-  } else if (et == kEthIp6) {
-    const bool mcast = f[0] == 0x33 && f[1] == 0x33;
-    if (len < 54 || (f[14] >> 4) != 6) {
-      ++ctr_.drop_malformed;
-    } else if (!to_us && !mcast) {
-      ++ctr_.drop_not_our_mac;
-    } else {
-      const uint8_t nh = f[20];
-      const uint8_t* dst = f + 38;
-      const bool ours = std::memcmp(dst, ip6_.data(), 16) == 0;
-      // Solicited-node multicast ff02::1:ffXX:XXXX for our address.
-      const bool solicited = dst[0] == 0xff && dst[1] == 0x02 && dst[11] == 0x01 && dst[12] == 0xff &&
-                             std::memcmp(dst + 13, ip6_.data() + 13, 3) == 0;
-      if (nh == kProtoUdp && ours && to_us) {
-        if (len >= 62 && load_be16(f + 56) == proto::kRoceV2Port) {
-          engine::PacketBuf& b = out[k++];
-          b.data = f, b.len = len, b.cap = len, b.handle = m;
-          ++ctr_.rx_roce;
-          return;
-        }
-        ++ctr_.drop_udp_port;
-      } else if (nh == kProtoIcmp6 && (ours || solicited || (dst[0] == 0xff && dst[1] == 0x02))) {
-        keep = handle_icmp6(m, f, len, 14);
-      } else if (!ours) {
-        ++ctr_.drop_not_our_ip;
-      } else {
-        ++ctr_.drop_ip_proto;
-      }
-    }
-  } else if (et == kEthArp) {
-    if (!to_us && !is_broadcast(f)) ++ctr_.drop_not_our_mac;
-    else keep = handle_arp(m, f, len);
-  } else {
-    ++ctr_.drop_ethertype;
   }
-  if (!keep) rte_pktmbuf_free(m);
+  rte_pktmbuf_free(m);
 }
 
 bool DpdkLink::tx_one(void* mp) {
@@ -490,228 +406,20 @@ bool DpdkLink::tx_one(void* mp) {
   return false;  // the caller frees it
 }
 
-void DpdkLink::learn(const proto::Ip6& ip, const uint8_t* mac) {
-  for (auto& n : neigh_)
-    if (n.valid && n.ip == ip) {
-      std::memcpy(n.mac.data(), mac, 6);
-      return;
-    }
-  Neighbour& n = neigh_[neigh_next_++ % neigh_.size()];
-  n.ip = ip;
-  std::memcpy(n.mac.data(), mac, 6);
-  n.valid = true;
-}
-
-bool DpdkLink::lookup(const proto::Ip6& ip, proto::Mac& out) const {
-  for (auto& n : neigh_)
-    if (n.valid && n.ip == ip) {
-      out = n.mac;
-      return true;
-    }
-  return false;
-}
-
-// ARP for IPv4 over Ethernet: answer requests for our address, learn from replies (and from
-// requests addressed to us, as the kernel does).
-bool DpdkLink::handle_arp(void* m, uint8_t* f, uint32_t len) {
-  if (len < 42 || load_be16(f + 14) != 1 || load_be16(f + 16) != kEthIp4 || f[18] != 6 || f[19] != 4) {
-    ++ctr_.drop_malformed;
-    return false;
-  }
-  uint8_t* a = f + 14;
-  const uint16_t op = load_be16(a + 6);
-  const uint8_t* sha = a + 8;
-  const uint8_t* spa = a + 14;
-  const uint8_t* tpa = a + 24;
-  const bool for_us = have_ip4_ && std::memcmp(tpa, ip4_, 4) == 0;
-  if (op == 2) {
-    ++ctr_.arp_replies_rcvd;
-    learn(v4mapped(spa), sha);
-    return false;
-  }
-  if (op != 1 || !for_us) {
-    ++ctr_.drop_not_our_ip;
-    return false;
-  }
-  ++ctr_.arp_requests;
-  learn(v4mapped(spa), sha);
-  // Turn the request into the reply in place.
-  uint8_t req_sha[6], req_spa[4];
-  std::memcpy(req_sha, sha, 6);
-  std::memcpy(req_spa, spa, 4);
-  std::memcpy(f, req_sha, 6);
-  std::memcpy(f + 6, mac_.data(), 6);
-  store_be16(a + 6, 2);
-  std::memcpy(a + 8, mac_.data(), 6);
-  std::memcpy(a + 14, ip4_, 4);
-  std::memcpy(a + 18, req_sha, 6);
-  std::memcpy(a + 24, req_spa, 4);
-  rte_mbuf* mb = M(m);
-  mb->data_len = 42;
-  mb->pkt_len = 42;
-  if (!tx_one(m)) return false;
-  ++ctr_.arp_replies_sent;
-  return true;
-}
-
-bool DpdkLink::handle_icmp4(void* m, uint8_t* f, uint32_t len, uint32_t l3) {
-  const uint32_t ihl = (f[l3] & 0xF) * 4u;
-  const uint32_t tot = load_be16(f + l3 + 2);
-  if (tot < ihl + 8 || l3 + tot > len) {
-    ++ctr_.drop_malformed;
-    return false;
-  }
-  uint8_t* ic = f + l3 + ihl;
-  if (ic[0] != 8 || ic[1] != 0) {  // echo request only
-    ++ctr_.drop_ip_proto;
-    return false;
-  }
-  ++ctr_.icmp_echo;
-  uint8_t tmp[6];
-  std::memcpy(tmp, f + 6, 6);
-  std::memcpy(f, tmp, 6);
-  std::memcpy(f + 6, mac_.data(), 6);
-  uint8_t* ip = f + l3;
-  std::memcpy(ip + 16, ip + 12, 4);
-  std::memcpy(ip + 12, ip4_, 4);
-  ip[8] = 64;
-  store_be16(ip + 10, 0);
-  store_be16(ip + 10, proto::inet_checksum(ip, ihl));
-  ic[0] = 0;
-  store_be16(ic + 2, 0);
-  store_be16(ic + 2, csum_fold(csum_add(0, ic, tot - ihl)));
-  rte_mbuf* mb = M(m);
-  mb->data_len = uint16_t(l3 + tot);
-  mb->pkt_len = l3 + tot;
-  if (!tx_one(m)) return false;
-  ++ctr_.icmp_replies_sent;
-  return true;
-}
-
-// ICMPv6: echo request to our address, neighbour solicitation for it, advertisements (learnt).
-bool DpdkLink::handle_icmp6(void* m, uint8_t* f, uint32_t len, uint32_t l3) {
-  uint8_t* ip = f + l3;
-  const uint32_t plen = load_be16(ip + 4);
-  if (plen < 8 || l3 + 40 + plen > len) {
-    ++ctr_.drop_malformed;
-    return false;
-  }
-  uint8_t* ic = ip + 40;
-  const uint8_t type = ic[0];
-  proto::Ip6 src;
-  std::memcpy(src.data(), ip + 8, 16);
-  rte_mbuf* mb = M(m);
-  if (type == 136) {  // neighbour advertisement: target at 8, options from 24
-    if (plen < 24) {
-      ++ctr_.drop_malformed;
-      return false;
-    }
-    ++ctr_.nd_adverts_rcvd;
-    proto::Ip6 target;
-    std::memcpy(target.data(), ic + 8, 16);
-    for (uint32_t o = 24; o + 8 <= plen && ic[o + 1] != 0; o += ic[o + 1] * 8u)
-      if (ic[o] == 2) learn(target, ic + o + 2);  // target link-layer address
-    return false;
-  }
-  if (type == 135) {  // neighbour solicitation
-    if (plen < 24 || std::memcmp(ic + 8, ip6_.data(), 16) != 0) {
-      ++ctr_.drop_not_our_ip;
-      return false;
-    }
-    ++ctr_.nd_solicits;
-    const uint8_t* sll = nullptr;
-    for (uint32_t o = 24; o + 8 <= plen && ic[o + 1] != 0; o += ic[o + 1] * 8u)
-      if (ic[o] == 1) sll = ic + o + 2;
-    uint8_t dst_mac[6];
-    std::memcpy(dst_mac, sll ? sll : f + 6, 6);
-    if (sll) learn(src, sll);
-    // Reply: NA, solicited + override, with our link-layer address; to the solicitor.
-    std::memcpy(f, dst_mac, 6);
-    std::memcpy(f + 6, mac_.data(), 6);
-    std::memcpy(ip + 24, ip + 8, 16);
-    std::memcpy(ip + 8, ip6_.data(), 16);
-    ip[7] = 255;
-    store_be16(ip + 4, 32);
-    ic[0] = 136, ic[1] = 0;
-    store_be32(ic + 4, 0x60000000);
-    std::memcpy(ic + 8, ip6_.data(), 16);
-    ic[24] = 2, ic[25] = 1;
-    std::memcpy(ic + 26, mac_.data(), 6);
-    store_be16(ic + 2, 0);
-    store_be16(ic + 2, icmp6_checksum(ip, ic, 32));
-    mb->data_len = uint16_t(l3 + 40 + 32);
-    mb->pkt_len = mb->data_len;
-    if (!tx_one(m)) return false;
-    ++ctr_.nd_adverts_sent;
-    return true;
-  }
-  if (type == 128 && std::memcmp(ip + 24, ip6_.data(), 16) == 0) {  // echo request to us
-    ++ctr_.icmp_echo;
-    uint8_t tmp[6];
-    std::memcpy(tmp, f + 6, 6);
-    std::memcpy(f, tmp, 6);
-    std::memcpy(f + 6, mac_.data(), 6);
-    std::memcpy(ip + 24, ip + 8, 16);
-    std::memcpy(ip + 8, ip6_.data(), 16);
-    ip[7] = 64;
-    ic[0] = 129;
-    store_be16(ic + 2, 0);
-    store_be16(ic + 2, icmp6_checksum(ip, ic, plen));
-    mb->data_len = uint16_t(l3 + 40 + plen);
-    mb->pkt_len = mb->data_len;
-    if (!tx_one(m)) return false;
-    ++ctr_.icmp_replies_sent;
-    return true;
-  }
-  ++ctr_.drop_ip_proto;
-  return false;
-}
+bool DpdkLink::lookup(const proto::Ip6& ip, proto::Mac& out) const { return ctl_.neighbours().lookup(ip, out); }
 
 void DpdkLink::send_arp_request(const uint8_t ip[4]) {
   rte_mbuf* m = rte_pktmbuf_alloc(static_cast<rte_mempool*>(pool_));
   if (!m) return;
-  uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
-  std::memset(f, 0xFF, 6);
-  std::memcpy(f + 6, mac_.data(), 6);
-  store_be16(f + 12, kEthArp);
-  uint8_t* a = f + 14;
-  store_be16(a, 1);
-  store_be16(a + 2, kEthIp4);
-  a[4] = 6, a[5] = 4;
-  store_be16(a + 6, 1);
-  std::memcpy(a + 8, mac_.data(), 6);
-  std::memcpy(a + 14, ip4_, 4);
-  std::memset(a + 18, 0, 6);
-  std::memcpy(a + 24, ip, 4);
-  m->data_len = 42;
-  m->pkt_len = 42;
+  m->data_len = uint16_t(ctl_.arp_request(rte_pktmbuf_mtod(m, uint8_t*), ip));
+  m->pkt_len = m->data_len;
   if (!tx_one(m)) rte_pktmbuf_free(m);
 }
 
 void DpdkLink::send_neighbour_solicit(const proto::Ip6& t) {
   rte_mbuf* m = rte_pktmbuf_alloc(static_cast<rte_mempool*>(pool_));
   if (!m) return;
-  uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
-  const uint8_t dmac[6] = {0x33, 0x33, 0xff, t[13], t[14], t[15]};
-  std::memcpy(f, dmac, 6);
-  std::memcpy(f + 6, mac_.data(), 6);
-  store_be16(f + 12, kEthIp6);
-  uint8_t* ip = f + 14;
-  store_be32(ip, 6u << 28);
-  store_be16(ip + 4, 32);
-  ip[6] = kProtoIcmp6;
-  ip[7] = 255;
-  std::memcpy(ip + 8, ip6_.data(), 16);
-  const uint8_t sn[16] = {0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, 0xff, t[13], t[14], t[15]};
-  std::memcpy(ip + 24, sn, 16);
-  uint8_t* ic = ip + 40;
-  std::memset(ic, 0, 32);
-  ic[0] = 135;
-  std::memcpy(ic + 8, t.data(), 16);
-  ic[24] = 1, ic[25] = 1;
-  std::memcpy(ic + 26, mac_.data(), 6);
-  store_be16(ic + 2, icmp6_checksum(ip, ic, 32));
-  m->data_len = 14 + 40 + 32;
+  m->data_len = uint16_t(ctl_.neighbour_solicit(rte_pktmbuf_mtod(m, uint8_t*), t));
   m->pkt_len = m->data_len;
   if (!tx_one(m)) rte_pktmbuf_free(m);
 }

@@ -17,6 +17,7 @@
 #include "engine/link.hpp"
 #include "port/clock.hpp"  // TscClock, the Clock that goes with a DpdkLink
 #include "port/config.hpp"
+#include "port/neigh.hpp"
 
 struct rte_mempool;  // DPDK's, declared only
 struct rte_eth_dev_info;
@@ -82,11 +83,7 @@ class DpdkLink : public engine::Link {
   bool setup(std::string& err);
   void set_mtu(const rte_eth_dev_info& info);
   void classify(void* mbuf, engine::PacketBuf* out, size_t& k);
-  bool handle_arp(void* m, uint8_t* f, uint32_t len);
-  bool handle_icmp4(void* m, uint8_t* f, uint32_t len, uint32_t l3);
-  bool handle_icmp6(void* m, uint8_t* f, uint32_t len, uint32_t l3);
   bool tx_one(void* m);
-  void learn(const proto::Ip6& ip, const uint8_t* mac);
   void send_arp_request(const uint8_t ip[4]);
   void send_neighbour_solicit(const proto::Ip6& ip);
 
@@ -101,13 +98,7 @@ class DpdkLink : public engine::Link {
   bool have_ip4_ = false;
   uint8_t ip4_[4] = {};
   LinkCounters ctr_;
-  struct Neighbour {
-    proto::Ip6 ip{};
-    proto::Mac mac{};
-    bool valid = false;
-  };
-  std::array<Neighbour, 16> neigh_{};
-  uint32_t neigh_next_ = 0;
+  ControlPlane ctl_;          // ARP, ND, ICMP and the neighbour cache (port/neigh.hpp)
   std::vector<void*> flows_;  // rte_flow* (flow isolation rules)
   // Frames the port's queue did not take yet, oldest first (a software extension of the tx
   // ring): sent before anything new, so a momentarily full ring does not become a loss.

@@ -22,7 +22,9 @@ inline constexpr uint16_t kEtherTypeArp = 0x0806;
 inline constexpr uint16_t kEtherTypeVlan = 0x8100;
 inline constexpr uint16_t kEtherTypeQinQ = 0x88A8;
 inline constexpr uint16_t kEtherTypeRoceV1 = 0x8915;
+inline constexpr uint8_t kIpProtoIcmp = 1;
 inline constexpr uint8_t kIpProtoUdp = 17;
+inline constexpr uint8_t kIpProtoIcmp6 = 58;
 
 template <typename Byte>
 class ViewBase {
@@ -37,10 +39,13 @@ class ViewBase {
   Byte* p_;
 };
 
-#define UROCE_VIEW_CTOR(Name) \
-  using ViewBase<Byte>::ViewBase; \
+// The constructor and members every view takes from ViewBase (also used by arp.hpp, icmp.hpp);
+// UROCE_VIEW_CTOR_FROM for a view built on another view (RETH and AtomicETH on VaRkeyView).
+#define UROCE_VIEW_CTOR_FROM(Base) \
+  using Base<Byte>::Base; \
   using ViewBase<Byte>::kMutable; \
   using ViewBase<Byte>::p_
+#define UROCE_VIEW_CTOR(Name) UROCE_VIEW_CTOR_FROM(ViewBase)
 
 // ---- Ethernet II (14 bytes) --------------------------------------------------------------
 template <typename Byte>
@@ -103,15 +108,7 @@ struct Ipv4View : ViewBase<Byte> {
   void set_dst(const uint8_t* a) requires kMutable { std::memcpy(p_ + 16, a, 4); }
 };
 
-// Internet checksum (RFC 1071) of a header; returns the value to store (0 = verified when
-// computed over a header that already carries its checksum).
-inline uint16_t inet_checksum(const uint8_t* p, size_t len) {
-  uint32_t sum = 0;
-  for (size_t i = 0; i + 1 < len; i += 2) sum += load_be16(p + i);
-  if (len & 1) sum += uint32_t(p[len - 1]) << 8;
-  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
-  return uint16_t(~sum);
-}
+// The IPv4 header checksum: inet_checksum() in proto/checksum.hpp.
 
 // ---- IPv6 (40 bytes, no extension headers) ---------------------------------------------------
 template <typename Byte>
@@ -193,16 +190,22 @@ struct BthView : ViewBase<Byte> {
   void set_psn(uint32_t v) requires kMutable { store_be24(p_ + 9, v); }
 };
 
-// ---- RETH, RDMA Extended Transport Header (16 bytes): VA, R_Key, DMA length -------------------
+// ---- VA and R_Key: the first 12 bytes of both RETH and AtomicETH (IBA 9.3.3, 9.3.4) ----------
 template <typename Byte>
-struct RethView : ViewBase<Byte> {
-  UROCE_VIEW_CTOR(RethView);
-  static constexpr size_t kSize = 16;
+struct VaRkeyView : ViewBase<Byte> {
+  UROCE_VIEW_CTOR(VaRkeyView);
   uint64_t va() const { return load_be64(p_); }
   uint32_t rkey() const { return load_be32(p_ + 8); }
-  uint32_t dma_len() const { return load_be32(p_ + 12); }
   void set_va(uint64_t v) requires kMutable { store_be64(p_, v); }
   void set_rkey(uint32_t v) requires kMutable { store_be32(p_ + 8, v); }
+};
+
+// ---- RETH, RDMA Extended Transport Header (16 bytes): VA, R_Key, DMA length -------------------
+template <typename Byte>
+struct RethView : VaRkeyView<Byte> {
+  UROCE_VIEW_CTOR_FROM(VaRkeyView);
+  static constexpr size_t kSize = 16;
+  uint32_t dma_len() const { return load_be32(p_ + 12); }
   void set_dma_len(uint32_t v) requires kMutable { store_be32(p_ + 12, v); }
 };
 
@@ -219,15 +222,11 @@ struct AethView : ViewBase<Byte> {
 
 // ---- AtomicETH (28 bytes): VA, R_Key, swap (or add) data, compare data -----------------------
 template <typename Byte>
-struct AtomicEthView : ViewBase<Byte> {
-  UROCE_VIEW_CTOR(AtomicEthView);
+struct AtomicEthView : VaRkeyView<Byte> {
+  UROCE_VIEW_CTOR_FROM(VaRkeyView);
   static constexpr size_t kSize = 28;
-  uint64_t va() const { return load_be64(p_); }
-  uint32_t rkey() const { return load_be32(p_ + 8); }
   uint64_t swap_add() const { return load_be64(p_ + 12); }
   uint64_t compare() const { return load_be64(p_ + 20); }
-  void set_va(uint64_t v) requires kMutable { store_be64(p_, v); }
-  void set_rkey(uint32_t v) requires kMutable { store_be32(p_ + 8, v); }
   void set_swap_add(uint64_t v) requires kMutable { store_be64(p_ + 12, v); }
   void set_compare(uint64_t v) requires kMutable { store_be64(p_ + 20, v); }
 };
@@ -282,8 +281,6 @@ struct CnpView : ViewBase<Byte> {
   const uint8_t* reserved() const { return p_; }
   void set_reserved(const uint8_t* r) requires kMutable { std::memcpy(p_, r, 16); }
 };
-
-#undef UROCE_VIEW_CTOR
 
 inline constexpr size_t kIcrcSize = 4;
 

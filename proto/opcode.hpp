@@ -79,8 +79,7 @@ struct OpcodeInfo {
 namespace detail {
 
 struct OpDef {
-  uint8_t low;  // operation bits 4:0
-  std::string_view suffix;
+  uint8_t low;  // operation bits 4:0 (names: kNames below, the one table of them)
   Operation op;
   Position pos;
   uint8_t exts;
@@ -90,29 +89,29 @@ struct OpDef {
 
 // RC operations (IBA table 38). UC and UD use subsets of the same codes.
 inline constexpr OpDef kOps[] = {
-    {0x00, "SEND_FIRST", Operation::Send, Position::First, 0, true, true},
-    {0x01, "SEND_MIDDLE", Operation::Send, Position::Middle, 0, true, true},
-    {0x02, "SEND_LAST", Operation::Send, Position::Last, 0, true, true},
-    {0x03, "SEND_LAST_WITH_IMMEDIATE", Operation::Send, Position::Last, kImmDt, true, true},
-    {0x04, "SEND_ONLY", Operation::Send, Position::Only, 0, true, true},
-    {0x05, "SEND_ONLY_WITH_IMMEDIATE", Operation::Send, Position::Only, kImmDt, true, true},
-    {0x06, "RDMA_WRITE_FIRST", Operation::Write, Position::First, kReth, true, true},
-    {0x07, "RDMA_WRITE_MIDDLE", Operation::Write, Position::Middle, 0, true, true},
-    {0x08, "RDMA_WRITE_LAST", Operation::Write, Position::Last, 0, true, true},
-    {0x09, "RDMA_WRITE_LAST_WITH_IMMEDIATE", Operation::Write, Position::Last, kImmDt, true, true},
-    {0x0a, "RDMA_WRITE_ONLY", Operation::Write, Position::Only, kReth, true, true},
-    {0x0b, "RDMA_WRITE_ONLY_WITH_IMMEDIATE", Operation::Write, Position::Only, kReth | kImmDt, true, true},
-    {0x0c, "RDMA_READ_REQUEST", Operation::ReadRequest, Position::Only, kReth, false, true},
-    {0x0d, "RDMA_READ_RESPONSE_FIRST", Operation::ReadResponse, Position::First, kAeth, true, false},
-    {0x0e, "RDMA_READ_RESPONSE_MIDDLE", Operation::ReadResponse, Position::Middle, 0, true, false},
-    {0x0f, "RDMA_READ_RESPONSE_LAST", Operation::ReadResponse, Position::Last, kAeth, true, false},
-    {0x10, "RDMA_READ_RESPONSE_ONLY", Operation::ReadResponse, Position::Only, kAeth, true, false},
-    {0x11, "ACKNOWLEDGE", Operation::Ack, Position::None, kAeth, false, false},
-    {0x12, "ATOMIC_ACKNOWLEDGE", Operation::AtomicAck, Position::None, kAeth | kAtomicAckEth, false, false},
-    {0x13, "COMPARE_SWAP", Operation::CmpSwap, Position::Only, kAtomicEth, false, true},
-    {0x14, "FETCH_ADD", Operation::FetchAdd, Position::Only, kAtomicEth, false, true},
-    {0x16, "SEND_LAST_WITH_INVALIDATE", Operation::Send, Position::Last, kIeth, true, true},
-    {0x17, "SEND_ONLY_WITH_INVALIDATE", Operation::Send, Position::Only, kIeth, true, true},
+    {0x00, Operation::Send, Position::First, 0, true, true},
+    {0x01, Operation::Send, Position::Middle, 0, true, true},
+    {0x02, Operation::Send, Position::Last, 0, true, true},
+    {0x03, Operation::Send, Position::Last, kImmDt, true, true},
+    {0x04, Operation::Send, Position::Only, 0, true, true},
+    {0x05, Operation::Send, Position::Only, kImmDt, true, true},
+    {0x06, Operation::Write, Position::First, kReth, true, true},
+    {0x07, Operation::Write, Position::Middle, 0, true, true},
+    {0x08, Operation::Write, Position::Last, 0, true, true},
+    {0x09, Operation::Write, Position::Last, kImmDt, true, true},
+    {0x0a, Operation::Write, Position::Only, kReth, true, true},
+    {0x0b, Operation::Write, Position::Only, kReth | kImmDt, true, true},
+    {0x0c, Operation::ReadRequest, Position::Only, kReth, false, true},
+    {0x0d, Operation::ReadResponse, Position::First, kAeth, true, false},
+    {0x0e, Operation::ReadResponse, Position::Middle, 0, true, false},
+    {0x0f, Operation::ReadResponse, Position::Last, kAeth, true, false},
+    {0x10, Operation::ReadResponse, Position::Only, kAeth, true, false},
+    {0x11, Operation::Ack, Position::None, kAeth, false, false},
+    {0x12, Operation::AtomicAck, Position::None, kAeth | kAtomicAckEth, false, false},
+    {0x13, Operation::CmpSwap, Position::Only, kAtomicEth, false, true},
+    {0x14, Operation::FetchAdd, Position::Only, kAtomicEth, false, true},
+    {0x16, Operation::Send, Position::Last, kIeth, true, true},
+    {0x17, Operation::Send, Position::Only, kIeth, true, true},
 };
 
 // Names are stored, not concatenated at compile time: one literal per valid opcode.
@@ -241,5 +240,15 @@ static_assert(kOpcodes[op::kCmpSwap].ext_bytes() == 28);
 static_assert(kOpcodes[0x64].exts == kDeth && kOpcodes[0x65].exts == (kDeth | kImmDt));
 static_assert(!kOpcodes[0x15].valid && !kOpcodes[0x2c].valid && !kOpcodes[0x40].valid);
 static_assert(kOpcodes[0x81].ext_bytes() == 16);
+// Every valid opcode has its name in kNames, and kNames names no other.
+static_assert([] {
+  size_t valid = 0;
+  for (const OpcodeInfo& o : kOpcodes)
+    if (o.valid) {
+      if (o.name == "UNKNOWN") return false;
+      ++valid;
+    }
+  return valid == std::size(detail::kNames);
+}());
 
 }  // namespace uroce::proto

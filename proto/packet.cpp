@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "proto/checksum.hpp"
 #include "proto/icrc.hpp"
 
 namespace uroce::proto {
@@ -153,40 +154,9 @@ void write_ext(Ext e, uint8_t* p, const Packet& in) {
   }
 }
 
-// One's-complement sum for the UDP checksum (pseudo header + UDP header + data).
-uint32_t sum16(uint32_t sum, const uint8_t* p, size_t len) {
-  for (size_t i = 0; i + 1 < len; i += 2) sum += load_be16(p + i);
-  if (len & 1) sum += uint32_t(p[len - 1]) << 8;
-  return sum;
-}
-
-uint16_t udp_checksum(const Packet& pk, const uint8_t* udp, size_t udp_len) {
-  uint32_t sum = 0;
-  if (pk.ip_version == 4) {
-    sum = sum16(sum, pk.ip_src.data(), 4);
-    sum = sum16(sum, pk.ip_dst.data(), 4);
-  } else {
-    sum = sum16(sum, pk.ip_src.data(), 16);
-    sum = sum16(sum, pk.ip_dst.data(), 16);
-  }
-  sum += kIpProtoUdp;
-  sum += uint32_t(udp_len);
-  sum = sum16(sum, udp, udp_len);
-  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
-  uint16_t c = uint16_t(~sum);
-  return c == 0 ? 0xFFFF : c;
-}
-
-bool udp_checksum_ok(const Packet& pk, const uint8_t* udp, size_t udp_len) {
-  uint32_t sum = 0;
-  const size_t alen = pk.ip_version == 4 ? 4 : 16;
-  sum = sum16(sum, pk.ip_src.data(), alen);
-  sum = sum16(sum, pk.ip_dst.data(), alen);
-  sum += kIpProtoUdp;
-  sum += uint32_t(udp_len);
-  sum = sum16(sum, udp, udp_len);
-  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
-  return sum == 0xFFFF;
+// The UDP checksum's pseudo header addresses: 4 bytes each for IPv4, 16 for IPv6.
+std::span<const uint8_t> ip_addr(const Packet& pk, const Ip6& a) {
+  return {a.data(), pk.ip_version == 4 ? size_t(4) : size_t(16)};
 }
 
 size_t l2_len(const Packet& p) { return EthView<const uint8_t>::kSize + 4u * p.vlan_count; }
@@ -288,7 +258,9 @@ ParseResult parse(std::span<const uint8_t> frame, Packet& out, const ParseOption
   if (udp.length() != end - off) return fail(ParseError::UdpLengthMismatch);
   if (udp.dst_port() != kRoceV2Port) return fail(ParseError::NotRoceV2Port);
   // A nonzero checksum is verified, as the kernel's UDP layer does before rxe sees a frame.
-  if (out.udp_checksum && !udp_checksum_ok(out, base + off, end - off)) return fail(ParseError::BadUdpChecksum);
+  if (out.udp_checksum &&
+      !l4_checksum_ok(ip_addr(out, out.ip_src), ip_addr(out, out.ip_dst), kIpProtoUdp, base + off, end - off))
+    return fail(ParseError::BadUdpChecksum);
   off += UdpView<const uint8_t>::kSize;
 
   // BTH
@@ -427,7 +399,7 @@ BuildResult build(const Packet& p, std::span<uint8_t> out) {
     // The ICRC is part of the UDP payload: compute it first with the checksum masked anyway.
     uint32_t icrc = icrc_compute(l3, size_t(b + off - l3), hlen);
     store_le32(b + off, icrc);
-    udp.set_checksum(udp_checksum(p, udp_p, l3_len - hlen));
+    udp.set_checksum(udp_checksum(ip_addr(p, p.ip_src), ip_addr(p, p.ip_dst), udp_p, l3_len - hlen));
   } else {
     store_le32(b + off, icrc_compute(l3, size_t(b + off - l3), hlen));
   }

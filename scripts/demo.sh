@@ -14,5 +14,5 @@ golden=${UROCE_GOLDEN:-../shared/golden}
 if [ -d "$golden" ]; then
   echo
   echo "== uroce-dissect --bytes $golden/rxe/write_small.pcap (Linux rxe's own frames)"
-  ./build/proto/dissect/uroce-dissect --bytes "$golden/rxe/write_small.pcap"
+  ./build/tools/dissect/uroce-dissect --bytes "$golden/rxe/write_small.pcap"
 fi

@@ -1,18 +1,27 @@
 #!/bin/bash
-# Runs the libFuzzer target for proto::parse() (tests/fuzz/fuzz_parse.cpp) for SECONDS
-# (default 60) and summarises the run: length, executions, executions per second, crashes.
+# Runs a libFuzzer target for SECONDS (default 60) and summarises the run: length, executions,
+# executions per second, crashes. TARGET is parse (default: proto::parse() and build(),
+# tests/fuzz/fuzz_parse.cpp) or locate (proto::locate(), the ARP / ND views and the port's
+# control plane, tests/fuzz/fuzz_locate.cpp).
 #
-#   scripts/fuzz.sh [SECONDS]
+#   scripts/fuzz.sh [SECONDS] [TARGET]
 #
 # Builds outside meson with clang++ -fsanitize=fuzzer,address,undefined into build-fuzz/
-# (override with FUZZ_BUILD=dir), seeds the corpus with every frame of the golden captures
-# (GOLDEN_DIR, default ../shared/golden) and keeps the corpus it grows between runs. A crash
-# leaves build-fuzz/artifacts/crash-*; reproduce it with build-b/tests/fuzz/fuzz_regress FILE.
+# (build-fuzz-locate/ for locate; override with FUZZ_BUILD=dir), seeds the corpus with every
+# frame of the golden captures (GOLDEN_DIR, default ../shared/golden) and keeps the corpus it
+# grows between runs. A crash leaves build-fuzz/artifacts/crash-*; reproduce it with
+# build/tests/fuzz/fuzz_regress FILE (parse) or build/tests/fuzz/fuzz_locate FILE (locate).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SECONDS_TO_RUN=${1:-60}
-BUILD=${FUZZ_BUILD:-build-fuzz}
+TARGET=${2:-parse}
+case "$TARGET" in
+  parse) extra=() ;;
+  locate) extra=(port/neigh.cpp) ;;
+  *) echo "usage: scripts/fuzz.sh [SECONDS] [parse|locate]" >&2; exit 2 ;;
+esac
+BUILD=${FUZZ_BUILD:-build-fuzz$([ "$TARGET" = parse ] || echo "-$TARGET")}
 GOLDEN=${GOLDEN_DIR:-$(cd .. && pwd)/shared/golden}
 CXX=${FUZZ_CXX:-clang++}
 mkdir -p "$BUILD/seed" "$BUILD/corpus" "$BUILD/artifacts"
@@ -21,23 +30,23 @@ isal_flags=()
 if pkg-config --exists libisal; then
   isal_flags=(-DUROCE_HAVE_ISAL $(pkg-config --cflags --libs libisal))
 fi
-srcs=(tests/fuzz/fuzz_parse.cpp proto/icrc.cpp proto/packet.cpp)
+srcs=(tests/fuzz/fuzz_$TARGET.cpp proto/checksum.cpp proto/icrc.cpp proto/locate.cpp proto/packet.cpp "${extra[@]}")
 
-echo "== building $BUILD/fuzz_parse ($CXX -fsanitize=fuzzer,address,undefined)"
+echo "== building $BUILD/fuzz_$TARGET ($CXX -fsanitize=fuzzer,address,undefined)"
 "$CXX" -std=c++20 -O2 -g -Wall -Wextra -Werror -I. \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -DUROCE_LIBFUZZER \
-  "${srcs[@]}" "${isal_flags[@]}" -o "$BUILD/fuzz_parse"
+  "${srcs[@]}" "${isal_flags[@]}" -o "$BUILD/fuzz_$TARGET"
 
 echo "== seeding the corpus from $GOLDEN"
 "$CXX" -std=c++20 -O1 -I. -DUROCE_GOLDEN_DIR="\"$GOLDEN\"" \
-  "${srcs[@]}" proto/dissect/pcapio.cpp "${isal_flags[@]}" $(pkg-config --cflags --libs libpcap) \
+  "${srcs[@]}" tools/pcap/pcapio.cpp "${isal_flags[@]}" $(pkg-config --cflags --libs libpcap) \
   -o "$BUILD/corpus_writer"
 "$BUILD/corpus_writer" --write-corpus "$BUILD/seed"
 
 echo "== fuzzing for ${SECONDS_TO_RUN} s"
 log="$BUILD/fuzz.log"
 set +e
-"$BUILD/fuzz_parse" -max_total_time="$SECONDS_TO_RUN" -print_final_stats=1 \
+"$BUILD/fuzz_$TARGET" -max_total_time="$SECONDS_TO_RUN" -print_final_stats=1 \
   -artifact_prefix="$BUILD/artifacts/" "$BUILD/corpus" "$BUILD/seed" >"$log" 2>&1
 status=$?
 set -e
@@ -54,7 +63,7 @@ crashes=$(find "$BUILD/artifacts" -name 'crash-*' -o -name 'leak-*' -o -name 'ti
 corpus=$(find "$BUILD/corpus" -type f | wc -l)
 
 echo
-echo "fuzz_parse: ${secs:-?} s, ${execs:-?} execs, ${rate:-?} exec/s, ${newu:-?} new units" \
+echo "fuzz_$TARGET: ${secs:-?} s, ${execs:-?} execs, ${rate:-?} exec/s, ${newu:-?} new units" \
   "(corpus now ${corpus} files), peak RSS ${rss:-?} MB, exit status ${status}"
 if [ "$status" -ne 0 ] || [ "$crashes" -ne 0 ]; then
   echo "CRASH: see $log and $BUILD/artifacts/"

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "proto/dissect/pcapio.hpp"
+#include "tools/pcap/pcapio.hpp"
 #include "proto/entropy.hpp"
 #include "tests/support/harness.hpp"
 

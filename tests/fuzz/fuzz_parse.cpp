@@ -22,8 +22,10 @@
 #include <span>
 #include <vector>
 
+#include "proto/checksum.hpp"
 #include "proto/headers.hpp"
 #include "proto/icrc.hpp"
+#include "proto/locate.hpp"
 #include "proto/packet.hpp"
 
 using namespace uroce::proto;
@@ -151,38 +153,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 #include <random>
 #include <string>
 
-#include "proto/dissect/pcapio.hpp"
+#include "tests/fuzz/fuzz_util.hpp"
 
 namespace {
 
-namespace fs = std::filesystem;
-
-std::vector<std::vector<uint8_t>> golden_frames(const std::string& dir) {
-  std::vector<fs::path> files;
-  for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file() && (e.path().extension() == ".pcap" || e.path().extension() == ".pcapng"))
-      files.push_back(e.path());
-  std::sort(files.begin(), files.end());
-  std::vector<std::vector<uint8_t>> frames;
-  for (const auto& f : files) {
-    uroce::pcapio::Capture cap;
-    std::string err;
-    if (!uroce::pcapio::read_file(f, cap, err)) {
-      std::fprintf(stderr, "fuzz_regress: %s: %s\n", f.c_str(), err.c_str());
-      std::exit(2);
-    }
-    for (auto& fr : cap.frames) frames.push_back(std::move(fr.bytes));
-  }
-  return frames;
-}
+using uroce::fuzz::golden_frames;
 
 // Length and checksum fix-ups so that mutants get past the cheap checks and reach build().
 void fix_up(std::vector<uint8_t>& f, std::mt19937& rng) {
-  if (f.size() < 14) return;
-  size_t l3 = 12;
-  while (l3 + 2 <= f.size() && (load_be16(&f[l3]) == kEtherTypeVlan || load_be16(&f[l3]) == kEtherTypeQinQ)) l3 += 4;
-  l3 += 2;
-  if (l3 >= f.size()) return;
+  const size_t l3 = locate(f).l3;
+  if (l3 == 0 || l3 >= f.size()) return;
   const bool v4 = (f[l3] >> 4) == 4;
   const size_t hl = v4 ? size_t(f[l3] & 0x0F) * 4 : 40;
   if (hl < 20 || f.size() < l3 + hl + 8 + 12 + 4) return;
@@ -239,52 +219,20 @@ void mutate(std::vector<uint8_t>& f, std::mt19937& rng) {
   if (rng() % 3 != 0) fix_up(f, rng);
 }
 
-bool read_file(const char* path, std::vector<uint8_t>& out) {
-  FILE* fp = std::fopen(path, "rb");
-  if (!fp) return false;
-  uint8_t buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, fp)) > 0) out.insert(out.end(), buf, buf + n);
-  std::fclose(fp);
-  return true;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-#ifdef UROCE_GOLDEN_DIR
-  std::string golden = UROCE_GOLDEN_DIR;
-#else
-  std::string golden = "../shared/golden";
-#endif
-  size_t mutations = 20000;
-  unsigned seed = 1;
-  std::string corpus_dir;
-  std::vector<const char*> inputs;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--golden" && i + 1 < argc) golden = argv[++i];
-    else if (a == "--mutations" && i + 1 < argc) mutations = std::strtoul(argv[++i], nullptr, 10);
-    else if (a == "--seed" && i + 1 < argc) seed = unsigned(std::strtoul(argv[++i], nullptr, 10));
-    else if (a == "--write-corpus" && i + 1 < argc) corpus_dir = argv[++i];
-    else if (a == "-h" || a == "--help") {
-      std::printf("usage: %s [--golden DIR] [--mutations N] [--seed S] [--write-corpus DIR] [FILE...]\n", argv[0]);
-      return 0;
-    } else inputs.push_back(argv[i]);
-  }
-
-  if (!inputs.empty()) {  // reproduce: run the given files (e.g. libFuzzer crash-* files)
-    for (const char* path : inputs) {
-      std::vector<uint8_t> b;
-      if (!read_file(path, b)) {
-        std::fprintf(stderr, "fuzz_regress: cannot read %s\n", path);
-        return 2;
-      }
-      LLVMFuzzerTestOneInput(b.data(), b.size());
-    }
+  uroce::fuzz::Args args;
+  args.mutations = 20000;
+  if (!uroce::fuzz::parse_args(argc, argv, args)) return 0;
+  const std::string& golden = args.golden;
+  const size_t mutations = args.mutations;
+  const unsigned seed = args.seed;
+  if (!args.inputs.empty()) {  // reproduce: run the given files (e.g. libFuzzer crash-* files)
+    if (!uroce::fuzz::run_files(args.inputs, LLVMFuzzerTestOneInput)) return 2;
     std::printf("fuzz_regress: %zu files, no failure; %zu parse and rebuild (%zu canonicalised: %zu UDP checksum, "
                 "%zu pad, %zu IPv4 0xFFFF)\n",
-                inputs.size(), g_stats.parsed, g_stats.non_canonical, g_stats.udp_checksum, g_stats.pad,
+                args.inputs.size(), g_stats.parsed, g_stats.non_canonical, g_stats.udp_checksum, g_stats.pad,
                 g_stats.ipv4_ffff);
     return 0;
   }
@@ -294,22 +242,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "fuzz_regress: no frames under %s\n", golden.c_str());
     return 2;
   }
-  if (!corpus_dir.empty()) {
-    fs::create_directories(corpus_dir);
-    size_t k = 0;
-    for (const auto& f : frames) {
-      char name[64];
-      std::snprintf(name, sizeof name, "/golden-%05zu", k++);
-      FILE* fp = std::fopen((corpus_dir + name).c_str(), "wb");
-      if (!fp || std::fwrite(f.data(), 1, f.size(), fp) != f.size()) {
-        std::fprintf(stderr, "fuzz_regress: cannot write %s%s\n", corpus_dir.c_str(), name);
-        return 2;
-      }
-      std::fclose(fp);
-    }
-    std::printf("wrote %zu golden frames to %s\n", k, corpus_dir.c_str());
-    return 0;
-  }
+  if (!args.corpus_dir.empty()) return uroce::fuzz::write_corpus(args.corpus_dir, frames) ? 0 : 2;
 
   std::vector<size_t> roce;  // mutate mostly RoCEv2 frames: those reach deeper
   for (size_t i = 0; i < frames.size(); ++i) {

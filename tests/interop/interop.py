@@ -123,7 +123,7 @@ class Runner:
     def __init__(self, build, lib):
         self.build = build
         self.lib = lib
-        self.dissect = os.path.join(build, "proto", "dissect", "uroce-dissect")
+        self.dissect = os.path.join(build, "tools", "dissect", "uroce-dissect")
         self.rows = []
         self.retried = []
         self.counters = []  # (mtu, loss, {rxe0 hw counter: increase}) per block of runs
@@ -296,7 +296,7 @@ def main():
     ap.add_argument("--verbose", action="store_true", help="print both sides' whole output")
     a = ap.parse_args()
     lib = os.path.join(a.build, "verbs_shim", "liburoce-verbs.so")
-    for f in (lib, os.path.join(a.build, "proto", "dissect", "uroce-dissect")):
+    for f in (lib, os.path.join(a.build, "tools", "dissect", "uroce-dissect")):
         if not os.path.exists(f):
             print(f"interop: {f} is missing (build first)", file=sys.stderr)
             return 1

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "proto/aeth.hpp"
-#include "proto/dissect/pcapio.hpp"
+#include "tools/pcap/pcapio.hpp"
 #include "proto/opcode.hpp"
 #include "proto/packet.hpp"
 

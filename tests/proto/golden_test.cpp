@@ -5,8 +5,9 @@
 #include <filesystem>
 #include <map>
 
-#include "proto/dissect/pcapio.hpp"
+#include "tools/pcap/pcapio.hpp"
 #include "proto/headers.hpp"
+#include "proto/locate.hpp"
 #include "proto/packet.hpp"
 
 #ifndef UROCE_GOLDEN_DIR
@@ -17,26 +18,6 @@ namespace fs = std::filesystem;
 using namespace uroce::proto;
 
 namespace {
-
-// A frame is a RoCE candidate if it is RoCEv1 by ethertype or UDP to port 4791.
-enum class Kind { Other, RoceV2, RoceV1 };
-
-Kind classify(const std::vector<uint8_t>& f) {
-  if (f.size() < 14) return Kind::Other;
-  size_t off = 12;
-  uint16_t type = load_be16(f.data() + off);
-  while ((type == kEtherTypeVlan || type == kEtherTypeQinQ) && off + 6 <= f.size()) {
-    off += 4;
-    type = load_be16(f.data() + off);
-  }
-  off += 2;
-  if (type == kEtherTypeRoceV1) return Kind::RoceV1;
-  size_t udp = 0;
-  if (type == kEtherTypeIpv4 && off + 20 <= f.size() && f[off + 9] == 17) udp = off + (f[off] & 0x0F) * 4u;
-  else if (type == kEtherTypeIpv6 && off + 40 <= f.size() && f[off + 6] == 17) udp = off + 40;
-  if (udp && udp + 4 <= f.size() && load_be16(f.data() + udp + 2) == kRoceV2Port) return Kind::RoceV2;
-  return Kind::Other;
-}
 
 std::vector<fs::path> golden_files() {
   std::vector<fs::path> out;
@@ -61,11 +42,12 @@ TEST(Golden, EveryPacketParsesVerifiesAndRebuildsByteForByte) {
     for (size_t i = 0; i < cap.frames.size(); ++i) {
       const auto& f = cap.frames[i].bytes;
       ASSERT_EQ(f.size(), cap.frames[i].orig_len) << path << " frame " << i << " was snapped";
-      Kind k = classify(f);
-      if (k == Kind::Other) continue;
+      // A RoCE candidate: RoCEv1 by ethertype, or UDP to port 4791.
+      const Located where = locate(f);
+      if (!where.roce_v1() && !where.roce_v2()) continue;
       Packet p;
       ParseResult r = parse(f, p);
-      if (k == Kind::RoceV1) {
+      if (where.roce_v1()) {
         EXPECT_EQ(r.error, ParseError::RoceV1) << path << " frame " << i;
         ++v1;
         continue;

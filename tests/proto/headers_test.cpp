@@ -6,6 +6,7 @@
 #include <array>
 #include <vector>
 
+#include "proto/checksum.hpp"
 #include "proto/headers.hpp"
 #include "proto/packet.hpp"
 #include "tests/proto/test_util.hpp"

@@ -6,8 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "proto/checksum.hpp"
 #include "proto/headers.hpp"
 #include "proto/icrc.hpp"
+#include "proto/locate.hpp"
 #include "proto/packet.hpp"
 
 namespace uroce::proto::test {
@@ -80,12 +82,7 @@ inline std::vector<uint8_t> build_frame(const Packet& p) {
 }
 
 // Offset of the IP header: 14 + 4 per VLAN tag.
-inline size_t l3_offset(const std::vector<uint8_t>& f) {
-  size_t off = 12;
-  while (off + 2 <= f.size() && (load_be16(f.data() + off) == kEtherTypeVlan || load_be16(f.data() + off) == kEtherTypeQinQ))
-    off += 4;
-  return off + 2;
-}
+inline size_t l3_offset(const std::vector<uint8_t>& f) { return locate(f).l3; }
 
 inline size_t ip_header_len_at(const std::vector<uint8_t>& f, size_t l3) {
   return (f[l3] >> 4) == 4 ? size_t(f[l3] & 0x0F) * 4 : 40;

@@ -30,8 +30,9 @@
 #include <vector>
 
 #include "proto/aeth.hpp"
-#include "proto/dissect/pcapio.hpp"
+#include "tools/pcap/pcapio.hpp"
 #include "proto/headers.hpp"
+#include "proto/locate.hpp"
 #include "proto/opcode.hpp"
 #include "proto/packet.hpp"
 
@@ -78,47 +79,6 @@ bool parse_number(const char* s, uint32_t& out) {
   return true;
 }
 
-// ---- where the headers are ---------------------------------------------------------------
-
-enum class Kind { Other, RoceV2, RoceV1 };
-
-struct Offsets {
-  Kind kind = Kind::Other;
-  size_t l3 = 0;   // IP header (or GRH for RoCE v1)
-  size_t udp = 0;  // UDP header (RoCEv2)
-};
-
-// Classifies a frame by its bytes alone: a RoCE candidate has ethertype 0x8915, or is IPv4/IPv6
-// with UDP destination port 4791. Everything parse() would reject is still a candidate here.
-Offsets classify(std::span<const uint8_t> f) {
-  Offsets o;
-  if (f.size() < 14) return o;
-  size_t off = 12;
-  uint16_t type = load_be16(f.data() + off);
-  int tags = 0;
-  while ((type == kEtherTypeVlan || type == kEtherTypeQinQ) && tags < 2 && off + 6 <= f.size()) {
-    off += 4;
-    ++tags;
-    type = load_be16(f.data() + off);
-  }
-  off += 2;
-  o.l3 = off;
-  if (type == kEtherTypeRoceV1) {
-    o.kind = Kind::RoceV1;
-    return o;
-  }
-  size_t udp = 0;
-  if (type == kEtherTypeIpv4 && off + 20 <= f.size() && f[off + 9] == kIpProtoUdp && (f[off] & 0x0F) >= 5)
-    udp = off + (f[off] & 0x0Fu) * 4;
-  else if (type == kEtherTypeIpv6 && off + 40 <= f.size() && f[off + 6] == kIpProtoUdp)
-    udp = off + 40;
-  if (udp && udp + 4 <= f.size() && load_be16(f.data() + udp + 2) == kRoceV2Port) {
-    o.kind = Kind::RoceV2;
-    o.udp = udp;
-  }
-  return o;
-}
-
 // ---- formatting helpers ------------------------------------------------------------------
 
 std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
@@ -131,12 +91,16 @@ std::string fmt(const char* f, ...) {
   return buf;
 }
 
-std::string ip_str(std::span<const uint8_t> f, size_t l3, bool src) {
+// Source or destination address of the IP header locate() found.
+std::string ip_str(std::span<const uint8_t> f, const Located& at, bool src) {
   char buf[INET6_ADDRSTRLEN] = "?";
-  if ((f[l3] >> 4) == 4 && l3 + 20 <= f.size())
-    inet_ntop(AF_INET, f.data() + l3 + (src ? 12 : 16), buf, sizeof buf);
-  else if ((f[l3] >> 4) == 6 && l3 + 40 <= f.size())
-    inet_ntop(AF_INET6, f.data() + l3 + (src ? 8 : 24), buf, sizeof buf);
+  if (at.ip_version == 4) {
+    Ipv4View<const uint8_t> ip(f.data() + at.l3);
+    inet_ntop(AF_INET, src ? ip.src() : ip.dst(), buf, sizeof buf);
+  } else if (at.ip_version == 6) {
+    Ipv6View<const uint8_t> ip(f.data() + at.l3);
+    inet_ntop(AF_INET6, src ? ip.src() : ip.dst(), buf, sizeof buf);
+  }
   return buf;
 }
 
@@ -212,12 +176,12 @@ std::string flags(const Packet& p) {
   return s;
 }
 
-std::string line_prefix(size_t index, double t, std::span<const uint8_t> f, const Offsets& o) {
+std::string line_prefix(size_t index, double t, std::span<const uint8_t> f, const Located& o) {
   std::string s = fmt("%5zu %10.6f  ", index, t);
-  if (o.kind == Kind::RoceV2) {
-    s += ip_str(f, o.l3, true) + " > " + ip_str(f, o.l3, false);
-    if (o.udp + 2 <= f.size()) s += fmt(" sport %u", load_be16(f.data() + o.udp));
-    if (o.l3 > 14) s += fmt(" vlan %u", load_be16(f.data() + 14) & 0x0FFFu);  // outer tag's VLAN ID
+  if (o.roce_v2()) {
+    s += ip_str(f, o, true) + " > " + ip_str(f, o, false);
+    s += fmt(" sport %u", o.udp_sport);
+    if (o.vlan_count) s += fmt(" vlan %u", o.outer_tci & 0x0FFFu);  // outer tag's VLAN ID
   } else if (f.size() >= o.l3 + 40) {
     // RoCE v1: the GRH (IPv6 layout) carries the source and destination GIDs.
     char a[INET6_ADDRSTRLEN], b[INET6_ADDRSTRLEN];
@@ -267,16 +231,15 @@ std::string named(const char* name, const std::string& value) { return fmt("%-11
 
 // Prints the layout of the BTH and the extension headers its opcode names, read from the
 // frame bytes, then payload, pad and ICRC, as far as the frame holds them.
-void print_layout(std::span<const uint8_t> f, const Offsets& o, const std::string& icrc_verdict) {
-  if (o.kind != Kind::RoceV2) return;
-  const bool v6 = (f[o.l3] >> 4) == 6;
-  const size_t ip_len = v6 ? 40 : size_t(f[o.l3] & 0x0F) * 4;
-  const size_t tags = (o.l3 - 14) / 4;
+void print_layout(std::span<const uint8_t> f, const Located& o, const std::string& icrc_verdict) {
+  if (!o.roce_v2()) return;
+  const bool v6 = o.ip_version == 6;
+  const size_t tags = o.vlan_count;
   std::printf("  %04x  Ethernet 14 bytes%s, %04zx %s %zu bytes, %04zx UDP 8 bytes\n", 0u,
-              tags == 0 ? "" : tags == 1 ? " + VLAN tag 4" : " + 2 VLAN tags 8", o.l3, v6 ? "IPv6" : "IPv4", ip_len,
-              o.udp);
+              tags == 0 ? "" : tags == 1 ? " + VLAN tag 4" : " + 2 VLAN tags 8", o.l3, v6 ? "IPv6" : "IPv4",
+              o.ip_header_len, o.l4);
   Layout L(f);
-  const size_t b = o.udp + 8;
+  const size_t b = o.bth;
   const uint8_t* d = f.data();
   // End of the IP packet by its length field (bytes after it are Ethernet padding), clamped to the frame.
   size_t ip_end = f.size();
@@ -459,11 +422,12 @@ int main(int argc, char** argv) {
       conv.insert(conv.end(), f.begin() + long(cooked_hdr), f.end());
       f = conv;
     }
-    const Offsets o = classify(f);
-    if (o.kind == Kind::Other) continue;
+    // A RoCE frame: ethertype 0x8915 (RoCE v1), or UDP to port 4791 whatever parse() says.
+    const Located o = locate(f);
+    if (!o.roce_v1() && !o.roce_v2()) continue;
     const std::string prefix = line_prefix(i + 1, fr.time - t0, f, o);
 
-    if (o.kind == Kind::RoceV1) {
+    if (o.roce_v1()) {
       if (opt.have_qp) continue;  // the QP of a RoCE v1 frame is not decoded
       ++n_roce;
       ++n_v1;
@@ -474,7 +438,7 @@ int main(int argc, char** argv) {
     Packet p;
     const ParseResult r = parse(f, p);
     // The BTH is in the frame if parse() got that far; for earlier errors read what is there.
-    const size_t b = o.udp + 8;
+    const size_t b = o.bth;
     const bool bth_present = b + 12 <= f.size();
     const uint32_t qp = bth_present ? load_be24(f.data() + b + 5) : 0;
     if (opt.have_qp && (!bth_present || qp != opt.qp)) continue;

@@ -1,4 +1,4 @@
-#include "proto/dissect/pcapio.hpp"
+#include "tools/pcap/pcapio.hpp"
 
 #include <pcap/pcap.h>
 

@@ -1,0 +1,79 @@
+// The control plane of one endpoint, on frame bytes only (no DPDK): sorting received frames
+// (RoCEv2 for us, ARP, ICMP, ICMPv6, the rest), answering ARP requests and IPv6 neighbour
+// solicitations for our address and ICMP / ICMPv6 echo requests in place, a small neighbour
+// cache filled from ARP and ND, and the ARP request / neighbour solicitation frames that ask
+// for a peer's MAC. DpdkLink (dpdk_link.hpp) owns one and moves the mbufs.
+//
+// Headers are found with proto::locate() (so VLAN-tagged frames are handled like untagged
+// ones; an answer keeps the request's tags) and read and written through proto's views.
+#pragma once
+#include <array>
+#include <cstdint>
+
+#include "proto/packet.hpp"
+
+namespace uroce::port {
+
+struct LinkCounters;  // dpdk_link.hpp
+
+// The IPv4-mapped IPv6 address ::ffff:a.b.c.d (how the cache and the GIDs hold IPv4 addresses).
+proto::Ip6 v4mapped(const uint8_t ip[4]);
+
+// The MACs of up to 16 neighbours by address (IPv4 as v4-mapped IPv6), oldest replaced first.
+class Neighbours {
+ public:
+  void learn(const proto::Ip6& ip, const uint8_t* mac);
+  bool lookup(const proto::Ip6& ip, proto::Mac& out) const;
+
+ private:
+  struct Entry {
+    proto::Ip6 ip{};
+    proto::Mac mac{};
+    bool valid = false;
+  };
+  std::array<Entry, 16> entries_{};
+  uint32_t next_ = 0;
+};
+
+// What to do with a received frame.
+struct Verdict {
+  enum Kind : uint8_t { Drop, Deliver, Reply };
+  Kind kind = Drop;
+  uint32_t len = 0;           // Reply: the answer's length, written over the frame
+  uint64_t* sent = nullptr;   // Reply: the counter to bump once the answer is sent
+};
+
+class ControlPlane {
+ public:
+  // Our addresses (ip4 nullptr: no IPv4 address) and the counters sort() updates.
+  void init(const proto::Mac& mac, const uint8_t* ip4, const proto::Ip6& ip6, LinkCounters* ctr);
+
+  // Sorts one received frame of `len` bytes in a buffer of `cap` bytes: RoCEv2 to our MAC and
+  // IP is Deliver; ARP, ND and echo requests for us are answered over the frame (Reply);
+  // everything else is counted and Drop. Replies and advertisements are learnt.
+  Verdict sort(uint8_t* f, uint32_t len, uint32_t cap);
+
+  // Writes an ARP request for `ip` / a neighbour solicitation for `target` at `f` (room for 86
+  // bytes) and returns its length.
+  uint32_t arp_request(uint8_t* f, const uint8_t ip[4]) const;
+  uint32_t neighbour_solicit(uint8_t* f, const proto::Ip6& target) const;
+
+  Neighbours& neighbours() { return neigh_; }
+  const Neighbours& neighbours() const { return neigh_; }
+
+ private:
+  Verdict on_arp(uint8_t* f, uint32_t len, size_t l3);
+  Verdict on_icmp4(uint8_t* f, uint32_t len, size_t l3);
+  Verdict on_icmp6(uint8_t* f, uint32_t len, uint32_t cap, size_t l3);
+  // The Ethernet header of an answer: to `dst`, from us (VLAN tags stay as they were).
+  void answer_to(uint8_t* f, const uint8_t* dst) const;
+
+  proto::Mac mac_{};
+  bool have_ip4_ = false;
+  uint8_t ip4_[4] = {};
+  proto::Ip6 ip6_{};
+  LinkCounters* ctr_ = nullptr;
+  Neighbours neigh_;
+};
+
+}  // namespace uroce::port

@@ -1,0 +1,35 @@
+#include "proto/checksum.hpp"
+
+namespace uroce::proto {
+
+OnesSum& OnesSum::add(const uint8_t* p, size_t len) {
+  size_t i = 0;
+  if (odd_ && len > 0) {
+    sum_ += p[0];  // the low half of the word the previous piece began
+    i = 1;
+    odd_ = false;
+  }
+  for (; i + 1 < len; i += 2) sum_ += uint32_t(p[i]) << 8 | p[i + 1];
+  if (i < len) {
+    sum_ += uint32_t(p[i]) << 8;
+    odd_ = true;
+  }
+  return *this;
+}
+
+uint16_t OnesSum::folded() const {
+  uint64_t s = sum_;
+  while (s >> 16) s = (s & 0xFFFF) + (s >> 16);
+  return uint16_t(s);
+}
+
+OnesSum pseudo_header(std::span<const uint8_t> src, std::span<const uint8_t> dst, uint8_t protocol,
+                      uint32_t upper_len) {
+  // IPv4: src, dst, zero, protocol, 16-bit length. IPv6: src, dst, 32-bit length, three zero
+  // bytes, next header. Both sum to the same words when the length fits in 16 bits.
+  OnesSum s;
+  s.add(src).add(dst).add32(upper_len).add16(protocol);
+  return s;
+}
+
+}  // namespace uroce::proto
