@@ -18,14 +18,8 @@ namespace uroce::port {
 
 namespace {
 
-<<<<<<< HEAD
-constexpr uint16_t kEthArp = 0x0806, kEthIp4 = 0x0800, kEthIp6 = 0x86DD;
-constexpr uint8_t kProtoIcmp = 1, kProtoUdp = 17, kProtoIcmp6 = 58;
 constexpr uint32_t kMinFrame = param::kMinFrame;
 constexpr uint32_t kBurst = param::kLinkBurst;
-=======
-constexpr uint32_t kMinFrame = 60;  // Ethernet minimum without FCS
->>>>>>> layout-proto
 
 bool eal_started = false;
 
