@@ -429,13 +429,13 @@ bool DpdkLink::resolve(const proto::Ip6& gid, proto::Mac& out, const std::functi
     if (rte_get_tsc_cycles() >= next_ask) {
       if (v4) send_arp_request(gid.data() + 12);
       else send_neighbour_solicit(gid);
-      next_ask = rte_get_tsc_cycles() + hz / 5;
+      next_ask = rte_get_tsc_cycles() + hz / 1000 * param::kArpRetryMs;
     }
     if (pump) {
       pump();
     } else {
-      engine::PacketBuf b[32];
-      size_t n = recv(b, 32);
+      engine::PacketBuf b[param::kRxBurst];
+      size_t n = recv(b, param::kRxBurst);
       for (size_t i = 0; i < n; ++i) release(b[i]);
     }
     if (lookup(gid, out)) return true;

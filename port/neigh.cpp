@@ -176,7 +176,7 @@ Verdict ControlPlane::on_icmp4(uint8_t* f, uint32_t len, size_t l3) {
   answer_to(f, EthView<const uint8_t>(f).src());
   ip.set_dst(ip.src());
   ip.set_src(ip4_);
-  ip.set_ttl(64);
+  ip.set_ttl(param::kControlTtl);
   ip.set_checksum(0);
   ip.set_checksum(inet_checksum(ip.data(), ihl));
   ic.set_type(kIcmpEchoReply);
@@ -249,7 +249,7 @@ Verdict ControlPlane::on_icmp6(uint8_t* f, uint32_t len, uint32_t cap, size_t l3
     answer_to(f, EthView<const uint8_t>(f).src());
     ip.set_dst(src.data());
     ip.set_src(ip6_.data());
-    ip.set_hop_limit(64);
+    ip.set_hop_limit(param::kControlTtl);
     IcmpView<uint8_t> echo(ic);
     echo.set_type(kIcmp6EchoReply);
     echo.set_checksum(0);

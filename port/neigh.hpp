@@ -10,6 +10,8 @@
 #include <array>
 #include <cstdint>
 
+#include "engine/param.hpp"
+
 #include "proto/packet.hpp"
 
 namespace uroce::port {
@@ -31,7 +33,7 @@ class Neighbours {
     proto::Mac mac{};
     bool valid = false;
   };
-  std::array<Entry, 16> entries_{};
+  std::array<Entry, param::kNeighbours> entries_{};
   uint32_t next_ = 0;
 };
 
