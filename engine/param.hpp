@@ -49,6 +49,9 @@ inline constexpr uint32_t kArpTimeoutMs = 3000;      // bound on ARP/ND resoluti
 inline constexpr uint32_t kArpRetryMs = 200;         // ARP request / neighbour solicitation re-sent
 inline constexpr uint32_t kNeighbours = 16;          // neighbour cache entries (ARP and ND)
 inline constexpr uint8_t kControlTtl = 64;           // TTL / hop limit of ICMP echo replies
+inline constexpr uint64_t kNeighbourTtlMs = 30'000;  // a neighbour entry is trusted this long (the kernel's
+                                                     // base_reachable_time), then resolved again
+inline constexpr uint64_t kNeighbourPendingMs = 3'000;  // an answer this late to our request creates nothing
 inline constexpr uint32_t kLinkWaitMs = 20000;       // bound on waiting for the link (memif: the peer)
 inline constexpr uint32_t kLinkCheckMs = 10;         // looks at the link status while waiting
 inline constexpr uint32_t kTxBacklog = 4096;         // frames the tx ring did not take, kept in order

@@ -348,6 +348,7 @@ size_t DpdkLink::recv(engine::PacketBuf* bufs, size_t max) {
   size_t k = 0;
   if (bl_n_) drain_backlog();
   const uint16_t n = rte_eth_rx_burst(port_, 0, ms, uint16_t(std::min<size_t>(max, kBurst)));
+  if (n) ctl_.set_time_ms(now_ms());  // the neighbour cache's clock
   for (uint16_t i = 0; i < n; ++i) {
     if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(ms[i + 1], void*));
     classify(ms[i], bufs, k);
@@ -359,6 +360,8 @@ size_t DpdkLink::recv(engine::PacketBuf* bufs, size_t max) {
 // Sorts one received frame (ControlPlane::sort): RoCEv2 for us goes to out[k++]; ARP, ND and
 // echo requests are answered (the mbuf is reused for the reply); everything else is counted
 // and freed.
+uint64_t DpdkLink::now_ms() const { return rte_get_tsc_cycles() / (rte_get_tsc_hz() / 1000); }
+
 void DpdkLink::classify(void* mp, engine::PacketBuf* out, size_t& k) {
   rte_mbuf* m = M(mp);
   if (m->nb_segs != 1) {
@@ -369,7 +372,7 @@ void DpdkLink::classify(void* mp, engine::PacketBuf* out, size_t& k) {
   uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
   const uint32_t len = m->data_len;
   const Verdict v = ctl_.sort(f, len, uint32_t(m->buf_len - m->data_off));
-  if (v.kind == Verdict::Deliver) {
+  if (v.kind == Verdict::Deliver) [[likely]] {
     engine::PacketBuf& b = out[k++];
     b.data = f, b.len = len, b.cap = len, b.handle = m;
     return;
@@ -400,11 +403,12 @@ bool DpdkLink::tx_one(void* mp) {
   return false;  // the caller frees it
 }
 
-bool DpdkLink::lookup(const proto::Ip6& ip, proto::Mac& out) const { return ctl_.neighbours().lookup(ip, out); }
+bool DpdkLink::lookup(const proto::Ip6& ip, proto::Mac& out) const { return ctl_.neighbours().lookup(ip, out, now_ms()); }
 
 void DpdkLink::send_arp_request(const uint8_t ip[4]) {
   rte_mbuf* m = rte_pktmbuf_alloc(static_cast<rte_mempool*>(pool_));
   if (!m) return;
+  ctl_.set_time_ms(now_ms());
   m->data_len = uint16_t(ctl_.arp_request(rte_pktmbuf_mtod(m, uint8_t*), ip));
   m->pkt_len = m->data_len;
   if (!tx_one(m)) rte_pktmbuf_free(m);
@@ -413,6 +417,7 @@ void DpdkLink::send_arp_request(const uint8_t ip[4]) {
 void DpdkLink::send_neighbour_solicit(const proto::Ip6& t) {
   rte_mbuf* m = rte_pktmbuf_alloc(static_cast<rte_mempool*>(pool_));
   if (!m) return;
+  ctl_.set_time_ms(now_ms());
   m->data_len = uint16_t(ctl_.neighbour_solicit(rte_pktmbuf_mtod(m, uint8_t*), t));
   m->pkt_len = m->data_len;
   if (!tx_one(m)) rte_pktmbuf_free(m);

@@ -30,10 +30,12 @@ struct LinkCounters {
   uint64_t icmp_echo = 0, icmp_replies_sent = 0;
   uint64_t nd_solicits = 0, nd_adverts_sent = 0, nd_adverts_rcvd = 0;
   uint64_t drop_not_our_mac = 0, drop_not_our_ip = 0, drop_udp_port = 0, drop_ip_proto = 0, drop_ethertype = 0,
-           drop_malformed = 0, drop_multiseg = 0;
+           drop_malformed = 0, drop_multiseg = 0, drop_nd_hop_limit = 0;
+  uint64_t neigh_unsolicited = 0;   // replies/advertisements nobody asked for: no entry created
+  uint64_t neigh_mac_changed = 0;   // a known neighbour answered from another MAC (logged)
   uint64_t dropped() const {
     return drop_not_our_mac + drop_not_our_ip + drop_udp_port + drop_ip_proto + drop_ethertype + drop_malformed +
-           drop_multiseg;
+           drop_multiseg + drop_nd_hop_limit;
   }
 };
 
@@ -80,6 +82,7 @@ class DpdkLink : public engine::Link {
  private:
   DpdkLink() = default;
   bool wait_link(bool up, uint32_t timeout_ms);
+  uint64_t now_ms() const;
   bool setup(std::string& err);
   void set_mtu(const rte_eth_dev_info& info);
   void classify(void* mbuf, engine::PacketBuf* out, size_t& k);

@@ -1,7 +1,9 @@
 #include "port/neigh.hpp"
 
+#include <cstdio>
 #include <cstring>
 
+#include "port/config.hpp"
 #include "port/dpdk_link.hpp"
 #include "proto/arp.hpp"
 #include "proto/checksum.hpp"
@@ -27,21 +29,43 @@ Ip6 v4mapped(const uint8_t ip[4]) {
 }
 
 // ---- Neighbour cache ----------------------------------------------------------------------------
-void Neighbours::learn(const Ip6& ip, const uint8_t* mac) {
-  for (auto& n : entries_)
-    if (n.valid && n.ip == ip) {
-      std::memcpy(n.mac.data(), mac, 6);
+void Neighbours::asked(const Ip6& ip, uint64_t now_ms) {
+  for (auto& p : pending_)
+    if (p.valid && p.ip == ip) {
+      p.at_ms = now_ms;
       return;
     }
+  Pending& p = pending_[next_pending_++ % pending_.size()];
+  p = {ip, now_ms, true};
+}
+
+Neighbours::Learnt Neighbours::learn(const Ip6& ip, const uint8_t* mac, uint64_t now_ms, bool may_create) {
+  for (auto& n : entries_)
+    if (n.valid && n.ip == ip) {
+      const bool changed = std::memcmp(n.mac.data(), mac, 6) != 0;
+      std::memcpy(n.mac.data(), mac, 6);
+      n.at_ms = now_ms;
+      return changed ? Learnt::Changed : Learnt::Refreshed;
+    }
+  bool solicited = may_create;
+  for (auto& p : pending_)
+    if (p.valid && p.ip == ip && now_ms - p.at_ms <= param::kNeighbourPendingMs) {
+      solicited = true;
+      p.valid = false;
+    }
+  if (!solicited) return Learnt::Ignored;  // gratuitous: no entry is created for it
   Entry& n = entries_[next_++ % entries_.size()];
   n.ip = ip;
   std::memcpy(n.mac.data(), mac, 6);
+  n.at_ms = now_ms;
   n.valid = true;
+  return Learnt::Added;
 }
 
-bool Neighbours::lookup(const Ip6& ip, Mac& out) const {
+bool Neighbours::lookup(const Ip6& ip, Mac& out, uint64_t now_ms) const {
   for (auto& n : entries_)
     if (n.valid && n.ip == ip) {
+      if (now_ms - n.at_ms > param::kNeighbourTtlMs) return false;  // aged out: resolve again
       out = n.mac;
       return true;
     }
@@ -55,6 +79,18 @@ void ControlPlane::init(const Mac& mac, const uint8_t* ip4, const Ip6& ip6, Link
   if (ip4) std::memcpy(ip4_, ip4, 4);
   ip6_ = ip6;
   ctr_ = ctr;
+}
+
+void ControlPlane::learn(const Ip6& ip, const uint8_t* mac, bool may_create) {
+  switch (neigh_.learn(ip, mac, now_ms_, may_create)) {
+    case Neighbours::Learnt::Ignored: ++ctr_->neigh_unsolicited; break;
+    case Neighbours::Learnt::Changed:
+      ++ctr_->neigh_mac_changed;
+      std::fprintf(stderr, "uroce: neighbour %s now answers from MAC %02x:%02x:%02x:%02x:%02x:%02x\n",
+                   gid_str(ip).c_str(), mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]);
+      break;
+    default: break;
+  }
 }
 
 void ControlPlane::answer_to(uint8_t* f, const uint8_t* dst) const {
@@ -135,7 +171,7 @@ Verdict ControlPlane::on_arp(uint8_t* f, uint32_t len, size_t l3) {
   ArpView<uint8_t> a(f + l3);
   if (a.oper() == kArpReply) {
     ++c.arp_replies_rcvd;
-    neigh_.learn(v4mapped(a.spa()), a.sha());
+    learn(v4mapped(a.spa()), a.sha(), false);
     return {};
   }
   if (a.oper() != kArpRequest || !have_ip4_ || std::memcmp(a.tpa(), ip4_, 4) != 0) {
@@ -143,7 +179,7 @@ Verdict ControlPlane::on_arp(uint8_t* f, uint32_t len, size_t l3) {
     return {};
   }
   ++c.arp_requests;
-  neigh_.learn(v4mapped(a.spa()), a.sha());
+  learn(v4mapped(a.spa()), a.sha(), true);
   // Turn the request into the reply in place.
   uint8_t req_sha[6], req_spa[4];
   std::memcpy(req_sha, a.sha(), 6);
@@ -201,6 +237,10 @@ Verdict ControlPlane::on_icmp6(uint8_t* f, uint32_t len, uint32_t cap, size_t l3
                                          plen > NdView<uint8_t>::kSize ? plen - NdView<uint8_t>::kSize : 0);
   Ip6 src;
   std::memcpy(src.data(), ip.src(), 16);
+  if ((type == kIcmp6NeighbourAdvert || type == kIcmp6NeighbourSolicit) && ip.hop_limit() != kNdHopLimit) {
+    ++c.drop_nd_hop_limit;  // RFC 4861 7.1: not from the link itself
+    return {};
+  }
   if (type == kIcmp6NeighbourAdvert) {
     if (plen < NdView<uint8_t>::kSize) {
       ++c.drop_malformed;
@@ -210,7 +250,7 @@ Verdict ControlPlane::on_icmp6(uint8_t* f, uint32_t len, uint32_t cap, size_t l3
     Ip6 target;
     std::memcpy(target.data(), NdView<const uint8_t>(ic).target(), 16);
     if (const uint8_t* o = find_nd_option(options, kNdOptTargetLinkAddr))
-      neigh_.learn(target, NdOptionView<const uint8_t>(o).lladdr());
+      learn(target, NdOptionView<const uint8_t>(o).lladdr(), false);
     return {};
   }
   if (type == kIcmp6NeighbourSolicit) {
@@ -223,7 +263,7 @@ Verdict ControlPlane::on_icmp6(uint8_t* f, uint32_t len, uint32_t cap, size_t l3
     const uint8_t* sll = find_nd_option(options, kNdOptSourceLinkAddr);
     uint8_t dst_mac[6];
     std::memcpy(dst_mac, sll ? NdOptionView<const uint8_t>(sll).lladdr() : EthView<const uint8_t>(f).src(), 6);
-    if (sll) neigh_.learn(src, dst_mac);
+    if (sll) learn(src, dst_mac, true);
     if (cap < l4 + kNaLen) {  // no room for the advertisement (never with DpdkLink's mbufs)
       ++c.drop_malformed;
       return {};
@@ -260,7 +300,8 @@ Verdict ControlPlane::on_icmp6(uint8_t* f, uint32_t len, uint32_t cap, size_t l3
   return {};
 }
 
-uint32_t ControlPlane::arp_request(uint8_t* f, const uint8_t ip[4]) const {
+uint32_t ControlPlane::arp_request(uint8_t* f, const uint8_t ip[4]) {
+  neigh_.asked(v4mapped(ip), now_ms_);
   static constexpr uint8_t kBroadcast[6] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
   static constexpr uint8_t kUnknown[6] = {};
   EthView<uint8_t> eth(f);
@@ -277,7 +318,8 @@ uint32_t ControlPlane::arp_request(uint8_t* f, const uint8_t ip[4]) const {
   return EthView<uint8_t>::kSize + ArpView<uint8_t>::kSize;
 }
 
-uint32_t ControlPlane::neighbour_solicit(uint8_t* f, const Ip6& target) const {
+uint32_t ControlPlane::neighbour_solicit(uint8_t* f, const Ip6& target) {
+  neigh_.asked(target, now_ms_);
   constexpr size_t kNsLen = NdView<uint8_t>::kSize + NdOptionView<uint8_t>::kSize;
   uint8_t group[16], group_mac[6];
   solicited_node(target.data(), group);

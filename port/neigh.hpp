@@ -21,20 +21,35 @@ struct LinkCounters;  // dpdk_link.hpp
 // The IPv4-mapped IPv6 address ::ffff:a.b.c.d (how the cache and the GIDs hold IPv4 addresses).
 proto::Ip6 v4mapped(const uint8_t ip[4]);
 
-// The MACs of up to 16 neighbours by address (IPv4 as v4-mapped IPv6), oldest replaced first.
+// The MACs of up to kNeighbours neighbours by address (IPv4 as v4-mapped IPv6), oldest
+// replaced first, with the kernel's defaults against poisoning (docs/security.md): an entry is
+// created only by an answer to a request of ours still outstanding or by a request addressed
+// to us; an unsolicited reply or advertisement only refreshes an existing entry; entries age
+// out after kNeighbourTtlMs and are resolved again. Times are in ms (any monotonic clock).
 class Neighbours {
  public:
-  void learn(const proto::Ip6& ip, const uint8_t* mac);
-  bool lookup(const proto::Ip6& ip, proto::Mac& out) const;
+  enum class Learnt : uint8_t { Added, Refreshed, Changed, Ignored };
+  // A request of ours for `ip` went out (an answer within kNeighbourPendingMs may create).
+  void asked(const proto::Ip6& ip, uint64_t now_ms);
+  // `may_create`: a request addressed to us (as the kernel, which learns the asker).
+  Learnt learn(const proto::Ip6& ip, const uint8_t* mac, uint64_t now_ms, bool may_create = false);
+  bool lookup(const proto::Ip6& ip, proto::Mac& out, uint64_t now_ms) const;
 
  private:
   struct Entry {
     proto::Ip6 ip{};
     proto::Mac mac{};
+    uint64_t at_ms = 0;
+    bool valid = false;
+  };
+  struct Pending {
+    proto::Ip6 ip{};
+    uint64_t at_ms = 0;
     bool valid = false;
   };
   std::array<Entry, param::kNeighbours> entries_{};
-  uint32_t next_ = 0;
+  std::array<Pending, param::kNeighbours> pending_{};
+  uint32_t next_ = 0, next_pending_ = 0;
 };
 
 // What to do with a received frame.
@@ -55,10 +70,15 @@ class ControlPlane {
   // everything else is counted and Drop. Replies and advertisements are learnt.
   Verdict sort(uint8_t* f, uint32_t len, uint32_t cap);
 
+  // The time (ms, monotonic) that sort(), the requests and lookup() go by.
+  void set_time_ms(uint64_t now_ms) { now_ms_ = now_ms; }
+  bool lookup(const proto::Ip6& ip, proto::Mac& out) const { return neigh_.lookup(ip, out, now_ms_); }
+
   // Writes an ARP request for `ip` / a neighbour solicitation for `target` at `f` (room for 86
   // bytes) and returns its length.
-  uint32_t arp_request(uint8_t* f, const uint8_t ip[4]) const;
-  uint32_t neighbour_solicit(uint8_t* f, const proto::Ip6& target) const;
+  // The request is remembered as outstanding (its answer may create an entry).
+  uint32_t arp_request(uint8_t* f, const uint8_t ip[4]);
+  uint32_t neighbour_solicit(uint8_t* f, const proto::Ip6& target);
 
   Neighbours& neighbours() { return neigh_; }
   const Neighbours& neighbours() const { return neigh_; }
@@ -67,6 +87,7 @@ class ControlPlane {
   Verdict on_arp(uint8_t* f, uint32_t len, size_t l3);
   Verdict on_icmp4(uint8_t* f, uint32_t len, size_t l3);
   Verdict on_icmp6(uint8_t* f, uint32_t len, uint32_t cap, size_t l3);
+  void learn(const proto::Ip6& ip, const uint8_t* mac, bool may_create);
   // The Ethernet header of an answer: to `dst`, from us (VLAN tags stay as they were).
   void answer_to(uint8_t* f, const uint8_t* dst) const;
 
@@ -76,6 +97,7 @@ class ControlPlane {
   proto::Ip6 ip6_{};
   LinkCounters* ctr_ = nullptr;
   Neighbours neigh_;
+  uint64_t now_ms_ = 0;
 };
 
 }  // namespace uroce::port

@@ -63,13 +63,15 @@ TEST(ControlPlane, AnswersArpAndLearnsTheAsker) {
   EXPECT_EQ(v.sent, &b.ctr.arp_replies_sent);
   EXPECT_EQ(b.ctr.arp_requests, 1u);
   proto::Mac m;
-  ASSERT_TRUE(b.cp.neighbours().lookup(port::v4mapped(kIp4A), m));
+  ASSERT_TRUE(b.cp.lookup(port::v4mapped(kIp4A), m));
   EXPECT_EQ(0, std::memcmp(m.data(), kMacA, 6));
-  // A learns B from the reply.
+  // A learns B from the reply to its own request.
   Host a = host_a();
+  uint8_t req[128];
+  a.cp.arp_request(req, kIp4B);
   EXPECT_EQ(a.sort(kArpReplyFrame, out).kind, Verdict::Drop);
   EXPECT_EQ(a.ctr.arp_replies_rcvd, 1u);
-  ASSERT_TRUE(a.cp.neighbours().lookup(port::v4mapped(kIp4B), m));
+  ASSERT_TRUE(a.cp.lookup(port::v4mapped(kIp4B), m));
   EXPECT_EQ(0, std::memcmp(m.data(), kMacB, 6));
   // A does not answer for B's address.
   EXPECT_EQ(a.sort(kArpRequestFrame, out).kind, Verdict::Drop);
@@ -93,12 +95,14 @@ TEST(ControlPlane, AnswersPingAndNeighbourSolicitation) {
   EXPECT_EQ(b.ctr.icmp_echo, 2u);
   EXPECT_EQ(b.ctr.nd_solicits, 1u);
   proto::Mac m;
-  EXPECT_TRUE(b.cp.neighbours().lookup(ip6(kLlA), m));
-  // A learns B from the advertisement.
+  EXPECT_TRUE(b.cp.lookup(ip6(kLlA), m));
+  // A learns B from the advertisement answering its solicitation.
   Host a = host_a();
+  uint8_t req[128];
+  a.cp.neighbour_solicit(req, ip6(kLlB));
   EXPECT_EQ(a.sort(kNaFrame, out).kind, Verdict::Drop);
   EXPECT_EQ(a.ctr.nd_adverts_rcvd, 1u);
-  ASSERT_TRUE(a.cp.neighbours().lookup(ip6(kLlB), m));
+  ASSERT_TRUE(a.cp.lookup(ip6(kLlB), m));
   EXPECT_EQ(0, std::memcmp(m.data(), kMacB, 6));
 }
 
@@ -156,4 +160,73 @@ TEST(ControlPlane, BuildsArpRequestAndNeighbourSolicitation) {
   buf.assign(128, 0xEE);
   buf.resize(a.cp.neighbour_solicit(buf.data(), ip6(kLlB)));
   EXPECT_EQ(buf, kNsFrame);
+}
+
+// ARP/ND poisoning (docs/security.md): the kernel's defaults.
+TEST(ControlPlane, UnsolicitedRepliesCreateNothingAndOnlyRefresh) {
+  Host a = host_a();
+  std::vector<uint8_t> out;
+  proto::Mac m;
+  // A gratuitous reply and an unsolicited advertisement: no entry.
+  EXPECT_EQ(a.sort(kArpReplyFrame, out).kind, Verdict::Drop);
+  EXPECT_EQ(a.sort(kNaFrame, out).kind, Verdict::Drop);
+  EXPECT_FALSE(a.cp.lookup(port::v4mapped(kIp4B), m));
+  EXPECT_FALSE(a.cp.lookup(ip6(kLlB), m));
+  EXPECT_EQ(a.ctr.neigh_unsolicited, 2u);
+  // Asked for, then answered: an entry; the same answer again only refreshes it.
+  uint8_t req[128];
+  a.cp.arp_request(req, kIp4B);
+  a.sort(kArpReplyFrame, out);
+  ASSERT_TRUE(a.cp.lookup(port::v4mapped(kIp4B), m));
+  a.sort(kArpReplyFrame, out);
+  EXPECT_EQ(a.ctr.neigh_mac_changed, 0u);
+  // A reply for B from another MAC: the entry follows it, counted (and logged).
+  std::vector<uint8_t> liar = kArpReplyFrame;
+  liar[6 + 5] ^= 0x01;        // Ethernet source
+  liar[14 + 8 + 5] ^= 0x01;   // ARP sender hardware address
+  a.sort(liar, out);
+  EXPECT_EQ(a.ctr.neigh_mac_changed, 1u);
+}
+
+TEST(ControlPlane, AnAnswerLongAfterTheRequestCreatesNothing) {
+  Host a = host_a();
+  std::vector<uint8_t> out;
+  uint8_t req[128];
+  a.cp.set_time_ms(1000);
+  a.cp.arp_request(req, kIp4B);
+  a.cp.set_time_ms(1000 + param::kNeighbourPendingMs + 1);
+  a.sort(kArpReplyFrame, out);
+  proto::Mac m;
+  EXPECT_FALSE(a.cp.lookup(port::v4mapped(kIp4B), m));
+  EXPECT_EQ(a.ctr.neigh_unsolicited, 1u);
+}
+
+TEST(ControlPlane, EntriesAgeOut) {
+  Host a = host_a();
+  std::vector<uint8_t> out;
+  uint8_t req[128];
+  a.cp.set_time_ms(5000);
+  a.cp.arp_request(req, kIp4B);
+  a.sort(kArpReplyFrame, out);
+  proto::Mac m;
+  a.cp.set_time_ms(5000 + param::kNeighbourTtlMs);
+  EXPECT_TRUE(a.cp.lookup(port::v4mapped(kIp4B), m));
+  a.cp.set_time_ms(5000 + param::kNeighbourTtlMs + 1);
+  EXPECT_FALSE(a.cp.lookup(port::v4mapped(kIp4B), m)) << "an old entry is resolved again";
+}
+
+TEST(ControlPlane, NeighbourDiscoveryWithHopLimitBelow255IsDropped) {
+  Host a = host_a(), b = host_b();
+  std::vector<uint8_t> out;
+  std::vector<uint8_t> ns = kNsFrame, na = kNaFrame;  // A's solicitation to B, B's advertisement to A
+  ns[14 + 7] = na[14 + 7] = 254;  // IPv6 hop limit: the message crossed a router
+  uint8_t req[128];
+  a.cp.neighbour_solicit(req, ip6(kLlB));
+  EXPECT_EQ(b.sort(ns, out).kind, Verdict::Drop);
+  EXPECT_EQ(a.sort(na, out).kind, Verdict::Drop);
+  EXPECT_EQ(b.ctr.drop_nd_hop_limit, 1u);
+  EXPECT_EQ(a.ctr.drop_nd_hop_limit, 1u);
+  EXPECT_EQ(b.ctr.nd_solicits, 0u);
+  proto::Mac m;
+  EXPECT_FALSE(a.cp.lookup(ip6(kLlB), m));
 }
