@@ -36,7 +36,7 @@ void fill_device_attr(ibv_device_attr* a) {
   std::snprintf(a->fw_ver, sizeof a->fw_ver, "%s", param::kShimFwVer);
   a->node_guid = guid_from_mac(r.link->mac());
   a->sys_image_guid = a->node_guid;
-  a->max_mr_size = UINT64_MAX;
+  a->max_mr_size = param::kMaxMrSize;
   a->page_size_cap = 0xFFFFF000;   // any page size from 4 KiB
   a->vendor_id = param::kShimVendorId;
   a->vendor_part_id = param::kShimVendorPartId;

@@ -17,9 +17,10 @@ ibv_mr* reg_mr_common(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsi
     return nullptr;
   }
   if (access & IBV_ACCESS_ZERO_BASED) iova = 0;
+  errno = 0;
   E::Mr* m = with_token([&] { return rt().engine->reg_mr_iova(upd(pd)->e, addr, length, iova, access); });
   if (!m) {
-    errno = ENOMEM;
+    if (errno == 0) errno = ENOMEM;  // the engine says EFAULT (not mapped) or EINVAL (too long)
     return nullptr;
   }
   auto* u = new UMr{};

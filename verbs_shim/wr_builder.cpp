@@ -90,7 +90,11 @@ void wr_set_inline_data_list(ibv_qp_ex* x, size_t n, const ibv_data_buf* b) {
   for (size_t i = 0; i < n; ++i) s[i] = ibv_sge{reinterpret_cast<uintptr_t>(b[i].addr), uint32_t(b[i].length), 0};
   wr_set_sge_list(x, n, s);
 }
+// The ownership token is held from wr_start to wr_complete or wr_abort (as rdma-core's
+// providers hold the QP's lock): the batch is per-QP state that two threads must not build at
+// once, and nothing else runs the engine in between.
 void wr_start(ibv_qp_ex* x) {
+  rt().lock();
   UQp* q = from_ex(x);
   q->batch.clear();
   q->batch_err = 0;
@@ -99,19 +103,20 @@ int wr_complete(ibv_qp_ex* x) {
   UQp* q = from_ex(x);
   Runtime& r = rt();
   int rc = q->batch_err;
-  if (!rc) {
-    Guard g;
-    for (size_t i = 0; i < q->batch.size() && !rc; ++i) {
-      E::SendWr& w = q->batch[i];
-      w.sg_list = w.num_sge ? &q->batch_sge[i * E::kMaxSge] : nullptr;
-      rc = r.engine->post_send(q->e, w);
-    }
-    r.drive();
+  for (size_t i = 0; i < q->batch.size() && !rc; ++i) {
+    E::SendWr& w = q->batch[i];
+    w.sg_list = w.num_sge ? &q->batch_sge[i * E::kMaxSge] : nullptr;
+    rc = r.engine->post_send(q->e, w);
   }
+  if (!q->batch_err) r.drive();
   q->batch.clear();
+  r.unlock();
   return rc;
 }
-void wr_abort(ibv_qp_ex* x) { from_ex(x)->batch.clear(); }
+void wr_abort(ibv_qp_ex* x) {
+  from_ex(x)->batch.clear();
+  rt().unlock();
+}
 void wr_unsupported_ud(ibv_qp_ex* x, ibv_ah*, uint32_t, uint32_t) { from_ex(x)->batch_err = EOPNOTSUPP; }
 void wr_unsupported_xrc(ibv_qp_ex* x, uint32_t) { from_ex(x)->batch_err = EOPNOTSUPP; }
 void wr_unsupported_inv(ibv_qp_ex* x, uint32_t) { from_ex(x)->batch_err = EOPNOTSUPP; }

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <random>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -86,9 +87,10 @@ void connect_qps(Ctx& c) {
   std::memcpy(h.gid, c.link->gid().data(), 16);
   std::memcpy(h.mac, c.link->mac().data(), 6);
   std::vector<QpInfo> mine(c.o.qps), theirs(c.o.qps);
+  std::random_device psn_rng;
   for (uint32_t i = 0; i < c.o.qps; ++i) {
     mine[i].qpn = c.q[i].qp->qpn();
-    mine[i].psn = (0x1000 * (i + 1) + (c.server ? 0x500000 : 0)) & 0xFFFFFF;
+    mine[i].psn = psn_rng() & 0xFFFFFF;  // random initial PSNs, as perftest (lrand48) and rdma_cm
     mine[i].rkey = c.mr->rkey;
     mine[i].rbuf = reinterpret_cast<uintptr_t>(c.q[i].rbuf);
     mine[i].sbuf = reinterpret_cast<uintptr_t>(c.q[i].sbuf);
