@@ -1,8 +1,9 @@
 #!/bin/bash
 # Runs a libFuzzer target for SECONDS (default 60) and summarises the run: length, executions,
 # executions per second, crashes. TARGET is parse (default: proto::parse() and build(),
-# tests/fuzz/fuzz_parse.cpp) or locate (proto::locate(), the ARP / ND views and the port's
-# control plane, tests/fuzz/fuzz_locate.cpp).
+# tests/fuzz/fuzz_parse.cpp), locate (proto::locate(), the ARP / ND views and the port's
+# control plane, tests/fuzz/fuzz_locate.cpp) or engine (a connected pair of engines driven by
+# forged frames, posted work and deregistration, tests/fuzz/fuzz_engine.cpp).
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET]
 #
@@ -16,10 +17,12 @@ cd "$(dirname "$0")/.."
 
 SECONDS_TO_RUN=${1:-60}
 TARGET=${2:-parse}
+seed=yes
 case "$TARGET" in
   parse) extra=() ;;
-  locate) extra=(port/neigh.cpp) ;;
-  *) echo "usage: scripts/fuzz.sh [SECONDS] [parse|locate]" >&2; exit 2 ;;
+  locate) extra=(port/neigh.cpp port/config.cpp) ;;
+  engine) extra=(engine/*.cpp tests/support/fake_link.cpp); seed=no ;;  # its inputs are actions, not frames
+  *) echo "usage: scripts/fuzz.sh [SECONDS] [parse|locate|engine]" >&2; exit 2 ;;
 esac
 BUILD=${FUZZ_BUILD:-build-fuzz$([ "$TARGET" = parse ] || echo "-$TARGET")}
 GOLDEN=${GOLDEN_DIR:-$(cd .. && pwd)/shared/golden}
@@ -37,11 +40,13 @@ echo "== building $BUILD/fuzz_$TARGET ($CXX -fsanitize=fuzzer,address,undefined)
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -DUROCE_LIBFUZZER \
   "${srcs[@]}" "${isal_flags[@]}" -o "$BUILD/fuzz_$TARGET"
 
-echo "== seeding the corpus from $GOLDEN"
-"$CXX" -std=c++20 -O1 -I. -DUROCE_GOLDEN_DIR="\"$GOLDEN\"" \
-  "${srcs[@]}" tools/pcap/pcapio.cpp "${isal_flags[@]}" $(pkg-config --cflags --libs libpcap) \
-  -o "$BUILD/corpus_writer"
-"$BUILD/corpus_writer" --write-corpus "$BUILD/seed"
+if [ "$seed" = yes ]; then
+  echo "== seeding the corpus from $GOLDEN"
+  "$CXX" -std=c++20 -O1 -I. -DUROCE_GOLDEN_DIR="\"$GOLDEN\"" \
+    "${srcs[@]}" tools/pcap/pcapio.cpp "${isal_flags[@]}" $(pkg-config --cflags --libs libpcap) \
+    -o "$BUILD/corpus_writer"
+  "$BUILD/corpus_writer" --write-corpus "$BUILD/seed"
+fi
 
 echo "== fuzzing for ${SECONDS_TO_RUN} s"
 log="$BUILD/fuzz.log"

@@ -73,7 +73,7 @@ struct End {
 };
 
 struct World {
-  FakeWire wire{4096, 9216, 1};
+  FakeWire wire{1024, 4352, 1};  // frames up to path MTU 4096 plus headers
   End e[2];
   uint32_t frames_out = 0;
   Mtu mtu = Mtu::M1024;
@@ -85,13 +85,15 @@ struct World {
       c.gid[10] = c.gid[11] = 0xFF;
       c.gid[12] = 198, c.gid[13] = 18, c.gid[14] = 0, c.gid[15] = uint8_t(10 + i);
       c.seed = 11 + i;
+      c.max_mr = 64;  // small tables: each input builds a new world
+      c.max_qp = 8;
       FakeLink& l = i ? wire.b() : wire.a();
       l.tap = [this](const uint8_t*, uint32_t) { ++frames_out; };
       End& x = e[i];
       x.dev = std::make_unique<Device>(l, wire.clock(), c);
       x.pd = x.dev->alloc_pd();
-      x.scq = x.dev->create_cq(4096);
-      x.rcq = x.dev->create_cq(4096);
+      x.scq = x.dev->create_cq(1024);
+      x.rcq = x.dev->create_cq(1024);
       x.mr = x.dev->reg_mr(x.pd, x.buf(), kMem, kLocalWrite | kRemoteWrite | kRemoteRead | kRemoteAtomic);
       QpInitAttr ia;
       ia.pd = x.pd;
