@@ -218,29 +218,25 @@ void on_response(Device& dev, Qp& qp, const proto::Packet& p) {
         }
         break;
       case CompState::SeqNak:
+      case CompState::ErrorNak:
+        // A NAK acknowledges every PSN before its own.
         complete_acked(dev, qp, p.psn, false);
         if (t.sq.empty()) {
           s = CompState::Idle;
-          break;
-        }
-        ++qp.ctr.seq_naks_rcvd;
-        if (!qp_ops::take_retry(qp)) {
-          qp_ops::fail_wqe(qp, t.sq.front(), WcStatus::RetryExcErr);
+        } else if (s == CompState::ErrorNak) {
+          ++qp.ctr.other_naks_rcvd;
+          qp_ops::fail_wqe(qp, t.sq.front(), nak_status(syn.nak_code()));
           s = CompState::Error;
         } else {
-          requester::go_back_n(qp, p.psn);
-          s = CompState::Idle;
+          ++qp.ctr.seq_naks_rcvd;
+          if (!qp_ops::take_retry(qp)) {
+            qp_ops::fail_wqe(qp, t.sq.front(), WcStatus::RetryExcErr);
+            s = CompState::Error;
+          } else {
+            requester::go_back_n(qp, p.psn);
+            s = CompState::Idle;
+          }
         }
-        break;
-      case CompState::ErrorNak:
-        complete_acked(dev, qp, p.psn, false);
-        if (t.sq.empty()) {
-          s = CompState::Idle;
-          break;
-        }
-        ++qp.ctr.other_naks_rcvd;
-        qp_ops::fail_wqe(qp, t.sq.front(), nak_status(syn.nak_code()));
-        s = CompState::Error;
         break;
       case CompState::ReadResponse:
         s = read_response(dev, qp, p);

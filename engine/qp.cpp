@@ -9,6 +9,14 @@
 
 namespace uroce::engine {
 
+namespace {
+template <typename E, size_t N>
+std::string_view name_in(const std::string_view (&names)[N], E v, std::string_view unknown = "?") {
+  const auto i = size_t(v);
+  return i < N ? names[i] : unknown;
+}
+}  // namespace
+
 std::string_view wc_status_name(WcStatus s) {
   static constexpr std::string_view names[] = {
       "success", "local length error", "local QP operation error", "local EE context operation error",
@@ -17,46 +25,40 @@ std::string_view wc_status_name(WcStatus s) {
       "remote operation error", "transport retry counter exceeded", "RNR retry counter exceeded",
       "local RDD violation error", "remote invalid RD request", "aborted error", "invalid EE context number",
       "invalid EE context state", "fatal error", "response timeout error", "general error"};
-  auto i = uint32_t(s);
-  return i < std::size(names) ? names[i] : "unknown";
+  return name_in(names, s, "unknown");
 }
 
 std::string_view wr_opcode_name(WrOpcode o) {
   static constexpr std::string_view names[] = {
       "RDMA_WRITE", "RDMA_WRITE_WITH_IMM", "SEND", "SEND_WITH_IMM", "RDMA_READ",
       "ATOMIC_CMP_AND_SWP", "ATOMIC_FETCH_AND_ADD", "LOCAL_INV", "BIND_MW", "SEND_WITH_INV"};
-  auto i = uint32_t(o);
-  return i < std::size(names) ? names[i] : "?";
+  return name_in(names, o);
 }
 
 std::string_view qp_state_name(QpState s) {
   static constexpr std::string_view names[] = {"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"};
-  auto i = uint32_t(s);
-  return i < std::size(names) ? names[i] : "?";
+  return name_in(names, s);
 }
 
 std::string_view req_state_name(ReqState s) {
   static constexpr std::string_view names[] = {
       "NEXT_WQE", "START_WQE", "CHECK_WINDOW", "SEND_PACKET", "IDLE", "DRAINED", "WAIT_RNR",
       "WAIT_RD_ATOMIC", "WAIT_FENCE", "WAIT_WINDOW", "WAIT_TX_BUF", "ERROR"};
-  auto i = uint32_t(s);
-  return i < std::size(names) ? names[i] : "?";
+  return name_in(names, s);
 }
 
 std::string_view comp_state_name(CompState s) {
   static constexpr std::string_view names[] = {
       "DISPATCH", "CHECK_ACK_PSN", "ACK", "RNR_NAK", "SEQ_NAK", "ERROR_NAK", "READ_RESPONSE", "ATOMIC_ACK",
       "IDLE", "GHOST", "ERROR"};
-  auto i = uint32_t(s);
-  return i < std::size(names) ? names[i] : "?";
+  return name_in(names, s);
 }
 
 std::string_view resp_state_name(RespState s) {
   static constexpr std::string_view names[] = {
       "CHECK_PSN", "DUPLICATE", "OUT_OF_SEQUENCE", "CHECK_OP_SEQ", "CHECK_LENGTH", "EXEC_SEND", "EXEC_WRITE",
       "EXEC_READ", "EXEC_ATOMIC", "RNR_NAK", "IDLE", "ERROR"};
-  auto i = uint32_t(s);
-  return i < std::size(names) ? names[i] : "?";
+  return name_in(names, s);
 }
 
 namespace {

@@ -405,20 +405,14 @@ bool DpdkLink::tx_one(void* mp) {
 
 bool DpdkLink::lookup(const proto::Ip6& ip, proto::Mac& out) const { return ctl_.neighbours().lookup(ip, out, now_ms()); }
 
-void DpdkLink::send_arp_request(const uint8_t ip[4]) {
+// One ARP request (IPv4-mapped GID) or neighbour solicitation (IPv6) for `gid`.
+void DpdkLink::ask(const proto::Ip6& gid) {
   rte_mbuf* m = rte_pktmbuf_alloc(static_cast<rte_mempool*>(pool_));
   if (!m) return;
   ctl_.set_time_ms(now_ms());
-  m->data_len = uint16_t(ctl_.arp_request(rte_pktmbuf_mtod(m, uint8_t*), ip));
-  m->pkt_len = m->data_len;
-  if (!tx_one(m)) rte_pktmbuf_free(m);
-}
-
-void DpdkLink::send_neighbour_solicit(const proto::Ip6& t) {
-  rte_mbuf* m = rte_pktmbuf_alloc(static_cast<rte_mempool*>(pool_));
-  if (!m) return;
-  ctl_.set_time_ms(now_ms());
-  m->data_len = uint16_t(ctl_.neighbour_solicit(rte_pktmbuf_mtod(m, uint8_t*), t));
+  uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+  m->data_len = uint16_t(engine::gid_is_v4mapped(gid) ? ctl_.arp_request(f, gid.data() + 12)
+                                                      : ctl_.neighbour_solicit(f, gid));
   m->pkt_len = m->data_len;
   if (!tx_one(m)) rte_pktmbuf_free(m);
 }
@@ -429,11 +423,9 @@ bool DpdkLink::resolve(const proto::Ip6& gid, proto::Mac& out, const std::functi
   const uint64_t start = rte_get_tsc_cycles();
   const uint64_t end = start + hz / 1000 * cfg_.arp_timeout_ms;
   uint64_t next_ask = start;
-  const bool v4 = engine::gid_is_v4mapped(gid);
   while (rte_get_tsc_cycles() < end) {
     if (rte_get_tsc_cycles() >= next_ask) {
-      if (v4) send_arp_request(gid.data() + 12);
-      else send_neighbour_solicit(gid);
+      ask(gid);
       next_ask = rte_get_tsc_cycles() + hz / 1000 * param::kArpRetryMs;
     }
     if (pump) {

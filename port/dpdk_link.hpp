@@ -87,8 +87,7 @@ class DpdkLink : public engine::Link {
   void set_mtu(const rte_eth_dev_info& info);
   void classify(void* mbuf, engine::PacketBuf* out, size_t& k);
   bool tx_one(void* m);
-  void send_arp_request(const uint8_t ip[4]);
-  void send_neighbour_solicit(const proto::Ip6& ip);
+  void ask(const proto::Ip6& gid);  // an ARP request or a neighbour solicitation
 
   EndpointConfig cfg_;
   uint16_t port_ = 0;

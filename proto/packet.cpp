@@ -70,8 +70,6 @@ std::string ParseResult::message() const {
   return std::string(error_name(error));
 }
 
-namespace {
-
 Layer ext_layer(Ext e) {
   switch (e) {
     case kDeth: return Layer::Deth;
@@ -85,6 +83,8 @@ Layer ext_layer(Ext e) {
   }
   return Layer::Bth;
 }
+
+namespace {
 
 ParseResult fail(ParseError e, Layer l = Layer::Ethernet) { return {e, l}; }
 

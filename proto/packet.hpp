@@ -142,6 +142,8 @@ struct ParseOptions {
 ParseResult parse(std::span<const uint8_t> frame, Packet& out, const ParseOptions& opt = {});
 
 // Byte lengths of what build() writes.
+// The Layer a truncated extension header is reported at.
+Layer ext_layer(Ext e);
 size_t header_len(const Packet& p);  // Ethernet .. last extension header
 size_t frame_len(const Packet& p);   // header_len + payload + pad + ICRC (+ l2_trailer)
 

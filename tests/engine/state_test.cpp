@@ -1119,14 +1119,7 @@ TEST(RoleStates, RequesterWaitsForRdAtomicLimitAndPrintsIt) {
   Pair pr(o);
   Sge sge{pr.a.addr(), 8, pr.a.mr->lkey};
   for (int i = 0; i < 2; ++i) {
-    SendWr wr;
-    wr.wr_id = i;
-    wr.opcode = WrOpcode::RdmaRead;
-    wr.send_flags = kSendSignaled;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.remote_addr = pr.b.addr();
-    wr.rkey = pr.b.mr->rkey;
+    SendWr wr = wr_to(pr.b, uint64_t(i), WrOpcode::RdmaRead, &sge);
     ASSERT_EQ(pr.a.dev->post_send(pr.a.qp, wr), 0);
   }
   pr.a.dev->progress();  // the first READ goes out; the second waits for its response

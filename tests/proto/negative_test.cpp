@@ -35,20 +35,6 @@ std::string describe(const Expect& e) { return ParseResult{e.error, e.layer}.mes
   return ::testing::AssertionFailure() << "got \"" << describe(r) << "\", want \"" << describe(want) << "\"";
 }
 
-Layer ext_layer(Ext e) {
-  switch (e) {
-    case kDeth: return Layer::Deth;
-    case kReth: return Layer::Reth;
-    case kAtomicEth: return Layer::AtomicEth;
-    case kAeth: return Layer::Aeth;
-    case kAtomicAckEth: return Layer::AtomicAckEth;
-    case kImmDt: return Layer::ImmDt;
-    case kIeth: return Layer::Ieth;
-    case kCnpBody: return Layer::Cnp;
-  }
-  return Layer::Bth;
-}
-
 // What parse() must say about the bytes after a BTH with `opcode` and `pad`, when `rem` bytes of
 // the UDP payload follow the BTH and the ICRC does not match.
 Expect after_bth(uint8_t opcode, uint8_t pad, size_t rem) {

@@ -108,14 +108,7 @@ TEST(Security1, DuplicateReadAfterDeregIsNakedNotAnswered) {
 TEST(Security1, LocalDeregStopsReadResponsesLandingAndNamesTheWqe) {
   Pair pr(small());
   Sge sge{pr.a.addr(), 4096, pr.a.mr->lkey};
-  SendWr wr;
-  wr.wr_id = 41;
-  wr.opcode = WrOpcode::RdmaRead;
-  wr.send_flags = kSendSignaled;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.remote_addr = pr.b.addr();
-  wr.rkey = pr.b.mr->rkey;
+  SendWr wr = wr_to(pr.b, 41, WrOpcode::RdmaRead, &sge);
   fill_pattern(pr.b.buf(), 4096, 9);
   ASSERT_EQ(pr.a.dev->post_send(pr.a.qp, wr), 0);
   pr.a.dev->progress();  // the READ request goes out
@@ -161,14 +154,7 @@ TEST(Security3, ForgedReadResponseAndAtomicAckCompleteNothing) {
   // A SEND is sent but not yet acknowledged (B's frames are held back).
   pr.wire.a().filter = [](const uint8_t*, uint32_t) { return false; };  // A's receive side hears nothing from B
   Sge sge{pr.a.addr(), 64, pr.a.mr->lkey};
-  SendWr wr;
-  wr.wr_id = 7;
-  wr.opcode = WrOpcode::RdmaWrite;
-  wr.send_flags = kSendSignaled;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.remote_addr = pr.b.addr();
-  wr.rkey = pr.b.mr->rkey;
+  SendWr wr = wr_to(pr.b, 7, WrOpcode::RdmaWrite, &sge);
   ASSERT_EQ(pr.a.dev->post_send(pr.a.qp, wr), 0);
   pr.a.dev->progress();
   pr.wire.a().filter = nullptr;
@@ -326,14 +312,7 @@ TEST(Security8, ProtectionErrorBehindAnInFlightWqeNamesItsOwnWrId) {
   pr.wire.a().filter = [](const uint8_t*, uint32_t) { return false; };  // keep WR 1 in flight
   Sge good{pr.a.addr(), 64, pr.a.mr->lkey};
   Sge bad{pr.a.addr(), 64, pr.a.mr->lkey ^ 0x5A5A};
-  SendWr w1;
-  w1.wr_id = 1;
-  w1.opcode = WrOpcode::RdmaWrite;
-  w1.send_flags = kSendSignaled;
-  w1.sg_list = &good;
-  w1.num_sge = 1;
-  w1.remote_addr = pr.b.addr();
-  w1.rkey = pr.b.mr->rkey;
+  SendWr w1 = wr_to(pr.b, 1, WrOpcode::RdmaWrite, &good);
   SendWr w2 = w1;
   w2.wr_id = 2;
   w2.sg_list = &bad;
@@ -355,14 +334,7 @@ TEST(Security9, ForgedNakInsideTheWindowMovesTheQpToError) {
   Pair pr(small());
   pr.wire.a().filter = [](const uint8_t*, uint32_t) { return false; };
   Sge sge{pr.a.addr(), 64, pr.a.mr->lkey};
-  SendWr wr;
-  wr.wr_id = 5;
-  wr.opcode = WrOpcode::RdmaWrite;
-  wr.send_flags = kSendSignaled;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.remote_addr = pr.b.addr();
-  wr.rkey = pr.b.mr->rkey;
+  SendWr wr = wr_to(pr.b, 5, WrOpcode::RdmaWrite, &sge);
   ASSERT_EQ(pr.a.dev->post_send(pr.a.qp, wr), 0);
   pr.a.dev->progress();
   pr.wire.a().filter = nullptr;
@@ -382,14 +354,7 @@ TEST(Security9, ForgedRnrNaksStallButNeverHang) {
   o.rnr_retry = 7;  // retry for ever
   Pair pr(o);
   Sge sge{pr.a.addr(), 64, pr.a.mr->lkey};
-  SendWr wr;
-  wr.wr_id = 6;
-  wr.opcode = WrOpcode::RdmaWrite;
-  wr.send_flags = kSendSignaled;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.remote_addr = pr.b.addr();
-  wr.rkey = pr.b.mr->rkey;
+  SendWr wr = wr_to(pr.b, 6, WrOpcode::RdmaWrite, &sge);
   pr.wire.a().filter = [](const uint8_t*, uint32_t) { return false; };
   ASSERT_EQ(pr.a.dev->post_send(pr.a.qp, wr), 0);
   for (int i = 0; i < 20; ++i) {  // an attacker answers every send with RNR NAK (timer 31: 491 ms)

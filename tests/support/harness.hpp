@@ -186,6 +186,19 @@ inline proto::Packet forge(const Endpoint& from, const Endpoint& to, uint8_t opc
   return p;
 }
 
+// A signaled work request of `op` from `sge` to the start of `peer`'s registered buffer.
+inline SendWr wr_to(const Endpoint& peer, uint64_t id, WrOpcode op, const Sge* sge) {
+  SendWr wr;
+  wr.wr_id = id;
+  wr.opcode = op;
+  wr.send_flags = kSendSignaled;
+  wr.sg_list = sge;
+  wr.num_sge = 1;
+  wr.remote_addr = reinterpret_cast<uintptr_t>(peer.mem.data() + Endpoint::kCanary);
+  wr.rkey = peer.mr->rkey;
+  return wr;
+}
+
 // Builds `p` (ICRC included) into the receive queue of `link`, as if the wire delivered it.
 inline void inject(FakeLink& link, const proto::Packet& p) {
   std::vector<uint8_t> f(proto::frame_len(p));
