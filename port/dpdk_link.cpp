@@ -245,7 +245,9 @@ std::string DpdkLink::counters_text() const {
     << " nd_adverts_rcvd=" << c.nd_adverts_rcvd << " drop_not_our_mac=" << c.drop_not_our_mac
     << " drop_not_our_ip=" << c.drop_not_our_ip << " drop_udp_port=" << c.drop_udp_port
     << " drop_ip_proto=" << c.drop_ip_proto << " drop_ethertype=" << c.drop_ethertype
-    << " drop_malformed=" << c.drop_malformed << " drop_multiseg=" << c.drop_multiseg;
+    << " drop_malformed=" << c.drop_malformed << " drop_multiseg=" << c.drop_multiseg
+    << " drop_nd_hop_limit=" << c.drop_nd_hop_limit << " neigh_unsolicited=" << c.neigh_unsolicited
+    << " neigh_mac_changed=" << c.neigh_mac_changed;
   return o.str();
 }
 

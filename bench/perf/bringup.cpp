@@ -162,6 +162,7 @@ void connect_qps(Ctx& c) {
   std::printf("remote address: %s  QPN 0x%06x PSN 0x%06x RKey 0x%08x VA 0x%016lx MAC %s (resolved)\n",
               port::gid_str(pgid).c_str(), theirs[0].qpn, theirs[0].psn, theirs[0].rkey,
               (unsigned long)theirs[0].rbuf, port::mac_str(pmac).c_str());
+  std::fflush(stdout);  // seen at once by whoever reads a log file (the port suite does)
 }
 
 }  // namespace uroce::perf

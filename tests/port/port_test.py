@@ -371,6 +371,100 @@ def scenario_veth_flood():
         flood.wait(timeout=10)
 
 
+SPOOF_PY = r'''
+# Forged frames with a valid ICRC (scapy computes it), from the peer namespace's kernel.
+import struct, sys, time
+from scapy.all import Ether, IP, IPv6, UDP, ARP, Raw, raw, sendp
+from scapy.layers.inet6 import ICMPv6ND_NA, ICMPv6NDOptDstLLAddr
+from scapy.contrib.roce import BTH
+import re
+ifc, dmac, dip, log, client_ip, n = sys.argv[1:7]
+n = int(n)
+# Ready (scapy loaded) before the server starts; the forged frames go out as soon as the server
+# prints its QP, so they arrive while the transfer runs (the test retries a run they missed).
+print("ready", flush=True)
+end = time.time() + 60
+while True:
+    try:
+        m = re.search(r"local  address: \S+  QPN 0x([0-9a-f]+) PSN 0x[0-9a-f]+ RKey 0x([0-9a-f]+) VA 0x([0-9a-f]+)",
+                      open(log).read())
+    except FileNotFoundError:
+        m = None
+    if m or time.time() > end:
+        break
+    time.sleep(0.001)
+if not m:
+    sys.exit("no server address in " + log)
+qpn, rkey, va = (int(x, 16) for x in m.groups())
+smac = "02:fe:ed:c6:12:0f"
+frames = []
+# First (so that a run which saw the RoCE frames below saw these too):
+# ARP lies: a gratuitous reply for the peer's address from another MAC, one for an unknown address.
+frames.append(Ether(dst=dmac, src="02:66:66:66:66:66") /
+              ARP(op=2, hwsrc="02:66:66:66:66:66", psrc=client_ip, hwdst=dmac, pdst=dip))
+frames.append(Ether(dst=dmac, src="02:66:66:66:66:66") /
+              ARP(op=2, hwsrc="02:66:66:66:66:66", psrc="198.18.0.99", hwdst=dmac, pdst=dip))
+# A neighbour advertisement that crossed a router (hop limit 64, not 255).
+frames.append(Ether(dst=dmac, src="02:66:66:66:66:66") / IPv6(src="fe80::66", dst="ff02::1", hlim=64) /
+              ICMPv6ND_NA(tgt="fe80::66", R=0, S=0, O=1) / ICMPv6NDOptDstLLAddr(lladdr="02:66:66:66:66:66"))
+for i in range(n):
+    reth = struct.pack("!QII", va, rkey, 64)
+    # A WRITE with the live QPN, R_Key and VA, from an address that is not the QP's peer.
+    frames.append(Ether(dst=dmac, src=smac) / IP(src="198.18.0.77", dst=dip, flags="DF") /
+                  UDP(sport=0xC000 + i, dport=4791, chksum=0) /
+                  BTH(opcode=0x0A, dqpn=qpn, psn=i, ackreq=1) / Raw(reth + b"\x5a" * 64))
+    # A request to a QP that does not exist, from the real peer's address.
+    frames.append(Ether(dst=dmac, src=smac) / IP(src=client_ip, dst=dip, flags="DF") /
+                  UDP(sport=0xC000, dport=4791, chksum=0) /
+                  BTH(opcode=0x0A, dqpn=(qpn ^ 0x5A5A5A) or 7, psn=i, ackreq=1) / Raw(reth + b"\x5a" * 64))
+sendp(frames, iface=ifc, verbose=False)
+print("sent", len(frames))
+'''
+
+
+def scenario_veth_spoof():
+    """Forged frames with a valid ICRC from the peer namespace's kernel during a transfer: a
+    WRITE with the live QPN, R_Key and VA from a spoofed source, requests to a QP that does not
+    exist, ARP lies and a routed neighbour advertisement. The transfer's data stays verified and
+    the server counts each kind. No timing assumption: a run that ended before all forged frames
+    arrived is repeated with twice the iterations, within a generous overall limit."""
+    ns_up()
+    n = 50
+    iters = 4000
+    limit = time.time() + 100
+    sout = "/tmp/uroce-port-veth-spoof-s.log"
+    while True:
+        if os.path.exists(sout):
+            os.unlink(sout)
+        spoof = subprocess.Popen(NSB + ["/usr/bin/python3", "-c", SPOOF_PY, "uroce-vb", "02:00:c6:12:00:11", "198.18.0.11",
+                                        sout, "198.18.0.12", str(n)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        procs.append(spoof)
+        if spoof.stdout.readline().strip() != "ready":
+            raise Fail("the spoofing script did not start: " + spoof.communicate(timeout=10)[1][-2000:])
+
+        def attack():
+            out, err = spoof.communicate(timeout=70)
+            check(spoof.returncode == 0, "the spoofing script failed: " + err[-2000:])
+            log("spoofer:", out.strip())
+
+        st, ct = perf_pair(NSA, NSB, cfg("veth-a.conf"), cfg("veth-b.conf"), "198.18.0.1",
+                           ["--test", "write", "-s", "65536", "-n", str(iters)], "veth-spoof", timeout=60, during=attack)
+        lc = counters(st)
+        ec = counters(st, "engine")
+        log(f"{iters} iterations; server engine:", {k: v for k, v in ec.items() if v})
+        log("server link:", {k: v for k, v in lc.items() if v})
+        if ec["dropped_source"] >= n and ec["dropped_unknown_qp"] >= n:
+            break
+        check(time.time() < limit, f"the forged frames never arrived during a transfer ({iters} iterations)")
+        iters *= 2
+    check(ec["dropped_source"] == n, f"spoofed-source WRITEs: {ec['dropped_source']} dropped of {n}")
+    check(ec["dropped_unknown_qp"] >= n, f"requests to an unknown QP: {ec['dropped_unknown_qp']} dropped of {n}")
+    check(lc["neigh_mac_changed"] >= 1, "the ARP lie about the peer was not counted")
+    check(lc["neigh_unsolicited"] >= 1, "the gratuitous ARP reply created an entry")
+    check(lc["drop_nd_hop_limit"] >= 1, "the routed neighbour advertisement was not dropped")
+
+
 SCENARIOS = {
     "memif-ops": scenario_memif_ops,
     "veth-ops": scenario_veth_ops,
@@ -378,6 +472,7 @@ SCENARIOS = {
     "veth-arp-ping": scenario_veth_arp_ping,
     "veth-flood": scenario_veth_flood,
     "veth-xdp": scenario_veth_xdp,
+    "veth-spoof": scenario_veth_spoof,
 }
 
 
