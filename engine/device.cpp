@@ -43,6 +43,39 @@ Device::Device(Link& link, Clock& clock, const Config& cfg)
       recent_qpns_(param::kRecentQpns, 0),
       scratch_(param::kScratchBytes) {
   cfg_.rx_burst = std::min<uint32_t>(cfg_.rx_burst, param::kRxBurstMax);
+  if (cfg_.gids.empty()) cfg_.gids.push_back(cfg_.gid);
+}
+
+const proto::Ip6* Device::sgid(uint32_t index) const {
+  if (index >= cfg_.gids.size() || cfg_.gids[index] == proto::Ip6{}) return nullptr;
+  return &cfg_.gids[index];
+}
+
+bool Device::is_local(const proto::Ip6& gid) const {
+  for (const proto::Ip6& g : cfg_.gids)
+    if (g == gid && g != proto::Ip6{}) return true;
+  return false;
+}
+
+Ah* Device::create_ah(Pd* pd, const AddressVector& av) {
+  const proto::Ip6* src = sgid(av.sgid_index);
+  if (!pd || !src || gid_is_v4mapped(*src) != gid_is_v4mapped(av.dgid)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  ahs_.push_back(std::make_unique<Ah>());
+  Ah* ah = ahs_.back().get();
+  ah->pd = pd;
+  ah->av = av;
+  if (is_local(av.dgid)) ah->av.dmac = cfg_.mac;  // loopback: no address resolution
+  return ah;
+}
+
+int Device::destroy_ah(Ah* ah) {
+  auto it = std::find_if(ahs_.begin(), ahs_.end(), [&](auto& a) { return a.get() == ah; });
+  if (it == ahs_.end()) return EINVAL;
+  ahs_.erase(it);
+  return 0;
 }
 
 Device::~Device() = default;
@@ -63,6 +96,8 @@ Pd* Device::alloc_pd() {
 
 int Device::dealloc_pd(Pd* pd) {
   if (mrs_.uses_pd(pd)) return EBUSY;
+  for (auto& a : ahs_)
+    if (a->pd == pd) return EBUSY;
   for (auto& q : qps_)
     if (q->init.pd == pd) return EBUSY;
   for (auto& s : srqs_)
@@ -131,7 +166,8 @@ int Device::destroy_srq(Srq* srq) {
 
 Qp* Device::create_qp(const QpInitAttr& init) {
   const QpCap& c = init.cap;
-  if (!init.pd || !init.send_cq || !init.recv_cq || init.qp_type != QpType::RC) return nullptr;
+  if (!init.pd || !init.send_cq || !init.recv_cq) return nullptr;
+  if (init.qp_type != QpType::RC && init.qp_type != QpType::UC && init.qp_type != QpType::UD) return nullptr;
   if (c.max_send_wr == 0 || c.max_send_wr > cfg_.max_qp_wr || c.max_recv_wr > cfg_.max_qp_wr ||
       c.max_send_sge > kMaxSge || c.max_recv_sge > kMaxSge || c.max_inline_data > kMaxInline)
     return nullptr;

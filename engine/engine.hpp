@@ -32,14 +32,20 @@ class Tx {
  public:
   explicit Tx(Link& link) : link_(link) {}
   // Builds `p` into a link buffer (counted on `qp`); false when the link has none now.
-  bool emit(Qp& qp, const proto::Packet& p);
+  // `local`: the destination is this device's own address (loopback): the frame never goes
+  // on the wire; the next progress() receives it.
+  bool emit(Qp& qp, const proto::Packet& p, bool local = false);
   void flush();
   bool pending() const { return n_ != 0; }
+  // Loopback frames waiting to be received (the caller releases each to the link).
+  size_t take_loopback(PacketBuf* out, size_t max);
 
  private:
   Link& link_;
   std::array<PacketBuf, param::kTxBatch> bufs_{};
   size_t n_ = 0;
+  std::array<PacketBuf, param::kLoopbackRing> loop_{};
+  size_t loop_head_ = 0, loop_n_ = 0;
 };
 
 class Device {
@@ -57,6 +63,9 @@ class Device {
     uint16_t pkey = param::kDefaultPkey;
     uint32_t rx_burst = param::kRxBurst;
     uint64_t seed = 0;             // keys and QP numbers; 0: from std::random_device (tests fix it)
+    // The GID table: a QP or address handle sends from gids[sgid_index]. Zero entries are
+    // unused. Empty: {gid}.
+    std::vector<proto::Ip6> gids;
   };
 
   Device(Link& link, Clock& clock, const Config& cfg);
@@ -75,7 +84,16 @@ class Device {
   int destroy_cq(Cq* cq);              // EBUSY while a QP uses it
   Srq* create_srq(Pd* pd, uint32_t max_wr, uint32_t max_sge);
   int destroy_srq(Srq* srq);
-  Qp* create_qp(const QpInitAttr& init);  // nullptr on bad attributes
+  Qp* create_qp(const QpInitAttr& init);  // nullptr on bad attributes (RC, UC or UD)
+  // Address handles (UD): nullptr and EINVAL for a GID index not in the table or a family
+  // mismatch (IPv4 source, IPv6 destination). The caller resolved av.dmac (unless the
+  // destination is this device's own address).
+  Ah* create_ah(Pd* pd, const AddressVector& av);
+  int destroy_ah(Ah* ah);
+  // The source GID of table entry `index`, or nullptr when it is not a valid entry.
+  const proto::Ip6* sgid(uint32_t index) const;
+  // Is this one of this device's own addresses (loopback)?
+  bool is_local(const proto::Ip6& gid) const;
   int destroy_qp(Qp* qp);
   Qp* qp_by_num(uint32_t qpn) const;
 
@@ -107,6 +125,7 @@ class Device {
 
  private:
   void rx_frame(PacketBuf& b);
+  bool to_us(const proto::Packet& p) const;
 
   Link& link_;
   Clock& clock_;
@@ -117,6 +136,7 @@ class Device {
   std::vector<std::unique_ptr<Pd>> pds_;
   std::vector<std::unique_ptr<Cq>> cqs_;
   std::vector<std::unique_ptr<Srq>> srqs_;
+  std::vector<std::unique_ptr<Ah>> ahs_;
   std::vector<std::unique_ptr<Qp>> qps_;   // owned, any order
   IdMap<Qp*> qp_table_;                    // random QP number -> QP
   std::vector<uint32_t> recent_qpns_;      // destroyed QP numbers (a ring): not reused soon
@@ -139,7 +159,8 @@ namespace completer {
 void on_response(Device& dev, Qp& qp, const proto::Packet& p);  // ACK/NAK, READ response, atomic ACK
 }  // namespace completer
 namespace responder {
-void on_request(Device& dev, Qp& qp, const proto::Packet& p);
+void on_request(Device& dev, Qp& qp, const proto::Packet& p);    // RC and UC
+void on_datagram(Device& dev, Qp& qp, const proto::Packet& p);   // UD
 void send_responses(Device& dev, Qp& qp);      // READ responses and atomic ACKs owed, in order
 bool flush_ack(Device& dev, Qp& qp);           // a coalesced ACK, once no response is owed
 }  // namespace responder
@@ -151,7 +172,8 @@ void fail_wqe(Qp& qp, SendWqe& w, WcStatus st);  // `w` completes with `st`, the
 bool take_retry(Qp& qp);                       // false: retry_cnt exhausted (7 = infinite)
 bool take_rnr_retry(Qp& qp);                   // false: rnr_retry exhausted (7 = infinite)
 void reset(Qp& qp);
-void build_template(Qp& qp, const Device::Config& cfg);
+void build_template(Qp& qp, const Device& dev);
+void address(proto::Packet& t, const proto::Mac& src_mac, const proto::Ip6& src, const AddressVector& av);
 }  // namespace qp_ops
 
 }  // namespace uroce::engine

@@ -31,8 +31,11 @@ inline constexpr uint16_t kDefaultPkey = 0xFFFF;
 inline constexpr uint32_t kRxBurst = 32;             // frames taken from the link per progress()
 inline constexpr uint32_t kRxBurstMax = 64;          // the most a Device::Config may ask for
 inline constexpr uint32_t kTxBatch = 64;             // frames handed to the link at once
+inline constexpr uint32_t kLoopbackRing = 1024;      // frames to the device's own address in flight
 inline constexpr uint32_t kScratchBytes = 16384;     // gather buffer for a multi-SGE packet payload
 inline constexpr uint8_t kDefaultTtl = 64;
+inline constexpr uint32_t kGrhBytes = 40;            // the GRH area before a UD receive's payload
+inline constexpr uint32_t kGsiQkey = 0x80010000;     // QP 1 (the connection manager's), reserved
 
 // ---- Port: DPDK link and control plane --------------------------------------------------------
 // Endpoint config defaults (port/config.hpp); the config file key that overrides each is named.

@@ -13,16 +13,27 @@ int Device::post_send(Qp* qp, const SendWr& wr) {
   if (s == QpState::Reset || s == QpState::Init || s == QpState::Rtr) return EINVAL;
   if (wr.num_sge > qp->init.cap.max_send_sge && !(wr.send_flags & kSendInline)) return EINVAL;
   if (wr.num_sge > kMaxSge) return EINVAL;
+  const QpType type = qp->init.qp_type;
   switch (wr.opcode) {
-    case WrOpcode::Send: case WrOpcode::SendWithImm: case WrOpcode::SendWithInv:
-    case WrOpcode::RdmaWrite: case WrOpcode::RdmaWriteWithImm: case WrOpcode::RdmaRead:
-    case WrOpcode::AtomicCmpSwp: case WrOpcode::AtomicFetchAdd:
+    case WrOpcode::Send: case WrOpcode::SendWithImm:
+      break;
+    case WrOpcode::RdmaWrite: case WrOpcode::RdmaWriteWithImm:
+      if (type == QpType::UD) return EINVAL;  // UD: SENDs only
+      break;
+    case WrOpcode::SendWithInv: case WrOpcode::RdmaRead: case WrOpcode::AtomicCmpSwp: case WrOpcode::AtomicFetchAdd:
+      if (type != QpType::RC) return EINVAL;  // UC: SEND and WRITE only
       break;
     default:
       return EINVAL;
   }
   uint64_t len = 0;
   for (uint32_t i = 0; i < wr.num_sge; ++i) len += wr.sg_list[i].length;
+  bool ah_local = false;
+  if (type == QpType::UD) {
+    // A datagram: an address handle of this device's, one packet of at most the path MTU.
+    if (!wr.ah || !sgid(wr.ah->av.sgid_index) || len > mtu_limit() || wr.remote_qpn > 0xFFFFFF) return EINVAL;
+    ah_local = is_local(wr.ah->av.dgid);
+  }
   const bool atomic = wr.opcode == WrOpcode::AtomicCmpSwp || wr.opcode == WrOpcode::AtomicFetchAdd;
   const bool is_inline = (wr.send_flags & kSendInline) && !atomic && wr.opcode != WrOpcode::RdmaRead;
   if (is_inline && len > qp->init.cap.max_inline_data) return EINVAL;
@@ -39,6 +50,7 @@ int Device::post_send(Qp* qp, const SendWr& wr) {
   w.length = uint32_t(len);
   w.signaled = qp->init.sq_sig_all || (wr.send_flags & kSendSignaled);
   w.is_inline = is_inline;
+  w.ah_local = ah_local;
   if (is_inline) {
     uint32_t off = 0;
     for (uint32_t i = 0; i < wr.num_sge; ++i) {

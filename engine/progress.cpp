@@ -9,12 +9,19 @@
 namespace uroce::engine {
 
 bool Device::progress() {
-  const size_t n = link_.recv(rx_.data(), cfg_.rx_burst);
+  // Frames to our own address first (loopback), then a burst from the link.
+  size_t n = tx_.take_loopback(rx_.data(), cfg_.rx_burst);
+  bool did = n > 0;
   for (size_t i = 0; i < n; ++i) {
     rx_frame(rx_[i]);
     link_.release(rx_[i]);
   }
-  bool did = n > 0;
+  n = link_.recv(rx_.data(), cfg_.rx_burst);
+  for (size_t i = 0; i < n; ++i) {
+    rx_frame(rx_[i]);
+    link_.release(rx_[i]);
+  }
+  did |= n > 0;
   for (auto& qpp : qps_) {
     Qp& qp = *qpp;
     const QpState s = qp.attrs.qp_state;
@@ -32,6 +39,26 @@ bool Device::progress() {
   return did;
 }
 
+namespace {
+proto::Transport transport_of(QpType t) {
+  switch (t) {
+    case QpType::UC: return proto::Transport::UC;
+    case QpType::UD: return proto::Transport::UD;
+    default: return proto::Transport::RC;
+  }
+}
+}  // namespace
+
+// Is the frame's destination IP one of our GIDs?
+bool Device::to_us(const proto::Packet& p) const {
+  for (const proto::Ip6& g : cfg_.gids) {
+    if (p.ip_version == 4 ? gid_is_v4mapped(g) && std::memcmp(p.ip_dst.data(), g.data() + 12, 4) == 0
+                          : p.ip_dst == g && !gid_is_v4mapped(g))
+      return true;
+  }
+  return false;
+}
+
 // One received frame: parse (the ICRC included), check it is ours, find the QP, check its
 // P_Key, state and source address, then hand it to the role it is for.
 void Device::rx_frame(PacketBuf& b) {
@@ -42,17 +69,15 @@ void Device::rx_frame(PacketBuf& b) {
     else ++dev_ctr_.malformed;
     return;
   }
-  // Ours? Destination MAC and IP must be this device's.
-  const bool ip_ok = p.ip_version == 4
-                         ? (gid_is_v4mapped(cfg_.gid) && std::memcmp(p.ip_dst.data(), cfg_.gid.data() + 12, 4) == 0)
-                         : p.ip_dst == cfg_.gid;
-  if (!ip_ok || p.eth_dst != cfg_.mac) {
+  // Ours? The destination MAC, and an IP address of this device's GID table.
+  if (p.eth_dst != cfg_.mac || !to_us(p)) {
     ++dev_ctr_.dropped_not_for_us;
     return;
   }
   Qp* qp = qp_by_num(p.dest_qp);
-  if (!qp || p.info().transport != proto::Transport::RC) {
-    ++dev_ctr_.dropped_unknown_qp;
+  const proto::Transport tr = p.info().transport;
+  if (!qp || tr != transport_of(qp->init.qp_type)) {
+    ++dev_ctr_.dropped_unknown_qp;  // no such QP, or one of another transport
     return;
   }
   // P_Key: the low 15 bits must match and at least one side must be a full member.
@@ -65,14 +90,17 @@ void Device::rx_frame(PacketBuf& b) {
     ++qp->ctr.dropped_bad_state;
     return;
   }
-  // A connected QP takes frames from its peer's address only (as rxe checks the IP source).
-  if (p.ip_version != qp->tmpl.ip_version || p.ip_src != qp->tmpl.ip_dst) {
+  // A connected QP takes frames from its peer's address to its own only (as rxe checks the IP
+  // source): the address pair it was connected with. Datagrams come from anyone.
+  if (tr != proto::Transport::UD &&
+      (p.ip_version != qp->tmpl.ip_version || p.ip_src != qp->tmpl.ip_dst || p.ip_dst != qp->tmpl.ip_src)) {
     ++qp->ctr.dropped_source;
     return;
   }
   ++qp->ctr.rx_packets;
   qp->ctr.rx_bytes += b.len;
-  if (p.info().request) responder::on_request(*this, *qp, p);
+  if (tr == proto::Transport::UD) responder::on_datagram(*this, *qp, p);
+  else if (p.info().request) responder::on_request(*this, *qp, p);
   else if (s == QpState::Rts || s == QpState::Sqd || s == QpState::Sqe) completer::on_response(*this, *qp, p);
   else ++qp->ctr.dropped_bad_state;
 }

@@ -108,7 +108,7 @@ void reset(Qp& qp) {
   RecvSide& r = qp.rx;
   r.state = RespState::Idle;
   r.msg = RespMsg::None;
-  r.seq_nak_sent = r.have_recv = r.ack_pending = false;
+  r.seq_nak_sent = r.have_recv = r.ack_pending = r.uc_dropping = false;
   r.recv_off = r.write_left = 0;
   r.write_rkey = 0;
   r.write_va = 0;
@@ -119,25 +119,38 @@ void reset(Qp& qp) {
   qp.attrs.cap = qp.init.cap;
 }
 
-void build_template(Qp& qp, const Device::Config& cfg) {
-  proto::Packet& t = qp.tmpl;
-  t = proto::Packet{};
-  const AddressVector& av = qp.attrs.ah_attr;
-  t.eth_src = cfg.mac;
+// The addresses and ports of a frame from `src` (a GID of this device) to `av`.
+void address(proto::Packet& t, const proto::Mac& src_mac, const proto::Ip6& src, const AddressVector& av) {
+  t.eth_src = src_mac;
   t.eth_dst = av.dmac;
+  t.ip_src = {};
+  t.ip_dst = {};
   if (gid_is_v4mapped(av.dgid)) {
     t.ip_version = 4;
-    std::memcpy(t.ip_src.data(), cfg.gid.data() + 12, 4);
+    std::memcpy(t.ip_src.data(), src.data() + 12, 4);
     std::memcpy(t.ip_dst.data(), av.dgid.data() + 12, 4);
+    t.flow_label = 0;
   } else {
     t.ip_version = 6;
-    t.ip_src = cfg.gid;
+    t.ip_src = src;
     t.ip_dst = av.dgid;
     t.flow_label = av.flow_label;
   }
   t.dscp = av.traffic_class >> 2;
   t.ecn = av.traffic_class & 3;
   t.ttl = av.hop_limit ? av.hop_limit : param::kDefaultTtl;
+}
+
+void build_template(Qp& qp, const Device& dev) {
+  proto::Packet& t = qp.tmpl;
+  t = proto::Packet{};
+  const Device::Config& cfg = dev.config();
+  if (qp.init.qp_type != QpType::UD) {  // a UD QP's frames take their addresses from each send's AH
+    const AddressVector& av = qp.attrs.ah_attr;
+    address(t, cfg.mac, *dev.sgid(av.sgid_index), av);  // check_modify_qp checked the index
+    qp.loopback = dev.is_local(av.dgid);
+    if (qp.loopback) t.eth_dst = cfg.mac;
+  }
   t.ipv4_flags_frag = 0x4000;
   t.udp_sport = proto::udp_source_port(qp.qpn(), qp.attrs.dest_qp_num);
   t.pkey = qp.pkey = cfg.pkey;

@@ -52,6 +52,7 @@ struct SendWqe {
   bool is_read_or_atomic() const { return wr.opcode == WrOpcode::RdmaRead || is_atomic(); }
   bool all_sent() const { return started && next_pkt >= npkts; }
   uint32_t num_sge() const { return is_inline ? 1 : wr.num_sge; }
+  bool ah_local = false;      // UD: the address handle names this device
 };
 
 // Responder resources for READ and atomic requests (IBA 9.5: max_dest_rd_atomic of them):
@@ -142,6 +143,7 @@ struct RecvSide {
   uint32_t msn = 0;
   RespState state = RespState::Idle;
   RespMsg msg = RespMsg::None;
+  bool uc_dropping = false;    // UC: discarding the rest of a message, until a FIRST or ONLY
   bool seq_nak_sent = false;
   RecvWqe cur_recv{};
   bool have_recv = false;
@@ -188,6 +190,7 @@ class Qp {
   QpAttr attrs{};
   uint32_t mtu = 1024;
   uint16_t pkey = param::kDefaultPkey;
+  bool loopback = false;      // RC/UC: the peer is this device (frames never reach the wire)
   proto::Packet tmpl{};       // addresses and ports of every frame this QP sends
   proto::Packet req_pkt{};    // the requester's packet: tmpl plus per-packet fields
   proto::Packet resp_pkt{};   // the responder's (ACKs, READ responses, atomic ACKs)

@@ -1,7 +1,8 @@
-// The QP state machine as ibv_modify_qp(3) and IBA 11.2.4.2 define it for RC: which
-// transitions are legal, which attributes each one requires and allows, and their values.
+// The QP state machine as ibv_modify_qp(3) and IBA 11.2.4.2 define it for RC, UC and UD:
+// which transitions are legal, which attributes each one requires and allows, and their values.
 #include <algorithm>
 #include <cerrno>
+#include <span>
 
 #include "engine/engine.hpp"
 #include "proto/psn.hpp"
@@ -36,6 +37,43 @@ constexpr Transition kRcTransitions[] = {
     {QpState::Sqe, QpState::Rts, kS, kAttrCurState | kAttrAccessFlags | kAttrMinRnrTimer},
 };
 
+// UC: no READ/atomic limits, no timers, no RNR.
+constexpr Transition kUcTransitions[] = {
+    {QpState::Reset, QpState::Init, kS | kAttrPkeyIndex | kAttrPort | kAttrAccessFlags, 0},
+    {QpState::Init, QpState::Init, kS, kAttrPkeyIndex | kAttrPort | kAttrAccessFlags},
+    {QpState::Init, QpState::Rtr, kS | kAttrAv | kAttrPathMtu | kAttrDestQpn | kAttrRqPsn,
+     kAttrAltPath | kAttrAccessFlags | kAttrPkeyIndex},
+    {QpState::Rtr, QpState::Rts, kS | kAttrSqPsn,
+     kAttrCurState | kAttrAltPath | kAttrAccessFlags | kAttrPathMigState},
+    {QpState::Rts, QpState::Rts, kS, kAttrCurState | kAttrAccessFlags | kAttrAltPath | kAttrPathMigState},
+    {QpState::Rts, QpState::Sqd, kS, kAttrEnSqdAsyncNotify},
+    {QpState::Sqd, QpState::Rts, kS, kAttrCurState | kAttrAccessFlags | kAttrAltPath | kAttrPathMigState},
+    {QpState::Sqd, QpState::Sqd, kS,
+     kAttrPkeyIndex | kAttrAv | kAttrAltPath | kAttrAccessFlags | kAttrPathMigState | kAttrCurState},
+    {QpState::Sqe, QpState::Rts, kS, kAttrCurState | kAttrAccessFlags},
+};
+
+// UD: a Q_Key instead of a peer; addresses come with each send.
+constexpr Transition kUdTransitions[] = {
+    {QpState::Reset, QpState::Init, kS | kAttrPkeyIndex | kAttrPort | kAttrQkey, 0},
+    {QpState::Init, QpState::Init, kS, kAttrPkeyIndex | kAttrPort | kAttrQkey},
+    {QpState::Init, QpState::Rtr, kS, kAttrPkeyIndex | kAttrQkey},
+    {QpState::Rtr, QpState::Rts, kS | kAttrSqPsn, kAttrCurState | kAttrQkey},
+    {QpState::Rts, QpState::Rts, kS, kAttrCurState | kAttrQkey},
+    {QpState::Rts, QpState::Sqd, kS, kAttrEnSqdAsyncNotify},
+    {QpState::Sqd, QpState::Rts, kS, kAttrCurState | kAttrQkey},
+    {QpState::Sqd, QpState::Sqd, kS, kAttrPkeyIndex | kAttrQkey | kAttrCurState},
+    {QpState::Sqe, QpState::Rts, kS, kAttrCurState | kAttrQkey},
+};
+
+std::span<const Transition> transitions(QpType t) {
+  switch (t) {
+    case QpType::UC: return kUcTransitions;
+    case QpType::UD: return kUdTransitions;
+    default: return kRcTransitions;
+  }
+}
+
 }  // namespace
 
 int Device::check_modify_qp(const Qp* qp, const QpAttr& a, uint32_t mask) const {
@@ -50,7 +88,7 @@ int Device::check_modify_qp(const Qp* qp, const QpAttr& a, uint32_t mask) const 
   if (!(mask & kAttrState)) {
     // No STATE: a modify within the current state (INIT->INIT, RTS->RTS, SQD->SQD), as Linux
     // treats it; RESET, RTR, SQE and ERR take no attributes this way.
-    for (const Transition& t : kRcTransitions)
+    for (const Transition& t : transitions(qp->init.qp_type))
       if (t.from == cur && t.to == cur) {
         legal = true;
         required = t.required & ~kS;
@@ -61,7 +99,7 @@ int Device::check_modify_qp(const Qp* qp, const QpAttr& a, uint32_t mask) const 
     required = kS;
     optional = kAttrCurState;
   } else {
-    for (const Transition& t : kRcTransitions)
+    for (const Transition& t : transitions(qp->init.qp_type))
       if (t.from == cur && t.to == to) {
         legal = true;
         required = t.required;
@@ -84,6 +122,11 @@ int Device::check_modify_qp(const Qp* qp, const QpAttr& a, uint32_t mask) const 
   if ((mask & kAttrRnrRetry) && a.rnr_retry > 7) return EINVAL;
   if ((mask & kAttrMinRnrTimer) && a.min_rnr_timer > 31) return EINVAL;
   if ((mask & kAttrTimeout) && a.timeout > 31) return EINVAL;
+  if (mask & kAttrAv) {
+    // The source GID must be in the table, of the destination's family (IPv4 or IPv6).
+    const proto::Ip6* src = sgid(a.ah_attr.sgid_index);
+    if (!src || gid_is_v4mapped(*src) != gid_is_v4mapped(a.ah_attr.dgid)) return EINVAL;
+  }
   return 0;
 }
 
@@ -115,6 +158,7 @@ int Device::modify_qp(Qp* qp, const QpAttr& a, uint32_t mask) {
     r.res_next = r.res_pending = 0;
   }
   if (mask & kAttrMinRnrTimer) q.min_rnr_timer = a.min_rnr_timer;
+  if (mask & kAttrQkey) q.qkey = a.qkey;
   if (mask & kAttrSqPsn) {
     q.sq_psn = a.sq_psn & proto::kPsnMask;
     qp->tx.sq_psn = q.sq_psn;
@@ -134,7 +178,7 @@ int Device::modify_qp(Qp* qp, const QpAttr& a, uint32_t mask) {
   q.qp_state = to;
   q.cur_qp_state = to;
   if (to == QpState::Reset) qp_ops::reset(*qp);
-  if (to == QpState::Rtr) qp_ops::build_template(*qp, cfg_);
+  if (to == QpState::Rtr) qp_ops::build_template(*qp, *this);
   if (to == QpState::Rts && cur != QpState::Rts) qp->tx.last_progress_ns = clock_.now_ns();
   if (to == QpState::Err && cur != QpState::Err) qp_ops::set_error(*qp);
   return 0;

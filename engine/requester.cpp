@@ -10,6 +10,7 @@
 #include "engine/engine.hpp"
 #include "engine/sge.hpp"
 #include "proto/aeth.hpp"
+#include "proto/entropy.hpp"
 #include "proto/psn.hpp"
 
 namespace uroce::engine::requester {
@@ -53,6 +54,8 @@ bool start_wqe(Device& dev, Qp& qp, SendWqe& w) {
       return false;
     }
     w.npkts = 1;
+  } else if (qp.init.qp_type == QpType::UD) {
+    w.npkts = 1;  // a datagram is one packet (post_send checked its length)
   } else {
     w.npkts = w.length == 0 ? 1 : uint32_t((uint64_t(w.length) + qp.mtu - 1) / qp.mtu);
   }
@@ -91,10 +94,22 @@ bool send_packet(Device& dev, Qp& qp, SendWqe& w) {
   const bool first = k == 0, last = k + 1 == w.npkts;
   p.psn = psn_add(w.first_psn, k);
   const SendWr& wr = w.wr;
+  const bool ud = qp.init.qp_type == QpType::UD;
   const uint32_t off = k * qp.mtu;
   const uint32_t left = w.length - std::min(w.length, off);
   uint32_t len = 0;
-  switch (wr.opcode) {
+  if (ud) {
+    // A datagram: addressed by its AH, to remote_qpn, with a DETH.
+    const Ah& ah = *wr.ah;
+    qp_ops::address(p, dev.config().mac, *dev.sgid(ah.av.sgid_index), ah.av);
+    p.dest_qp = wr.remote_qpn;
+    p.udp_sport = proto::udp_source_port(qp.qpn(), wr.remote_qpn);
+    p.deth.qkey = (wr.remote_qkey & 0x80000000u) ? qp.attrs.qkey : wr.remote_qkey;
+    p.deth.src_qp = qp.qpn();
+    p.opcode = proto::op::kUd | (wr.opcode == WrOpcode::SendWithImm ? proto::op::kSendOnlyImm : proto::op::kSendOnly);
+    p.imm = wr.imm_data;
+    len = w.length;
+  } else switch (wr.opcode) {
     case WrOpcode::Send:
     case WrOpcode::SendWithImm:
     case WrOpcode::SendWithInv:
@@ -127,16 +142,18 @@ bool send_packet(Device& dev, Qp& qp, SendWqe& w) {
       return false;
   }
   if (len && !resolve_sges(dev, qp, w)) return false;
+  if (qp.init.qp_type == QpType::UC) p.opcode |= proto::op::kUc;  // the UC opcode of the same operation
   p.payload = sge_gather(w, off, len, dev.scratch());
   ++t.pkts_since_ackreq;
-  // AckReq on the last packet of every message (READ requests and atomics included, as rxe
-  // does) and at least every ack_req_every packets inside long ones.
-  p.ack_req = last || w.is_read_or_atomic() || t.pkts_since_ackreq >= dev.config().ack_req_every;
+  // RC: AckReq on the last packet of every message (READ requests and atomics included, as
+  // rxe does) and at least every ack_req_every packets inside long ones. UC and UD: never.
+  p.ack_req = qp.init.qp_type == QpType::RC &&
+              (last || w.is_read_or_atomic() || t.pkts_since_ackreq >= dev.config().ack_req_every);
   p.solicited = last && (wr.send_flags & kSendSolicited) &&
                 (wr.opcode == WrOpcode::Send || wr.opcode == WrOpcode::SendWithImm ||
                  wr.opcode == WrOpcode::SendWithInv || wr.opcode == WrOpcode::RdmaWriteWithImm);
   const bool nothing_in_flight = t.send_idx == 0 && k == w.rcvd_pkts;
-  if (!dev.tx().emit(qp, p)) return false;
+  if (!dev.tx().emit(qp, p, ud && w.ah_local)) return false;
   if (p.ack_req) t.pkts_since_ackreq = 0;
   if (nothing_in_flight) t.last_progress_ns = dev.clock().now_ns();
   w.next_pkt = wr.opcode == WrOpcode::RdmaRead ? w.npkts : k + 1;
@@ -177,6 +194,10 @@ void run(Device& dev, Qp& qp) {
         else s = start_wqe(dev, qp, *w) ? ReqState::CheckWindow : ReqState::Error;
         break;
       case ReqState::CheckWindow: {
+        if (qp.init.qp_type != QpType::RC) {  // nothing is acknowledged: no window
+          s = ReqState::SendPacket;
+          break;
+        }
         // The window counts PSNs from the oldest one not yet acknowledged.
         const SendWqe& head = t.sq.front();
         const uint32_t una = psn_add(head.first_psn, head.rcvd_pkts);
@@ -191,7 +212,10 @@ void run(Device& dev, Qp& qp) {
           s = qp.attrs.qp_state == QpState::Err ? ReqState::Error : ReqState::WaitTxBuf;
           break;
         }
-        if (w->all_sent()) ++t.send_idx;
+        if (w->all_sent()) {
+          if (qp.init.qp_type == QpType::RC) ++t.send_idx;     // completes when acknowledged
+          else qp_ops::complete_wqe(qp, WcStatus::Success);  // UC, UD: complete once sent
+        }
         s = ReqState::NextWqe;
         break;
       default:  // an end state

@@ -25,6 +25,12 @@ struct Pd {
   uint32_t handle = 0;
 };
 
+// An address handle (UD): where a datagram goes. The caller resolved the MAC.
+struct Ah {
+  const Pd* pd = nullptr;
+  AddressVector av{};
+};
+
 // A registered memory region: [iova, iova + length) in the keys' address space maps to host
 // memory at `host`. For ibv_reg_mr iova == host address.
 struct Mr {
@@ -201,6 +207,10 @@ struct Counters {
   uint64_t ghost_responses = 0;    // responses that answer nothing outstanding (stale or forged)
   uint64_t dropped_source = 0;     // requests/responses from an address that is not the QP's peer
   uint64_t replayed_responses = 0; // READ response packets sent again for duplicate requests
+  uint64_t dropped_qkey = 0;       // UD datagrams with the wrong Q_Key
+  uint64_t dropped_no_recv = 0;    // UD datagrams / UC messages with no receive WQE posted
+  uint64_t dropped_messages = 0;   // UC messages discarded (a gap, a bad key, a bad sequence)
+  uint64_t loopback = 0;           // frames delivered to this device's own address internally
 
   void add(const Counters& o);
 };

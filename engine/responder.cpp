@@ -56,16 +56,59 @@ void ack_now(Device& dev, Qp& qp) {
   send_ack(dev, qp, Syndrome::ack(), qp.rx.ack_psn);
 }
 
+// UC has no NAKs: a message that cannot be received is discarded, with the rest of its
+// packets (until the next FIRST or ONLY), and counted. A partly filled receive WQE is reused.
+RespState uc_discard(Qp& qp, uint32_t psn, uint64_t& counter) {
+  RecvSide& r = qp.rx;
+  ++counter;
+  r.msg = RespMsg::None;
+  r.uc_dropping = true;
+  r.recv_off = 0;
+  r.epsn = psn_add(psn, 1);
+  return RespState::Idle;
+}
+
 // Class A/C errors (IBA 9.9.3): NAK the request and move the QP to the error state.
 RespState nak_and_error(Device& dev, Qp& qp, NakCode code, uint32_t psn) {
+  if (qp.init.qp_type == QpType::UC) return uc_discard(qp, psn, qp.ctr.dropped_messages);
   send_ack(dev, qp, Syndrome::nak(code), psn);
   qp_ops::set_error(qp);
   return RespState::Error;
 }
 
 RespState rnr_nak(Device& dev, Qp& qp, uint32_t psn) {
+  if (qp.init.qp_type == QpType::UC) return uc_discard(qp, psn, qp.ctr.dropped_no_recv);
   send_ack(dev, qp, Syndrome::rnr(qp.attrs.min_rnr_timer), psn);
   return RespState::RnrNak;  // the expected PSN does not move: the requester sends it again
+}
+
+// UC's sequence rule (IBA 9.8.3): no NAKs, no duplicates. A FIRST or ONLY at any PSN starts a
+// new message there (an unfinished one is discarded, its receive WQE kept for the next one);
+// a MIDDLE or LAST out of sequence, or after a discarded packet, is dropped with the rest of
+// its message. True: go on checking this packet.
+bool uc_check_psn(Qp& qp, const proto::Packet& p) {
+  RecvSide& r = qp.rx;
+  const Position pos = p.info().pos;
+  const bool starts = pos == Position::First || pos == Position::Only;
+  if (p.psn != r.epsn) {
+    ++qp.ctr.out_of_sequence;
+    if (r.msg != RespMsg::None) {  // the rest of the unfinished message was lost
+      ++qp.ctr.dropped_messages;
+      r.msg = RespMsg::None;
+      r.recv_off = 0;
+    }
+    if (!starts) {
+      r.uc_dropping = true;
+      r.epsn = psn_add(p.psn, 1);
+      return false;
+    }
+    r.epsn = p.psn;
+  } else if (r.uc_dropping && !starts) {
+    r.epsn = psn_add(p.psn, 1);
+    return false;
+  }
+  r.uc_dropping = false;
+  return true;
 }
 
 // Takes the next receive WQE (from the SRQ if the QP has one) for an incoming message.
@@ -307,6 +350,10 @@ void on_request(Device& dev, Qp& qp, const proto::Packet& p) {
   for (;;) {
     switch (s) {
       case RespState::CheckPsn: {
+        if (qp.init.qp_type == QpType::UC) {
+          s = uc_check_psn(qp, p) ? RespState::CheckOpSeq : RespState::Idle;
+          break;
+        }
         const int32_t d = psn_diff(p.psn, r.epsn);
         s = d < 0 ? RespState::Duplicate : d > 0 ? RespState::OutOfSequence : RespState::CheckOpSeq;
         break;
@@ -349,7 +396,7 @@ void on_request(Device& dev, Qp& qp, const proto::Packet& p) {
         s = s == RespState::ExecSend ? exec_send(dev, qp, p) : exec_write(dev, qp, p);
         if (s != RespState::Idle) break;
         r.epsn = psn_add(r.epsn, 1);
-        if (p.ack_req) {
+        if (p.ack_req && qp.init.qp_type == QpType::RC) {
           r.ack_pending = true;
           r.ack_psn = p.psn;
         }
@@ -366,6 +413,48 @@ void on_request(Device& dev, Qp& qp, const proto::Packet& p) {
         return;
     }
   }
+}
+
+// A UD datagram (SEND ONLY, with or without immediate): the Q_Key, a receive WQE, then the
+// 40-byte GRH area (the IPv6 header, or 20 zero bytes and the IPv4 header, as rxe and ConnectX
+// write it) and the payload. No PSN checks, no acknowledgement; what cannot be received is a
+// counted drop or an error completion, never a change of the QP's state.
+void on_datagram(Device& dev, Qp& qp, const proto::Packet& p) {
+  RecvSide& r = qp.rx;
+  if (p.deth.qkey != qp.attrs.qkey) {
+    ++qp.ctr.dropped_qkey;
+    return;
+  }
+  if (!take_recv(qp)) {
+    ++qp.ctr.dropped_no_recv;
+    return;
+  }
+  r.have_recv = false;
+  const RecvWqe& w = r.cur_recv;
+  const uint32_t plen = uint32_t(p.payload.size());
+  if (param::kGrhBytes + plen > recv_capacity(w)) {
+    qp.init.recv_cq->push(recv_wc(qp, w.wr_id, WcStatus::LocLenErr));
+    return;
+  }
+  uint8_t grh[param::kGrhBytes] = {};
+  if (p.ip_version == 6) std::memcpy(grh, p.ip_header.data(), std::min<size_t>(p.ip_header.size(), 40));
+  else std::memcpy(grh + 20, p.ip_header.data(), std::min<size_t>(p.ip_header.size(), 20));
+  const MrTable& mrs = dev.mrs();
+  if (sge_scatter_recv(w, mrs, qp.init.pd, 0, grh, param::kGrhBytes) != param::kGrhBytes ||
+      sge_scatter_recv(w, mrs, qp.init.pd, param::kGrhBytes, p.payload.data(), plen) != plen) {
+    qp.init.recv_cq->push(recv_wc(qp, w.wr_id, WcStatus::LocProtErr));
+    return;
+  }
+  Wc wc = recv_wc(qp, w.wr_id, WcStatus::Success);
+  wc.byte_len = param::kGrhBytes + plen;
+  wc.wc_flags = kWcGrh;
+  wc.src_qp = p.deth.src_qp;
+  wc.pkey_index = 0;
+  if (p.info().has(proto::kImmDt)) {
+    wc.imm_data = p.imm;
+    wc.wc_flags |= kWcWithImm;
+  }
+  qp.init.recv_cq->push(wc);
 }
 
 bool flush_ack(Device& dev, Qp& qp) {

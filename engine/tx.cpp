@@ -3,9 +3,11 @@
 
 namespace uroce::engine {
 
-bool Tx::emit(Qp& qp, const proto::Packet& p) {
+bool Tx::emit(Qp& qp, const proto::Packet& p, bool local) {
+  local |= qp.loopback;  // RC/UC to this device (UD says so per datagram)
   if (n_ == bufs_.size()) flush();
-  PacketBuf& b = bufs_[n_];
+  if (local && loop_n_ == loop_.size()) return false;  // the loopback ring is full: try again later
+  PacketBuf& b = local ? loop_[(loop_head_ + loop_n_) % loop_.size()] : bufs_[n_];
   const size_t len = proto::frame_len(p);
   if (!link_.alloc(b, uint32_t(len))) return false;
   proto::BuildResult r = proto::build(p, std::span<uint8_t>(b.data, b.cap));
@@ -14,10 +16,25 @@ bool Tx::emit(Qp& qp, const proto::Packet& p) {
     return false;
   }
   b.len = uint32_t(r.len);
-  ++n_;
+  if (local) {
+    ++loop_n_;
+    ++qp.ctr.loopback;
+  } else {
+    ++n_;
+  }
   ++qp.ctr.tx_packets;
   qp.ctr.tx_bytes += r.len;
   return true;
+}
+
+size_t Tx::take_loopback(PacketBuf* out, size_t max) {
+  size_t n = 0;
+  while (n < max && loop_n_) {
+    out[n++] = loop_[loop_head_];
+    loop_head_ = (loop_head_ + 1) % loop_.size();
+    --loop_n_;
+  }
+  return n;
 }
 
 void Tx::flush() {

@@ -75,6 +75,10 @@ struct SendWr {
   uint32_t rkey = 0;
   uint64_t compare_add = 0;      // compare (CMP_SWAP) or add (FETCH_ADD)
   uint64_t swap = 0;
+  // UD only: where the datagram goes.
+  const struct Ah* ah = nullptr;
+  uint32_t remote_qpn = 0;
+  uint32_t remote_qkey = 0;      // top bit set: use the QP's own Q_Key (IBA 10.2.5)
 };
 
 struct RecvWr {
@@ -94,6 +98,7 @@ struct Wc {
   uint32_t qp_num = 0;
   uint32_t src_qp = 0;
   uint32_t wc_flags = 0;
+  uint16_t pkey_index = 0;        // UD receives
 };
 
 // Where a QP sends: the peer's addresses. For RoCEv2 over IPv4 the GID is ::ffff:a.b.c.d.

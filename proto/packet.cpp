@@ -177,6 +177,7 @@ ParseResult parse(std::span<const uint8_t> frame, Packet& out, const ParseOption
   out.ipv4_flags_frag = 0;
   out.flow_label = 0;
   out.ipv4_options = {};
+  out.ip_header = {};
   out.udp_checksum = false;
   out.payload = {};
   out.l2_trailer = {};
@@ -229,6 +230,7 @@ ParseResult parse(std::span<const uint8_t> frame, Packet& out, const ParseOption
     if (ip.protocol() != kIpProtoUdp) return fail(ParseError::NotUdp);
     ip_total = ip.total_len();
     if (ip_total < ip_hlen) return fail(ParseError::IpLengthMismatch);
+    out.ip_header = frame.subspan(l3_off, Ipv4View<const uint8_t>::kSize);
   } else {
     if (n - off < Ipv6View<const uint8_t>::kSize) return fail(ParseError::Truncated, Layer::Ipv6);
     Ipv6View<const uint8_t> ip(base + off);
@@ -243,6 +245,7 @@ ParseResult parse(std::span<const uint8_t> frame, Packet& out, const ParseOption
     out.flow_label = ip.flow_label();
     if (ip.next_header() != kIpProtoUdp) return fail(ParseError::NotUdp);
     ip_total = ip_hlen + ip.payload_len();
+    out.ip_header = frame.subspan(l3_off, ip_hlen);
   }
   if (ip_total > n - l3_off) return fail(ParseError::Truncated, Layer::IpPayload);
   const size_t end = l3_off + ip_total;  // end of the IP packet; anything after is L2 padding

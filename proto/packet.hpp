@@ -39,6 +39,8 @@ struct Packet {
   uint16_t ipv4_flags_frag = 0x4000;           // DF, as rxe sends
   uint32_t flow_label = 0;                     // IPv6 only
   std::span<const uint8_t> ipv4_options{};     // IHL > 5 (rare; kept for byte-exact rebuilds)
+  std::span<const uint8_t> ip_header{};        // parse: the received IPv4 header (20 bytes, no
+                                               // options) or IPv6 header (40), for a UD GRH; build ignores it
   // L4
   uint16_t udp_sport = 0xC000;
   uint16_t udp_dport = 4791;

@@ -1,0 +1,472 @@
+// UD, UC, loopback and per-QP source GIDs: real frames on the FakeLink, bytes checked in
+// memory, completions as verbs reports them.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "tests/support/harness.hpp"
+
+namespace uroce::test {
+namespace {
+
+namespace op = proto::op;
+
+proto::Ip6 ll(uint8_t last) {
+  proto::Ip6 g{};
+  g[0] = 0xfe, g[1] = 0x80, g[15] = last;
+  return g;
+}
+
+// One device on one end of a FakeWire, with a PD, CQs and a registered buffer.
+struct Node {
+  std::unique_ptr<Device> dev;
+  Pd* pd = nullptr;
+  Cq* scq = nullptr;
+  Cq* rcq = nullptr;
+  std::vector<uint8_t> mem = std::vector<uint8_t>(1 << 16, 0);
+  Mr* mr = nullptr;
+  uint64_t addr(size_t off = 0) { return reinterpret_cast<uintptr_t>(mem.data() + off); }
+
+  Node(FakeLink& l, VirtualClock& c, uint8_t id) {
+    Device::Config cfg;
+    cfg.mac = {0x02, 0, 0, 0, 0, id};
+    cfg.gids = {v4gid(198, 18, 0, id), ll(id)};  // GID 0: IPv4, GID 1: IPv6 link-local
+    cfg.gid = cfg.gids[0];
+    cfg.seed = id;
+    dev = std::make_unique<Device>(l, c, cfg);
+    pd = dev->alloc_pd();
+    scq = dev->create_cq(256);
+    rcq = dev->create_cq(256);
+    mr = dev->reg_mr(pd, mem.data(), mem.size(), kLocalWrite | kRemoteWrite | kRemoteRead);
+  }
+  Qp* qp(QpType t) {
+    QpInitAttr ia;
+    ia.pd = pd;
+    ia.send_cq = scq;
+    ia.recv_cq = rcq;
+    ia.qp_type = t;
+    ia.cap.max_send_wr = 64;
+    ia.cap.max_recv_wr = 64;
+    return dev->create_qp(ia);
+  }
+  void post_recv(Qp* q, uint64_t id, uint64_t off, uint32_t len) {
+    Sge s{addr(off), len, mr->lkey};
+    RecvWr r{id, &s, 1};
+    ASSERT_EQ(dev->post_recv(q, r), 0);
+  }
+};
+
+void ud_up(Device& d, Qp* q, uint32_t qkey) {
+  QpAttr a;
+  a.qp_state = QpState::Init;
+  a.qkey = qkey;
+  ASSERT_EQ(d.modify_qp(q, a, kAttrState | kAttrPkeyIndex | kAttrPort | kAttrQkey), 0);
+  a.qp_state = QpState::Rtr;
+  ASSERT_EQ(d.modify_qp(q, a, kAttrState), 0);
+  a.qp_state = QpState::Rts;
+  a.sq_psn = 0x123;
+  ASSERT_EQ(d.modify_qp(q, a, kAttrState | kAttrSqPsn), 0);
+}
+
+// Connects an RC or UC QP to `peer` on `peer_dev`, sending from GID `sgid`.
+void connect(Device& d, Qp* q, const Device& peer_dev, const Qp* peer, uint8_t sgid, uint32_t dgid_index,
+             Mtu mtu = Mtu::M1024) {
+  const bool rc = q->init_attr().qp_type == QpType::RC;
+  QpAttr a;
+  a.qp_state = QpState::Init;
+  a.qp_access_flags = kRemoteWrite | kRemoteRead;
+  ASSERT_EQ(d.modify_qp(q, a, kAttrState | kAttrPkeyIndex | kAttrPort | kAttrAccessFlags), 0);
+  a.qp_state = QpState::Rtr;
+  a.path_mtu = mtu;
+  a.dest_qp_num = peer->qpn();
+  a.rq_psn = 0x500;
+  a.max_dest_rd_atomic = 4;
+  a.min_rnr_timer = 1;
+  a.ah_attr.dgid = peer_dev.config().gids[dgid_index];
+  a.ah_attr.dmac = peer_dev.config().mac;
+  a.ah_attr.sgid_index = sgid;
+  uint32_t m = kAttrState | kAttrAv | kAttrPathMtu | kAttrDestQpn | kAttrRqPsn;
+  if (rc) m |= kAttrMaxDestRdAtomic | kAttrMinRnrTimer;
+  ASSERT_EQ(d.modify_qp(q, a, m), 0);
+  a.qp_state = QpState::Rts;
+  a.sq_psn = 0x500;
+  a.timeout = 14;
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  a.max_rd_atomic = 4;
+  m = kAttrState | kAttrSqPsn;
+  if (rc) m |= kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry | kAttrMaxQpRdAtomic;
+  ASSERT_EQ(d.modify_qp(q, a, m), 0);
+}
+
+struct Two {
+  FakeWire wire{4096, 9216, 3};
+  Node a{wire.a(), wire.clock(), 10}, b{wire.b(), wire.clock(), 11};
+  std::vector<proto::Packet> a_sent;
+  std::vector<std::vector<uint8_t>> a_bytes;
+  Two() {
+    wire.a().tap = [this](const uint8_t* d, uint32_t n) {
+      a_bytes.emplace_back(d, d + n);
+      proto::Packet p;
+      EXPECT_TRUE(proto::parse(a_bytes.back(), p).ok());
+      a_sent.push_back(p);
+    };
+  }
+  void run(int rounds = 200) {
+    for (int i = 0; i < rounds; ++i) {
+      bool did = a.dev->progress();
+      did |= b.dev->progress();
+      if (!did) wire.clock().advance(2000);
+    }
+  }
+};
+
+// ---- UD ---------------------------------------------------------------------------------------
+
+TEST(Ud, SendWithImmLandsAfterTheGrhWithItsCompletion) {
+  Two t;
+  Qp* qa = t.a.qp(QpType::UD);
+  Qp* qb = t.b.qp(QpType::UD);
+  ASSERT_NE(qa, nullptr);
+  ASSERT_NE(qb, nullptr);
+  ud_up(*t.a.dev, qa, 0x1111);
+  ud_up(*t.b.dev, qb, 0x2222);
+  AddressVector av;
+  av.dgid = t.b.dev->config().gids[0];
+  av.dmac = t.b.dev->config().mac;
+  av.sgid_index = 0;
+  Ah* ah = t.a.dev->create_ah(t.a.pd, av);
+  ASSERT_NE(ah, nullptr);
+  t.b.post_recv(qb, 7, 0, 40 + 1000);
+  for (int i = 0; i < 1000; ++i) t.a.mem[8192 + i] = uint8_t(i * 7);
+  Sge s{t.a.addr(8192), 1000, t.a.mr->lkey};
+  SendWr wr;
+  wr.wr_id = 3;
+  wr.opcode = WrOpcode::SendWithImm;
+  wr.send_flags = kSendSignaled;
+  wr.sg_list = &s;
+  wr.num_sge = 1;
+  wr.imm_data = 0xDEADBEEF;
+  wr.ah = ah;
+  wr.remote_qpn = qb->qpn();
+  wr.remote_qkey = 0x2222;
+  ASSERT_EQ(t.a.dev->post_send(qa, wr), 0);
+  t.run();
+  Wc wc;
+  ASSERT_EQ(t.a.scq->poll(&wc, 1), 1u);
+  EXPECT_EQ(wc.wr_id, 3u);
+  EXPECT_EQ(wc.status, WcStatus::Success);
+  ASSERT_EQ(t.b.rcq->poll(&wc, 1), 1u);
+  EXPECT_EQ(wc.wr_id, 7u);
+  EXPECT_EQ(wc.status, WcStatus::Success);
+  EXPECT_EQ(wc.opcode, WcOpcode::Recv);
+  EXPECT_EQ(wc.byte_len, 40u + 1000u);
+  EXPECT_EQ(wc.wc_flags, uint32_t(kWcGrh | kWcWithImm));
+  EXPECT_EQ(wc.imm_data, 0xDEADBEEFu);
+  EXPECT_EQ(wc.src_qp, qa->qpn());
+  EXPECT_EQ(wc.qp_num, qb->qpn());
+  // The GRH area: 20 zero bytes, then the IPv4 header as received.
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(t.b.mem[i], 0) << i;
+  EXPECT_EQ(t.b.mem[20], 0x45);
+  EXPECT_EQ(std::memcmp(&t.b.mem[20 + 12], t.a.dev->config().gids[0].data() + 12, 4), 0) << "IPv4 source";
+  EXPECT_EQ(std::memcmp(&t.b.mem[20 + 16], t.b.dev->config().gids[0].data() + 12, 4), 0) << "IPv4 destination";
+  EXPECT_EQ(std::memcmp(&t.b.mem[40], &t.a.mem[8192], 1000), 0);
+  // On the wire: UD SEND ONLY with immediate, the DETH with B's Q_Key and A's QPN, no AckReq.
+  ASSERT_EQ(t.a_sent.size(), 1u);
+  const proto::Packet& p = t.a_sent[0];
+  EXPECT_EQ(p.opcode, op::kUd | op::kSendOnlyImm);
+  EXPECT_EQ(p.deth.qkey, 0x2222u);
+  EXPECT_EQ(p.deth.src_qp, qa->qpn());
+  EXPECT_EQ(p.dest_qp, qb->qpn());
+  EXPECT_FALSE(p.ack_req);
+  EXPECT_EQ(p.psn, 0x123u);
+}
+
+TEST(Ud, QkeyNoReceiveAndShortBufferAreCountedOrCompletedNeverFatal) {
+  Two t;
+  Qp* qa = t.a.qp(QpType::UD);
+  Qp* qb = t.b.qp(QpType::UD);
+  ud_up(*t.a.dev, qa, 0x1111);
+  ud_up(*t.b.dev, qb, 0x2222);
+  AddressVector av;
+  av.dgid = t.b.dev->config().gids[0];
+  av.dmac = t.b.dev->config().mac;
+  Ah* ah = t.a.dev->create_ah(t.a.pd, av);
+  Sge s{t.a.addr(), 100, t.a.mr->lkey};
+  SendWr wr;
+  wr.opcode = WrOpcode::Send;
+  wr.sg_list = &s;
+  wr.num_sge = 1;
+  wr.ah = ah;
+  wr.remote_qpn = qb->qpn();
+  wr.remote_qkey = 0x3333;  // wrong
+  ASSERT_EQ(t.a.dev->post_send(qa, wr), 0);
+  t.run();
+  EXPECT_EQ(qb->counters().dropped_qkey, 1u);
+  wr.remote_qkey = 0x80000000;  // top bit: A's own Q_Key (0x1111): wrong too
+  ASSERT_EQ(t.a.dev->post_send(qa, wr), 0);
+  t.run();
+  EXPECT_EQ(qb->counters().dropped_qkey, 2u);
+  wr.remote_qkey = 0x2222;  // right, but nothing posted
+  ASSERT_EQ(t.a.dev->post_send(qa, wr), 0);
+  t.run();
+  EXPECT_EQ(qb->counters().dropped_no_recv, 1u);
+  t.b.post_recv(qb, 9, 0, 40 + 50);  // too short for 40 + 100
+  ASSERT_EQ(t.a.dev->post_send(qa, wr), 0);
+  t.run();
+  Wc wc;
+  ASSERT_EQ(t.b.rcq->poll(&wc, 1), 1u);
+  EXPECT_EQ(wc.wr_id, 9u);
+  EXPECT_EQ(wc.status, WcStatus::LocLenErr);
+  EXPECT_EQ(qb->state(), QpState::Rts);
+  // A datagram larger than the link carries is refused at post time; so is one with no AH.
+  std::vector<uint8_t> big(16384);
+  Mr* bm = t.a.dev->reg_mr(t.a.pd, big.data(), big.size(), kLocalWrite);
+  Sge bs{reinterpret_cast<uintptr_t>(big.data()), uint32_t(big.size()), bm->lkey};
+  wr.sg_list = &bs;
+  EXPECT_EQ(t.a.dev->post_send(qa, wr), EINVAL);
+  wr.sg_list = &s;
+  wr.ah = nullptr;
+  EXPECT_EQ(t.a.dev->post_send(qa, wr), EINVAL);
+  wr.ah = ah;
+  wr.opcode = WrOpcode::RdmaWrite;
+  EXPECT_EQ(t.a.dev->post_send(qa, wr), EINVAL) << "UD carries SENDs only";
+}
+
+TEST(Ud, Ipv6GrhIsTheIpv6Header) {
+  Two t;
+  Qp* qa = t.a.qp(QpType::UD);
+  Qp* qb = t.b.qp(QpType::UD);
+  ud_up(*t.a.dev, qa, 5);
+  ud_up(*t.b.dev, qb, 5);
+  AddressVector av;
+  av.dgid = t.b.dev->config().gids[1];
+  av.dmac = t.b.dev->config().mac;
+  av.sgid_index = 1;
+  av.hop_limit = 1;
+  av.traffic_class = 0x28;
+  Ah* ah = t.a.dev->create_ah(t.a.pd, av);
+  ASSERT_NE(ah, nullptr);
+  av.sgid_index = 0;  // an IPv4 source for an IPv6 destination
+  EXPECT_EQ(t.a.dev->create_ah(t.a.pd, av), nullptr);
+  t.b.post_recv(qb, 1, 0, 40 + 64);
+  Sge s{t.a.addr(), 64, t.a.mr->lkey};
+  SendWr wr;
+  wr.opcode = WrOpcode::Send;
+  wr.sg_list = &s;
+  wr.num_sge = 1;
+  wr.ah = ah;
+  wr.remote_qpn = qb->qpn();
+  wr.remote_qkey = 5;
+  ASSERT_EQ(t.a.dev->post_send(qa, wr), 0);
+  t.run();
+  Wc wc;
+  ASSERT_EQ(t.b.rcq->poll(&wc, 1), 1u);
+  EXPECT_EQ(wc.status, WcStatus::Success);
+  EXPECT_EQ(wc.byte_len, 104u);
+  EXPECT_EQ(t.b.mem[0] >> 4, 6) << "IPv6 version";
+  EXPECT_EQ(t.b.mem[7], 1) << "hop limit";
+  EXPECT_EQ(std::memcmp(&t.b.mem[8], t.a.dev->config().gids[1].data(), 16), 0) << "source GID";
+  EXPECT_EQ(std::memcmp(&t.b.mem[24], t.b.dev->config().gids[1].data(), 16), 0) << "destination GID";
+}
+
+// ---- UC ---------------------------------------------------------------------------------------
+
+TEST(Uc, SendAndWriteWithImmDeliverAndALostPacketLosesOnlyItsMessage) {
+  Two t;
+  Qp* qa = t.a.qp(QpType::UC);
+  Qp* qb = t.b.qp(QpType::UC);
+  ASSERT_NE(qa, nullptr);
+  connect(*t.a.dev, qa, *t.b.dev, qb, 0, 0);
+  connect(*t.b.dev, qb, *t.a.dev, qa, 0, 0);
+  // Drop A's 2nd frame: the middle packet of the first 3-packet SEND.
+  int n = 0;
+  t.wire.a().filter = [&](const uint8_t*, uint32_t) { return ++n != 2; };
+  t.b.post_recv(qb, 100, 0, 8192);
+  t.b.post_recv(qb, 101, 16384, 8192);
+  for (int i = 0; i < 3000; ++i) t.a.mem[i] = uint8_t(i), t.a.mem[4096 + i] = uint8_t(i * 3);
+  Sge s1{t.a.addr(), 3000, t.a.mr->lkey}, s2{t.a.addr(4096), 3000, t.a.mr->lkey};
+  SendWr w1;
+  w1.wr_id = 1;
+  w1.opcode = WrOpcode::Send;
+  w1.send_flags = kSendSignaled;
+  w1.sg_list = &s1;
+  w1.num_sge = 1;
+  SendWr w2 = w1;
+  w2.wr_id = 2;
+  w2.sg_list = &s2;
+  ASSERT_EQ(t.a.dev->post_send(qa, w1), 0);
+  ASSERT_EQ(t.a.dev->post_send(qa, w2), 0);
+  t.run();
+  Wc wc[4];
+  ASSERT_EQ(t.a.scq->poll(wc, 4), 2u) << "UC completes a WR once it is sent";
+  EXPECT_EQ(wc[0].wr_id, 1u);
+  EXPECT_EQ(wc[1].wr_id, 2u);
+  ASSERT_EQ(t.b.rcq->poll(wc, 4), 1u) << "the first message is lost, the second arrives";
+  EXPECT_EQ(wc[0].wr_id, 100u) << "the receive WQE the lost message had started is reused";
+  EXPECT_EQ(wc[0].byte_len, 3000u);
+  EXPECT_EQ(std::memcmp(&t.b.mem[0], &t.a.mem[4096], 3000), 0);
+  EXPECT_EQ(qb->counters().dropped_messages, 1u);
+  EXPECT_EQ(qb->state(), QpState::Rts);
+  // WRITE with immediate: the bytes land, a receive is consumed; no ACK ever comes back.
+  t.wire.a().filter = nullptr;
+  SendWr w3 = w1;
+  w3.wr_id = 3;
+  w3.opcode = WrOpcode::RdmaWriteWithImm;
+  w3.remote_addr = t.b.addr(32768);
+  w3.rkey = t.b.mr->rkey;
+  w3.imm_data = 42;
+  ASSERT_EQ(t.a.dev->post_send(qa, w3), 0);
+  t.run();
+  ASSERT_EQ(t.b.rcq->poll(wc, 4), 1u);
+  EXPECT_EQ(wc[0].wr_id, 101u);
+  EXPECT_EQ(wc[0].opcode, WcOpcode::RecvRdmaWithImm);
+  EXPECT_EQ(wc[0].imm_data, 42u);
+  EXPECT_EQ(std::memcmp(&t.b.mem[32768], &t.a.mem[0], 3000), 0);
+  for (const proto::Packet& p : t.a_sent) {
+    EXPECT_EQ(p.info().transport, proto::Transport::UC);
+    EXPECT_FALSE(p.ack_req);
+  }
+  EXPECT_EQ(qb->counters().acks_sent, 0u);
+  SendWr rd = w1;
+  rd.opcode = WrOpcode::RdmaRead;
+  EXPECT_EQ(t.a.dev->post_send(qa, rd), EINVAL) << "UC has no READ";
+}
+
+// ---- Loopback -----------------------------------------------------------------------------------
+
+TEST(Loopback, TwoQpsOfOneDeviceTalkWithoutTheWire) {
+  Two t;
+  Qp* q1 = t.a.qp(QpType::RC);
+  Qp* q2 = t.a.qp(QpType::RC);
+  connect(*t.a.dev, q1, *t.a.dev, q2, 0, 0);
+  connect(*t.a.dev, q2, *t.a.dev, q1, 0, 0);
+  for (int i = 0; i < 5000; ++i) t.a.mem[i] = uint8_t(i * 11);
+  Sge s{t.a.addr(), 5000, t.a.mr->lkey};
+  SendWr w;
+  w.wr_id = 1;
+  w.opcode = WrOpcode::RdmaWrite;
+  w.send_flags = kSendSignaled;
+  w.sg_list = &s;
+  w.num_sge = 1;
+  w.remote_addr = t.a.addr(20000);
+  w.rkey = t.a.mr->rkey;
+  ASSERT_EQ(t.a.dev->post_send(q1, w), 0);
+  Sge r{t.a.addr(40000), 5000, t.a.mr->lkey};
+  SendWr rd = w;
+  rd.wr_id = 2;
+  rd.opcode = WrOpcode::RdmaRead;
+  rd.sg_list = &r;
+  rd.remote_addr = t.a.addr(20000);
+  ASSERT_EQ(t.a.dev->post_send(q1, rd), 0);
+  t.run();
+  Wc wc[2];
+  ASSERT_EQ(t.a.scq->poll(wc, 2), 2u) << q1->describe() << "\n" << q2->describe();
+  EXPECT_EQ(wc[0].status, WcStatus::Success);
+  EXPECT_EQ(wc[1].status, WcStatus::Success);
+  EXPECT_EQ(std::memcmp(&t.a.mem[20000], &t.a.mem[0], 5000), 0);
+  EXPECT_EQ(std::memcmp(&t.a.mem[40000], &t.a.mem[0], 5000), 0);
+  EXPECT_TRUE(t.a_sent.empty()) << "nothing went on the wire";
+  EXPECT_GT(q1->counters().loopback, 0u);
+}
+
+TEST(Loopback, UdToTheDevicesOwnAddress) {
+  Two t;
+  Qp* q1 = t.a.qp(QpType::UD);
+  Qp* q2 = t.a.qp(QpType::UD);
+  ud_up(*t.a.dev, q1, 9);
+  ud_up(*t.a.dev, q2, 9);
+  AddressVector av;
+  av.dgid = t.a.dev->config().gids[0];  // no MAC: the engine knows it is its own
+  Ah* ah = t.a.dev->create_ah(t.a.pd, av);
+  ASSERT_NE(ah, nullptr);
+  t.a.post_recv(q2, 5, 30000, 40 + 16);
+  Sge s{t.a.addr(), 16, t.a.mr->lkey};
+  SendWr w;
+  w.opcode = WrOpcode::Send;
+  w.sg_list = &s;
+  w.num_sge = 1;
+  w.ah = ah;
+  w.remote_qpn = q2->qpn();
+  w.remote_qkey = 9;
+  ASSERT_EQ(t.a.dev->post_send(q1, w), 0);
+  t.run();
+  Wc wc;
+  ASSERT_EQ(t.a.rcq->poll(&wc, 1), 1u);
+  EXPECT_EQ(wc.wr_id, 5u);
+  EXPECT_EQ(wc.src_qp, q1->qpn());
+  EXPECT_TRUE(t.a_sent.empty());
+}
+
+// ---- Per-QP source GIDs ----------------------------------------------------------------------------
+
+TEST(Gid, OneQpOverIpv4AndOneOverIpv6ToTheSamePeer) {
+  Two t;
+  Qp* a4 = t.a.qp(QpType::RC);
+  Qp* b4 = t.b.qp(QpType::RC);
+  Qp* a6 = t.a.qp(QpType::RC);
+  Qp* b6 = t.b.qp(QpType::RC);
+  connect(*t.a.dev, a4, *t.b.dev, b4, 0, 0);
+  connect(*t.b.dev, b4, *t.a.dev, a4, 0, 0);
+  connect(*t.a.dev, a6, *t.b.dev, b6, 1, 1);
+  connect(*t.b.dev, b6, *t.a.dev, a6, 1, 1);
+  for (int i = 0; i < 100; ++i) t.a.mem[i] = uint8_t(i + 1);
+  Sge s{t.a.addr(), 100, t.a.mr->lkey};
+  SendWr w;
+  w.opcode = WrOpcode::RdmaWrite;
+  w.send_flags = kSendSignaled;
+  w.sg_list = &s;
+  w.num_sge = 1;
+  w.rkey = t.b.mr->rkey;
+  w.wr_id = 4;
+  w.remote_addr = t.b.addr(1000);
+  ASSERT_EQ(t.a.dev->post_send(a4, w), 0);
+  w.wr_id = 6;
+  w.remote_addr = t.b.addr(2000);
+  ASSERT_EQ(t.a.dev->post_send(a6, w), 0);
+  t.run();
+  Wc wc[2];
+  ASSERT_EQ(t.a.scq->poll(wc, 2), 2u);
+  EXPECT_EQ(wc[0].status, WcStatus::Success);
+  EXPECT_EQ(wc[1].status, WcStatus::Success);
+  EXPECT_EQ(std::memcmp(&t.b.mem[1000], &t.a.mem[0], 100), 0);
+  EXPECT_EQ(std::memcmp(&t.b.mem[2000], &t.a.mem[0], 100), 0);
+  int v4 = 0, v6 = 0;
+  for (const proto::Packet& p : t.a_sent) {
+    if (p.dest_qp == b4->qpn()) {
+      EXPECT_EQ(p.ip_version, 4);
+      ++v4;
+    } else if (p.dest_qp == b6->qpn()) {
+      EXPECT_EQ(p.ip_version, 6);
+      EXPECT_EQ(p.ip_src, t.a.dev->config().gids[1]);
+      ++v6;
+    }
+  }
+  EXPECT_EQ(v4, 1);
+  EXPECT_EQ(v6, 1);
+}
+
+TEST(Gid, AnSgidNotInTheTableOrOfTheOtherFamilyIsEinval) {
+  Two t;
+  Qp* q = t.a.qp(QpType::RC);
+  QpAttr a;
+  a.qp_state = QpState::Init;
+  ASSERT_EQ(t.a.dev->modify_qp(q, a, kAttrState | kAttrPkeyIndex | kAttrPort | kAttrAccessFlags), 0);
+  a.qp_state = QpState::Rtr;
+  a.dest_qp_num = 5;
+  a.max_dest_rd_atomic = 1;
+  a.ah_attr.dgid = t.b.dev->config().gids[1];  // IPv6
+  const uint32_t m = kAttrState | kAttrAv | kAttrPathMtu | kAttrDestQpn | kAttrRqPsn | kAttrMaxDestRdAtomic |
+                     kAttrMinRnrTimer;
+  a.ah_attr.sgid_index = 0;  // IPv4 source
+  EXPECT_EQ(t.a.dev->modify_qp(q, a, m), EINVAL);
+  a.ah_attr.sgid_index = 7;  // not in the table
+  EXPECT_EQ(t.a.dev->modify_qp(q, a, m), EINVAL);
+  a.ah_attr.sgid_index = 1;
+  EXPECT_EQ(t.a.dev->modify_qp(q, a, m), 0);
+}
+
+}  // namespace
+}  // namespace uroce::test
