@@ -112,8 +112,11 @@ std::optional<EndpointConfig> load_config(const std::string& path, std::string& 
       c.have_ip4 = true;
     } else if (key == "ip6") {
       std::string addr = val.substr(0, val.find('/'));
-      if (!parse_ip6(addr, c.ip6)) return fail("bad IPv6 address");
+      proto::Ip6 a;
+      if (!parse_ip6(addr, a)) return fail("bad IPv6 address");
+      if (!c.have_ip6) c.ip6 = a;
       c.have_ip6 = true;
+      c.ip6s.push_back(a);
     } else if (key == "mac") {
       if (val == "port") c.mac_from_port = true;
       else if (parse_mac(val, c.mac)) c.mac_from_port = false;
@@ -138,7 +141,7 @@ std::optional<EndpointConfig> load_config(const std::string& path, std::string& 
       if (!parse_u32(val, u) || u < 64 || u > 32768) return fail("bad descriptor count");
       (key == "rx_desc" ? c.rx_desc : c.tx_desc) = uint16_t(u);
     } else if (key == "gid_index") {
-      if (!parse_u32(val, u) || u > 1) return fail("gid_index is 0 (IPv6) or 1 (IPv4-mapped)");
+      if (!parse_u32(val, u) || u > 255) return fail("gid_index is 0 (IPv6 link-local), 1 (IPv4-mapped) or 2.. (each ip6)");
       c.gid_index = int(u);
     } else if (key == "dscp") {
       if (!parse_u32(val, u) || u > 63) return fail("bad dscp");
@@ -161,6 +164,10 @@ std::optional<EndpointConfig> load_config(const std::string& path, std::string& 
     }
   }
   if (c.eal.empty()) return fail("no 'eal' line"), std::nullopt;
+  if (c.gid_index >= 2 + int(c.ip6s.size())) {
+    err = path + ": gid_index " + std::to_string(c.gid_index) + " names no GID (0 link-local, 1 IPv4, 2.. each ip6 line)";
+    return std::nullopt;
+  }
   if (c.gid_index == 1 && !c.have_ip4) {
     err = path + ": gid_index 1 (IPv4) needs an 'ip' line";
     return std::nullopt;

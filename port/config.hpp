@@ -38,7 +38,10 @@ struct EndpointConfig {
   uint32_t mbuf_cache = param::kMbufCache;
   uint32_t mbuf_size = 0;              // mbuf data room after the headroom; 0: the largest frame
   uint16_t rx_desc = param::kRxDesc, tx_desc = param::kTxDesc;
-  int gid_index = param::kGidIndex;    // 0: IPv6 (explicit ip6, or link-local from MAC); 1: IPv4-mapped
+  std::vector<proto::Ip6> ip6s;        // every `ip6` line (global addresses), in order
+  // The default source GID (tools that do not ask for one). The GID table (DpdkLink::gids()):
+  // 0 the IPv6 link-local address from the MAC, 1 the IPv4-mapped address, 2.. each ip6.
+  int gid_index = param::kGidIndex;
   uint8_t dscp = 0, ecn = 0, hop_limit = param::kDefaultTtl;
   bool flow_isolate = false;           // rte_flow isolation (share a NIC port with the kernel)
   bool promiscuous = true;             // enable promiscuous mode when our MAC is not the port's

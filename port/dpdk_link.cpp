@@ -130,9 +130,19 @@ bool DpdkLink::setup(std::string& err) {
   }
   have_ip4_ = cfg_.have_ip4;
   std::memcpy(ip4_, cfg_.ip4, 4);
-  ip6_ = cfg_.have_ip6 ? cfg_.ip6 : link_local_from_mac(mac_);
-  gid_ = cfg_.gid_index == 1 ? v4mapped(ip4_) : ip6_;
-  ctl_.init(mac_, have_ip4_ ? ip4_ : nullptr, ip6_, &ctr_);
+  // The GID table: 0 the link-local address, 1 the IPv4-mapped address (zero: none), 2.. each
+  // configured IPv6 address. ND and ping are answered for every IPv6 entry.
+  gids_.assign(2, proto::Ip6{});
+  gids_[0] = link_local_from_mac(mac_);
+  if (have_ip4_) gids_[1] = v4mapped(ip4_);
+  std::vector<proto::Ip6> ip6s{gids_[0]};
+  for (const proto::Ip6& a : cfg_.ip6s) {
+    gids_.push_back(a);
+    ip6s.push_back(a);
+  }
+  ip6_ = cfg_.have_ip6 ? cfg_.ip6 : gids_[0];
+  gid_ = gids_[size_t(cfg_.gid_index)];
+  ctl_.init(mac_, have_ip4_ ? ip4_ : nullptr, ip6s, &ctr_);
 
   if (cfg_.flow_isolate) {
     // Only our traffic comes to DPDK: frames to our MAC, and RoCEv2 to our IPv4 address.

@@ -72,7 +72,8 @@ class DpdkLink : public engine::Link {
   bool lookup(const proto::Ip6& gid, proto::Mac& out) const;
 
   const proto::Mac& mac() const { return mac_; }
-  const proto::Ip6& gid() const { return gid_; }       // the one the engine uses (gid_index)
+  const proto::Ip6& gid() const { return gid_; }       // the default source GID (gid_index)
+  const std::vector<proto::Ip6>& gids() const { return gids_; }  // the GID table (zero: unused)
   const EndpointConfig& config() const { return cfg_; }
   const LinkCounters& counters() const { return ctr_; }
   uint16_t port_id() const { return port_; }
@@ -96,7 +97,8 @@ class DpdkLink : public engine::Link {
   bool is_memif_ = false;
   proto::Mac mac_{};
   proto::Ip6 gid_{};
-  proto::Ip6 ip6_{};         // our IPv6 address (explicit or link-local)
+  proto::Ip6 ip6_{};         // our first IPv6 address (explicit, else link-local)
+  std::vector<proto::Ip6> gids_;
   bool have_ip4_ = false;
   uint8_t ip4_[4] = {};
   LinkCounters ctr_;

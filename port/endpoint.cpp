@@ -12,6 +12,7 @@ std::unique_ptr<Endpoint> Endpoint::open(const EndpointConfig& cfg, std::string&
   engine::Device::Config dc = dev_cfg;
   dc.mac = e->link_->mac();
   dc.gid = e->link_->gid();
+  dc.gids = e->link_->gids();
   e->dev_ = std::make_unique<engine::Device>(*e->link_, *e->clock_, dc);
   if (engine::mtu_bytes(cfg.path_mtu) > e->dev_->mtu_limit()) {
     err = "path mtu " + std::to_string(engine::mtu_bytes(cfg.path_mtu)) + " larger than the link carries";
@@ -27,6 +28,15 @@ Endpoint::~Endpoint() {
 
 bool Endpoint::resolve_peer(const proto::Ip6& gid, engine::AddressVector& av, std::string& err,
                             const std::function<void()>& pump) {
+  const EndpointConfig& c = config();
+  av.dgid = gid;
+  av.hop_limit = c.hop_limit;
+  av.traffic_class = uint8_t(c.dscp << 2 | c.ecn);
+  av.sgid_index = uint8_t(c.gid_index);
+  if (dev_->is_local(gid)) {  // loopback: our own address, no resolution
+    av.dmac = link_->mac();
+    return true;
+  }
   const std::function<void()> step = pump ? pump : std::function<void()>([this] { progress(); });
   // Link up (memif: the peer connected), looked at every 10 ms while `step` runs in between.
   const uint64_t end = dev_->now_ns() + uint64_t(param::kLinkWaitMs) * 1'000'000;
@@ -46,12 +56,7 @@ bool Endpoint::resolve_peer(const proto::Ip6& gid, engine::AddressVector& av, st
           (engine::gid_is_v4mapped(gid) ? "ARP" : "ND") + ")";
     return false;
   }
-  const EndpointConfig& c = config();
-  av.dgid = gid;
   av.dmac = mac;
-  av.hop_limit = c.hop_limit;
-  av.traffic_class = uint8_t(c.dscp << 2 | c.ecn);
-  av.sgid_index = uint8_t(c.gid_index);
   return true;
 }
 

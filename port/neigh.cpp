@@ -73,11 +73,17 @@ bool Neighbours::lookup(const Ip6& ip, Mac& out, uint64_t now_ms) const {
 }
 
 // ---- Control plane ------------------------------------------------------------------------------
-void ControlPlane::init(const Mac& mac, const uint8_t* ip4, const Ip6& ip6, LinkCounters* ctr) {
+const Ip6* ControlPlane::own6(const uint8_t* a) const {
+  for (const Ip6& x : ip6s_)
+    if (std::memcmp(a, x.data(), 16) == 0) return &x;
+  return nullptr;
+}
+
+void ControlPlane::init(const Mac& mac, const uint8_t* ip4, const std::vector<Ip6>& ip6s, LinkCounters* ctr) {
   mac_ = mac;
   have_ip4_ = ip4 != nullptr;
   if (ip4) std::memcpy(ip4_, ip4, 4);
-  ip6_ = ip6;
+  ip6s_ = ip6s;
   ctr_ = ctr;
 }
 
@@ -135,7 +141,7 @@ Verdict ControlPlane::sort(uint8_t* f, uint32_t len, uint32_t cap) {
       ++c.drop_not_our_mac;
     } else {
       const uint8_t* dst = Ipv6View<const uint8_t>(f + at.l3).dst();
-      const bool ours = std::memcmp(dst, ip6_.data(), 16) == 0;
+      const bool ours = own6(dst) != nullptr;
       if (at.ip_proto == kIpProtoUdp && ours && to_us) {
         if (roce) {
           ++c.rx_roce;
@@ -255,7 +261,8 @@ Verdict ControlPlane::on_icmp6(uint8_t* f, uint32_t len, uint32_t cap, size_t l3
   }
   if (type == kIcmp6NeighbourSolicit) {
     constexpr size_t kNaLen = NdView<uint8_t>::kSize + NdOptionView<uint8_t>::kSize;
-    if (plen < NdView<uint8_t>::kSize || std::memcmp(NdView<const uint8_t>(ic).target(), ip6_.data(), 16) != 0) {
+    const Ip6* target = plen < NdView<uint8_t>::kSize ? nullptr : own6(NdView<const uint8_t>(ic).target());
+    if (!target) {
       ++c.drop_not_our_ip;
       return {};
     }
@@ -271,24 +278,26 @@ Verdict ControlPlane::on_icmp6(uint8_t* f, uint32_t len, uint32_t cap, size_t l3
     // Reply: NA, solicited + override, with our link-layer address; to the solicitor.
     answer_to(f, dst_mac);
     ip.set_dst(src.data());
-    ip.set_src(ip6_.data());
+    ip.set_src(target->data());
     ip.set_hop_limit(kNdHopLimit);
     ip.set_payload_len(uint16_t(kNaLen));
     NdView<uint8_t> na(ic);
     na.set_type(kIcmp6NeighbourAdvert);
     na.set_code(0);
     na.set_flags(kNaSolicited | kNaOverride);
-    na.set_target(ip6_.data());
+    na.set_target(target->data());
     NdOptionView<uint8_t>(ic + NdView<uint8_t>::kSize).set_lladdr_option(kNdOptTargetLinkAddr, mac_.data());
     na.set_checksum(0);
     na.set_checksum(icmp6_checksum(ip.data(), ic, kNaLen));
     return {Verdict::Reply, uint32_t(l4 + kNaLen), &c.nd_adverts_sent};
   }
-  if (type == kIcmp6EchoRequest && std::memcmp(ip.dst(), ip6_.data(), 16) == 0) {
+  const Ip6* echo_dst = type == kIcmp6EchoRequest ? own6(ip.dst()) : nullptr;
+  if (echo_dst) {
     ++c.icmp_echo;
     answer_to(f, EthView<const uint8_t>(f).src());
+    const Ip6 me = *echo_dst;
     ip.set_dst(src.data());
-    ip.set_src(ip6_.data());
+    ip.set_src(me.data());
     ip.set_hop_limit(param::kControlTtl);
     IcmpView<uint8_t> echo(ic);
     echo.set_type(kIcmp6EchoReply);
@@ -333,7 +342,7 @@ uint32_t ControlPlane::neighbour_solicit(uint8_t* f, const Ip6& target) {
   ip.set_payload_len(uint16_t(kNsLen));
   ip.set_next_header(kIpProtoIcmp6);
   ip.set_hop_limit(kNdHopLimit);
-  ip.set_src(ip6_.data());
+  ip.set_src(ip6s_.front().data());  // solicitations come from the link-local address
   ip.set_dst(group);
   uint8_t* ic = f + EthView<uint8_t>::kSize + Ipv6View<uint8_t>::kSize;
   std::memset(ic, 0, kNsLen);

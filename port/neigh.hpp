@@ -9,6 +9,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <vector>
 
 #include "engine/param.hpp"
 
@@ -63,7 +64,8 @@ struct Verdict {
 class ControlPlane {
  public:
   // Our addresses (ip4 nullptr: no IPv4 address) and the counters sort() updates.
-  void init(const proto::Mac& mac, const uint8_t* ip4, const proto::Ip6& ip6, LinkCounters* ctr);
+  // Our IPv6 addresses: the link-local one first (it sends our neighbour solicitations).
+  void init(const proto::Mac& mac, const uint8_t* ip4, const std::vector<proto::Ip6>& ip6s, LinkCounters* ctr);
 
   // Sorts one received frame of `len` bytes in a buffer of `cap` bytes: RoCEv2 to our MAC and
   // IP is Deliver; ARP, ND and echo requests for us are answered over the frame (Reply);
@@ -94,8 +96,10 @@ class ControlPlane {
   proto::Mac mac_{};
   bool have_ip4_ = false;
   uint8_t ip4_[4] = {};
-  proto::Ip6 ip6_{};
+  std::vector<proto::Ip6> ip6s_;
   LinkCounters* ctr_ = nullptr;
+  // Is `a` (16 bytes) one of our IPv6 addresses?
+  const proto::Ip6* own6(const uint8_t* a) const;
   Neighbours neigh_;
   uint64_t now_ms_ = 0;
 };

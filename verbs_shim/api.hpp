@@ -43,4 +43,9 @@ ibv_cq_ex* vop_create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* ia);
 extern const uint64_t kSupportedSendOps;
 void install_wr_ops(UQp* q);
 
+// The engine's address vector for an application's ah_attr: the GID table entry, the GRH
+// fields, the peer's MAC (link up, then ARP/ND; our own GIDs need neither). Without the token,
+// which it takes step by step. 0, EINVAL or ETIMEDOUT. (verbs_shim/qp.cpp)
+int resolve_peer(const ibv_ah_attr& ah, engine::AddressVector& out);
+
 }  // namespace uroce::shim

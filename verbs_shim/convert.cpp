@@ -1,5 +1,6 @@
 // Conversions between the ibv_* structures and the engine's types (verbs_shim/convert.hpp).
 #include "verbs_shim/convert.hpp"
+#include "verbs_shim/objects.hpp"
 
 #include <cstddef>
 #include <cstdio>
@@ -92,7 +93,7 @@ void fill_port_attr(ibv_port_attr* a) {
 }
 
 // ---- Work requests and completions ------------------------------------------------------------
-E::SendWr to_engine(const ibv_send_wr& wr) {
+E::SendWr to_engine(const ibv_send_wr& wr, ibv_qp_type type) {
   E::SendWr w;
   w.wr_id = wr.wr_id;
   w.opcode = E::WrOpcode(wr.opcode);
@@ -100,7 +101,11 @@ E::SendWr to_engine(const ibv_send_wr& wr) {
   w.sg_list = reinterpret_cast<const E::Sge*>(wr.sg_list);
   w.num_sge = uint32_t(wr.num_sge);
   w.imm_data = wr.imm_data;
-  if (wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+  if (type == IBV_QPT_UD) {  // wr.ud shares its union with wr.rdma and wr.atomic
+    w.ah = wr.wr.ud.ah ? reinterpret_cast<const UAh*>(wr.wr.ud.ah)->e : nullptr;
+    w.remote_qpn = wr.wr.ud.remote_qpn;
+    w.remote_qkey = wr.wr.ud.remote_qkey;
+  } else if (wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
     w.remote_addr = wr.wr.atomic.remote_addr;
     w.rkey = wr.wr.atomic.rkey;
     w.compare_add = wr.wr.atomic.compare_add;
@@ -131,7 +136,7 @@ void to_ibv_wc(const E::Wc& s, ibv_wc& d) {
   d.qp_num = s.qp_num;
   d.src_qp = s.src_qp;
   d.wc_flags = s.wc_flags;
-  d.pkey_index = 0;
+  d.pkey_index = s.pkey_index;
   d.slid = 0;
   d.sl = 0;
   d.dlid_path_bits = 0;

@@ -16,7 +16,7 @@ enum ibv_mtu mtu_limit_enum();                // the largest path MTU the link c
 uint64_t guid_from_mac(const proto::Mac& m);  // node GUID: EUI-64, network byte order
 
 // Work requests and completions. The engine's SGE has ibv_sge's layout: sg_list is shared.
-engine::SendWr to_engine(const ibv_send_wr& wr);
+engine::SendWr to_engine(const ibv_send_wr& wr, ibv_qp_type type);
 engine::RecvWr to_engine(const ibv_recv_wr& wr);
 void to_ibv_wc(const engine::Wc& s, ibv_wc& d);
 

@@ -36,7 +36,7 @@ int op_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   int rc = 0;
   Guard g;
   for (; wr; wr = wr->next) {
-    rc = r.engine->post_send(q->e, to_engine(*wr));
+    rc = r.engine->post_send(q->e, to_engine(*wr, qp->qp_type));
     if (rc) {
       *bad = wr;
       break;

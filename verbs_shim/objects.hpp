@@ -56,6 +56,7 @@ struct UQp {
 struct UAh {
   ibv_ah ah;
   ibv_ah_attr attr;
+  engine::Ah* e;     // the engine's address handle (UD sends)
 };
 
 // Is this device / this context's device uroce's?

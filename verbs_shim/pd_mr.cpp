@@ -87,15 +87,27 @@ SHIM_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
 // ---- AH -------------------------------------------------------------------------------------------
 SHIM_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   if (!mine(pd->context)) return REAL(ibv_create_ah)(pd, attr);
-  // Address handles are only used by UD QPs, which the engine does not implement: a plain object.
+  // An engine address handle for UD sends, with the peer's MAC resolved now (ARP/ND), as
+  // rdma-core's providers do for RoCE.
   if (attr->port_num != 1 || !attr->is_global) {
     errno = EINVAL;
+    return nullptr;
+  }
+  E::AddressVector av;
+  if (int rc = resolve_peer(*attr, av)) {
+    errno = rc;
+    return nullptr;
+  }
+  E::Ah* e = with_token([&] { return rt().engine->create_ah(upd(pd)->e, av); });
+  if (!e) {
+    errno = EINVAL;  // a GID index not in the table, or an IPv4 source for an IPv6 destination
     return nullptr;
   }
   auto* u = new UAh{};
   u->ah.context = pd->context;
   u->ah.pd = pd;
   u->attr = *attr;
+  u->e = e;
   return &u->ah;
 }
 
@@ -113,7 +125,9 @@ SHIM_EXPORT ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, 
 
 SHIM_EXPORT int ibv_destroy_ah(ibv_ah* ah) {
   if (!mine(ah->context)) return REAL(ibv_destroy_ah)(ah);
-  delete reinterpret_cast<UAh*>(ah);
+  UAh* u = reinterpret_cast<UAh*>(ah);
+  if (int rc = with_token([u] { return rt().engine->destroy_ah(u->e); })) return rc;
+  delete u;
   return 0;
 }
 

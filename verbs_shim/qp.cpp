@@ -17,8 +17,8 @@ namespace {
 
 ibv_qp* create_qp_common(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr* ia, bool ex) {
   Runtime& r = rt();
-  if (ia->qp_type != IBV_QPT_RC) {
-    errno = EOPNOTSUPP;   // the engine implements RC only
+  if (ia->qp_type != IBV_QPT_RC && ia->qp_type != IBV_QPT_UC && ia->qp_type != IBV_QPT_UD) {
+    errno = EOPNOTSUPP;   // RC, UC and UD (no XRC, raw packet or driver QPs)
     return nullptr;
   }
   if (!ia->send_cq || !ia->recv_cq || !mine(ia->send_cq->context) || !mine(ia->recv_cq->context) ||
@@ -38,7 +38,7 @@ ibv_qp* create_qp_common(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr* ia, boo
   e.cap.max_send_sge = std::max<uint32_t>(ia->cap.max_send_sge, 1);
   e.cap.max_recv_sge = std::max<uint32_t>(ia->cap.max_recv_sge, 1);
   e.cap.max_inline_data = ia->cap.max_inline_data;
-  e.qp_type = E::QpType::RC;
+  e.qp_type = E::QpType(ia->qp_type);  // IBV_QPT_RC/UC/UD are the engine's values
   e.sq_sig_all = ia->sq_sig_all != 0;
   E::Qp* q = with_token([&] { return r.engine->create_qp(e); });
   if (!q) {
@@ -56,7 +56,7 @@ ibv_qp* create_qp_common(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr* ia, boo
   b.handle = q->qpn();
   b.qp_num = q->qpn();
   b.state = IBV_QPS_RESET;
-  b.qp_type = IBV_QPT_RC;
+  b.qp_type = ia->qp_type;
   init_sync(b);
   u->e = q;
   u->ex = ex;
@@ -66,17 +66,13 @@ ibv_qp* create_qp_common(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr* ia, boo
 }
 
 // ---- The peer's address -------------------------------------------------------------------------
-int resolve_peer(const ibv_ah_attr& ah, E::AddressVector& out) {
+}  // namespace
+
+int uroce::shim::resolve_peer(const ibv_ah_attr& ah, E::AddressVector& out) {
   Runtime& r = rt();
-  // RoCE: the address vector must carry a GRH, and the source GID must be the one this
-  // endpoint sends from (the config's gid_index). The GID table does not change once started.
-  if (!ah.is_global || ah.grh.sgid_index >= r.gids.size() || !r.gid_valid[ah.grh.sgid_index] ||
-      r.gids[ah.grh.sgid_index] != r.link->gid()) {
-    if (ah.is_global && ah.grh.sgid_index < r.gids.size())
-      std::fprintf(stderr, "uroce-verbs: %s sends from GID %s only (sgid_index %u asked)\n", r.cfg.name.c_str(),
-                   port::gid_str(r.link->gid()).c_str(), unsigned(ah.grh.sgid_index));
-    return EINVAL;
-  }
+  // RoCE: the address vector must carry a GRH and name a valid entry of the GID table (any:
+  // each QP sends from its own, IPv4 or IPv6; the engine checks the family against the dgid).
+  if (!ah.is_global || ah.grh.sgid_index >= r.gids.size() || !r.gid_valid[ah.grh.sgid_index]) return EINVAL;
   std::memcpy(out.dgid.data(), ah.grh.dgid.raw, 16);
   out.hop_limit = ah.grh.hop_limit;
   out.traffic_class = ah.grh.traffic_class;
@@ -105,8 +101,6 @@ int resolve_peer(const ibv_ah_attr& ah, E::AddressVector& out) {
   out.dmac = resolved.dmac;
   return 0;
 }
-
-}  // namespace
 
 namespace uroce::shim {
 
@@ -192,7 +186,7 @@ SHIM_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* a, int mask, ibv_qp_init_a
     ia->recv_cq = qp->recv_cq;
     ia->srq = qp->srq;
     ia->cap = a->cap;
-    ia->qp_type = IBV_QPT_RC;
+    ia->qp_type = qp->qp_type;
     ia->sq_sig_all = init.sq_sig_all;
   }
   return 0;

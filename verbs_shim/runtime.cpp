@@ -57,25 +57,12 @@ namespace {
 
 std::mutex g_init_mu;
 
+// The GID table the application sees is the engine's (port::DpdkLink::gids(): 0 link-local,
+// 1 IPv4-mapped, 2.. each configured IPv6 address); a zero entry is not valid.
 void build_gid_table(Runtime& r) {
-  r.gids.assign(3, proto::Ip6{});
-  r.gid_valid.assign(3, false);
-  r.gids[0] = port::link_local_from_mac(r.link->mac());
-  r.gid_valid[0] = true;
-  if (r.cfg.have_ip4) {
-    proto::Ip6 g{};
-    g[10] = g[11] = 0xFF;
-    std::memcpy(&g[12], r.cfg.ip4, 4);
-    r.gids[1] = g;
-    r.gid_valid[1] = true;
-  }
-  if (r.cfg.have_ip6) {
-    r.gids[2] = r.cfg.ip6;
-    r.gid_valid[2] = true;
-  } else {
-    r.gids.resize(2);
-    r.gid_valid.resize(2);
-  }
+  r.gids = r.engine->config().gids;
+  r.gid_valid.assign(r.gids.size(), false);
+  for (size_t i = 0; i < r.gids.size(); ++i) r.gid_valid[i] = r.engine->sgid(uint32_t(i)) != nullptr;
 }
 
 void poller_loop(Runtime& r) {

@@ -117,7 +117,13 @@ void wr_abort(ibv_qp_ex* x) {
   from_ex(x)->batch.clear();
   rt().unlock();
 }
-void wr_unsupported_ud(ibv_qp_ex* x, ibv_ah*, uint32_t, uint32_t) { from_ex(x)->batch_err = EOPNOTSUPP; }
+void wr_set_ud_addr(ibv_qp_ex* x, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey) {
+  E::SendWr* w = wr_cur(x);
+  if (!w) return;
+  w->ah = ah ? reinterpret_cast<const UAh*>(ah)->e : nullptr;
+  w->remote_qpn = remote_qpn;
+  w->remote_qkey = remote_qkey;
+}
 void wr_unsupported_xrc(ibv_qp_ex* x, uint32_t) { from_ex(x)->batch_err = EOPNOTSUPP; }
 void wr_unsupported_inv(ibv_qp_ex* x, uint32_t) { from_ex(x)->batch_err = EOPNOTSUPP; }
 void wr_unsupported_bind(ibv_qp_ex* x, ibv_mw*, uint32_t, const ibv_mw_bind_info*) {
@@ -152,7 +158,7 @@ void install_wr_ops(UQp* u) {
   x.wr_start = wr_start;
   x.wr_complete = wr_complete;
   x.wr_abort = wr_abort;
-  x.wr_set_ud_addr = wr_unsupported_ud;
+  x.wr_set_ud_addr = wr_set_ud_addr;
   x.wr_set_xrc_srqn = wr_unsupported_xrc;
   x.wr_local_inv = wr_unsupported_inv;
   x.wr_bind_mw = wr_unsupported_bind;

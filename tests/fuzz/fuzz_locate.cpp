@@ -53,7 +53,7 @@ struct Host {
     Ip6 g;
     std::memcpy(m.data(), mac, 6);
     std::memcpy(g.data(), ll, 16);
-    cp.init(m, ip4, g, &ctr);
+    cp.init(m, ip4, {g}, &ctr);
   }
 };
 

@@ -30,7 +30,7 @@ struct Host {
   Host(const uint8_t* mac, const uint8_t* ip4, const uint8_t* ll) {
     proto::Mac m;
     std::memcpy(m.data(), mac, 6);
-    cp.init(m, ip4, ip6(ll), &ctr);
+    cp.init(m, ip4, {ip6(ll)}, &ctr);
   }
   // Sorts a copy of `in` in a 256-byte buffer; the answer (if any) comes back in `out`.
   Verdict sort(const std::vector<uint8_t>& in, std::vector<uint8_t>& out) {

@@ -222,8 +222,9 @@ def cleanup_procs():
     procs.clear()
 
 
-def run_pingpong(link, server_side_ns, opts, timeout=40):
-    """ibv_rc_pingpong; server_side_ns picks which veth namespace is the server (both ways)."""
+def run_pingpong(link, server_side_ns, opts, timeout=40, tool="ibv_rc_pingpong"):
+    """ibv_rc_pingpong (or ibv_uc_pingpong, ibv_ud_pingpong, ibv_srq_pingpong); server_side_ns
+    picks which veth namespace is the server (both ways)."""
     port = next_port()
     if link == "veth":
         if server_side_ns == "b":
@@ -232,17 +233,17 @@ def run_pingpong(link, server_side_ns, opts, timeout=40):
             spre, cpre, sconf, cconf, sdev, cdev, peer = NSA, NSB, "veth-a.conf", "veth-b.conf", "uroce-veth-a", "uroce-veth-b", "198.18.0.1"
     else:
         spre, cpre, sconf, cconf, sdev, cdev, peer = [], [], "memif-server.conf", "memif-client.conf", "uroce-memif-s", "uroce-memif-c", "127.0.0.1"
-    base = ["ibv_rc_pingpong", "-g", "1", "-p", str(port)] + opts
+    base = [tool, "-g", "1", "-p", str(port)] + opts
     scmd = spre + [RUN, "--config", os.path.join(CFG, sconf), "--"] + base + ["-d", sdev]
     ccmd = cpre + [RUN, "--config", os.path.join(CFG, cconf), "--"] + base + ["-d", cdev, peer]
-    tag = "%s ibv_rc_pingpong %s (server in %s)" % (link, " ".join(opts), server_side_ns)
+    tag = "%s %s %s (server in %s)" % (link, tool, " ".join(opts), server_side_ns)
     sf = open("/tmp/uroce-shim-server.log", "w+")
     cf = open("/tmp/uroce-shim-client.log", "w+")
     t0 = time.time()
     s = start(scmd, sf)
     if link == "memif":
         wait_memif_socket(s)
-    # ibv_rc_pingpong listens only after opening the device: wait for the port.
+    # The pingpongs listen only after opening the device: wait for the port.
     t1 = time.time()
     while time.time() - t1 < 15:
         out = subprocess.run(spre + ["ss", "-ltnH"], capture_output=True, text=True).stdout
@@ -266,7 +267,7 @@ def run_pingpong(link, server_side_ns, opts, timeout=40):
     if not ok:
         log("---- client output\n" + ctext[-3000:] + "\n---- server output\n" + stext[-3000:])
     check(ok, tag)
-    record({"tool": "ibv_rc_pingpong", "options": " ".join(["-g", "1"] + opts) + " (server in " + server_side_ns + ")",
+    record({"tool": tool, "options": " ".join(["-g", "1"] + opts) + " (server in " + server_side_ns + ")",
             "link": link, "ok": ok, "client_rc": crc, "server_rc": src, "result": res, "seconds": round(dt, 1)})
 
 
@@ -305,6 +306,19 @@ def sc_pingpong():
     run_pingpong("veth", "b", ["-n", "100", "-s", "65536", "-m", "1024"])
     cleanup()
     run_pingpong("memif", "s", ["-n", "200", "-m", "4096", "-s", "16384"])
+
+
+def sc_ud_uc():
+    """UD and UC queue pairs and SRQ, with rdma-core's own example programs, both ways."""
+    ns_up()
+    run_pingpong("veth", "b", ["-n", "200"], tool="ibv_ud_pingpong")
+    run_pingpong("veth", "a", ["-n", "200", "-s", "1024"], tool="ibv_ud_pingpong")
+    run_pingpong("veth", "b", ["-n", "200"], tool="ibv_uc_pingpong")
+    run_pingpong("veth", "a", ["-n", "100", "-s", "65536", "-m", "1024"], tool="ibv_uc_pingpong")
+    run_pingpong("veth", "b", ["-n", "200"], tool="ibv_srq_pingpong")
+    cleanup()
+    run_pingpong("memif", "s", ["-n", "200"], tool="ibv_ud_pingpong")
+    run_pingpong("memif", "s", ["-n", "200", "-m", "4096", "-s", "16384"], tool="ibv_uc_pingpong")
 
 
 def sc_write_bw():
@@ -382,7 +396,7 @@ def sc_cxx():
             "result": [l for l in ct.splitlines() if l.startswith("PASS") or "verified" in l]})
 
 
-SCEN = {"devinfo": sc_devinfo, "pingpong": sc_pingpong, "write-bw": sc_write_bw, "send-bw": sc_send_bw,
+SCEN = {"devinfo": sc_devinfo, "pingpong": sc_pingpong, "ud-uc": sc_ud_uc, "write-bw": sc_write_bw, "send-bw": sc_send_bw,
         "read-bw": sc_read_bw, "atomic-bw": sc_atomic_bw, "lat": sc_lat, "cxx": sc_cxx}
 
 try:
