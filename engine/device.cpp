@@ -2,6 +2,7 @@
 // rules; the device's counters.
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -44,6 +45,16 @@ Device::Device(Link& link, Clock& clock, const Config& cfg)
       scratch_(param::kScratchBytes) {
   cfg_.rx_burst = std::min<uint32_t>(cfg_.rx_burst, param::kRxBurstMax);
   if (cfg_.gids.empty()) cfg_.gids.push_back(cfg_.gid);
+  for (const proto::Ip6& g : cfg_.gids) {
+    if (g == proto::Ip6{}) continue;
+    if (gid_is_v4mapped(g)) {
+      uint32_t a;
+      std::memcpy(&a, g.data() + 12, 4);
+      local4_.push_back(a);
+    } else {
+      local6_.push_back(g);
+    }
+  }
 }
 
 const proto::Ip6* Device::sgid(uint32_t index) const {

@@ -143,6 +143,8 @@ class Device {
   uint32_t recent_qpn_next_ = 0;
   uint32_t pd_handles_ = 0;
   std::vector<uint8_t> scratch_;           // gather buffer for multi-SGE payloads
+  std::vector<uint32_t> local4_;           // the GID table's IPv4 addresses, as on the wire
+  std::vector<proto::Ip6> local6_;         // and its IPv6 ones
   Counters dev_ctr_{};                     // device-level drops and destroyed QPs' counters
   std::array<PacketBuf, param::kRxBurstMax> rx_{};
   proto::Packet rx_pkt_{};                 // reused for every received frame

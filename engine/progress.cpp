@@ -40,6 +40,13 @@ bool Device::progress() {
 }
 
 namespace {
+bool same16(const proto::Ip6& a, const proto::Ip6& b) {
+  uint64_t x[2], y[2];
+  std::memcpy(x, a.data(), 16);
+  std::memcpy(y, b.data(), 16);
+  return ((x[0] ^ y[0]) | (x[1] ^ y[1])) == 0;
+}
+
 proto::Transport transport_of(QpType t) {
   switch (t) {
     case QpType::UC: return proto::Transport::UC;
@@ -51,11 +58,15 @@ proto::Transport transport_of(QpType t) {
 
 // Is the frame's destination IP one of our GIDs?
 bool Device::to_us(const proto::Packet& p) const {
-  for (const proto::Ip6& g : cfg_.gids) {
-    if (p.ip_version == 4 ? gid_is_v4mapped(g) && std::memcmp(p.ip_dst.data(), g.data() + 12, 4) == 0
-                          : p.ip_dst == g && !gid_is_v4mapped(g))
-      return true;
+  if (p.ip_version == 4) {
+    uint32_t dst;
+    std::memcpy(&dst, p.ip_dst.data(), 4);
+    for (uint32_t a : local4_)
+      if (a == dst) return true;
+    return false;
   }
+  for (const proto::Ip6& g : local6_)
+    if (same16(g, p.ip_dst)) return true;
   return false;
 }
 
@@ -70,7 +81,7 @@ void Device::rx_frame(PacketBuf& b) {
     return;
   }
   // Ours? The destination MAC, and an IP address of this device's GID table.
-  if (p.eth_dst != cfg_.mac || !to_us(p)) {
+  if (std::memcmp(p.eth_dst.data(), cfg_.mac.data(), 6) != 0 || !to_us(p)) {
     ++dev_ctr_.dropped_not_for_us;
     return;
   }
@@ -92,8 +103,8 @@ void Device::rx_frame(PacketBuf& b) {
   }
   // A connected QP takes frames from its peer's address to its own only (as rxe checks the IP
   // source): the address pair it was connected with. Datagrams come from anyone.
-  if (tr != proto::Transport::UD &&
-      (p.ip_version != qp->tmpl.ip_version || p.ip_src != qp->tmpl.ip_dst || p.ip_dst != qp->tmpl.ip_src)) {
+  if (tr != proto::Transport::UD && (p.ip_version != qp->tmpl.ip_version || !same16(p.ip_src, qp->tmpl.ip_dst) ||
+                                     !same16(p.ip_dst, qp->tmpl.ip_src))) {
     ++qp->ctr.dropped_source;
     return;
   }

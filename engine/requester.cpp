@@ -141,7 +141,7 @@ bool send_packet(Device& dev, Qp& qp, SendWqe& w) {
     default:
       return false;
   }
-  if (len && !resolve_sges(dev, qp, w)) return false;
+  if (len && w.mr_gen != dev.mrs().gen() && !resolve_sges(dev, qp, w)) return false;
   if (qp.init.qp_type == QpType::UC) p.opcode |= proto::op::kUc;  // the UC opcode of the same operation
   p.payload = sge_gather(w, off, len, dev.scratch());
   ++t.pkts_since_ackreq;

@@ -6,7 +6,7 @@
 
 namespace uroce::engine {
 
-std::span<const uint8_t> sge_gather(const SendWqe& w, uint32_t off, uint32_t len, std::vector<uint8_t>& scratch) {
+std::span<const uint8_t> sge_gather_slow(const SendWqe& w, uint32_t off, uint32_t len, std::vector<uint8_t>& scratch) {
   if (len == 0) return {};
   // The common case: the bytes lie in one SGE (the first piece covers them all).
   const uint8_t* direct = nullptr;

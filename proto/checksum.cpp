@@ -1,21 +1,9 @@
 #include "proto/checksum.hpp"
 
-namespace uroce::proto {
+#include <bit>
+#include <cstring>
 
-OnesSum& OnesSum::add(const uint8_t* p, size_t len) {
-  size_t i = 0;
-  if (odd_ && len > 0) {
-    sum_ += p[0];  // the low half of the word the previous piece began
-    i = 1;
-    odd_ = false;
-  }
-  for (; i + 1 < len; i += 2) sum_ += uint32_t(p[i]) << 8 | p[i + 1];
-  if (i < len) {
-    sum_ += uint32_t(p[i]) << 8;
-    odd_ = true;
-  }
-  return *this;
-}
+namespace uroce::proto {
 
 uint16_t OnesSum::folded() const {
   uint64_t s = sum_;

@@ -1,5 +1,6 @@
 // Structure-aware fuzz target for the engine's protocol state machines: a connected pair of
-// Devices on the FakeLink, driven by a sequence of actions decoded from the input: forged
+// Devices on the FakeLink (RC, UC or UD QPs, chosen by the input's first byte), driven by a
+// sequence of actions decoded from the input: forged
 // frames with a valid ICRC (any RC opcode, PSN near or far from the expected one, the real
 // rkey, the lkey or a random key, addresses in and out of the MR, any length, AETH, atomic
 // fields) injected into either end in either direction, work requests posted on either end,
@@ -66,6 +67,7 @@ struct End {
   Qp* qp = nullptr;
   std::vector<uint8_t> mem = std::vector<uint8_t>(kMem + 2 * kCanary, 0xCC);
   Mr* mr = nullptr;
+  Ah* ah = nullptr;             // UD: to the peer
   std::vector<uint8_t> frozen;  // the buffer as it was when deregistered (mr == nullptr)
   uint64_t next_wr = 1, last_done = 0;
   uint8_t* buf() { return mem.data() + kCanary; }
@@ -77,8 +79,9 @@ struct World {
   End e[2];
   uint32_t frames_out = 0;
   Mtu mtu = Mtu::M1024;
+  QpType type = QpType::RC;
 
-  explicit World(Mtu m) : mtu(m) {
+  World(Mtu m, QpType t) : mtu(m), type(t) {
     for (int i = 0; i < 2; ++i) {
       Device::Config c;
       c.mac = {0x02, 0, 0, 0, 0, uint8_t(0x0a + i)};
@@ -102,9 +105,31 @@ struct World {
       ia.cap.max_send_wr = 64;
       ia.cap.max_recv_wr = 64;
       ia.cap.max_inline_data = 64;
+      ia.qp_type = type;
       x.qp = x.dev->create_qp(ia);
+      CHECK(x.qp != nullptr);
     }
-    for (int i = 0; i < 2; ++i) connect(e[i], e[1 - i], 0x100 + 0x100 * i, 0x200 - 0x100 * i);
+    for (int i = 0; i < 2; ++i) {
+      if (type == QpType::UD) ud_up(e[i], e[1 - i]);
+      else connect(e[i], e[1 - i], 0x100 + 0x100 * i, 0x200 - 0x100 * i);
+    }
+  }
+
+  void ud_up(End& self, End& peer) {
+    QpAttr a;
+    a.qp_state = QpState::Init;
+    a.qkey = 0x11111111;
+    CHECK(self.dev->modify_qp(self.qp, a, kAttrState | kAttrPkeyIndex | kAttrPort | kAttrQkey) == 0);
+    a.qp_state = QpState::Rtr;
+    CHECK(self.dev->modify_qp(self.qp, a, kAttrState) == 0);
+    a.qp_state = QpState::Rts;
+    a.sq_psn = 0x100;
+    CHECK(self.dev->modify_qp(self.qp, a, kAttrState | kAttrSqPsn) == 0);
+    AddressVector av;
+    av.dgid = peer.dev->config().gid;
+    av.dmac = peer.dev->config().mac;
+    self.ah = self.dev->create_ah(self.pd, av);
+    CHECK(self.ah != nullptr);
   }
 
   void connect(End& self, End& peer, uint32_t my_psn, uint32_t peer_psn) {
@@ -112,6 +137,7 @@ struct World {
     a.qp_state = QpState::Init;
     a.qp_access_flags = kRemoteWrite | kRemoteRead | kRemoteAtomic;
     CHECK(self.dev->modify_qp(self.qp, a, kAttrState | kAttrPkeyIndex | kAttrPort | kAttrAccessFlags) == 0);
+    const bool rc = type == QpType::RC;
     a.qp_state = QpState::Rtr;
     a.path_mtu = mtu;
     a.dest_qp_num = peer.qp->qpn();
@@ -121,15 +147,15 @@ struct World {
     a.ah_attr.dgid = peer.dev->config().gid;
     a.ah_attr.dmac = peer.dev->config().mac;
     CHECK(self.dev->modify_qp(self.qp, a, kAttrState | kAttrAv | kAttrPathMtu | kAttrDestQpn | kAttrRqPsn |
-                                             kAttrMaxDestRdAtomic | kAttrMinRnrTimer) == 0);
+                                             (rc ? kAttrMaxDestRdAtomic | kAttrMinRnrTimer : 0)) == 0);
     a.qp_state = QpState::Rts;
     a.sq_psn = my_psn;
     a.timeout = 10;
     a.retry_cnt = 3;
     a.rnr_retry = 3;
     a.max_rd_atomic = 4;
-    CHECK(self.dev->modify_qp(self.qp, a, kAttrState | kAttrSqPsn | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry |
-                                             kAttrMaxQpRdAtomic) == 0);
+    CHECK(self.dev->modify_qp(self.qp, a, kAttrState | kAttrSqPsn |
+                                             (rc ? kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry | kAttrMaxQpRdAtomic : 0)) == 0);
   }
 
   void check(End& x) {
@@ -158,7 +184,9 @@ struct World {
     End& dst = e[to];
     End& src = e[1 - to];
     static constexpr uint8_t kOps[] = {0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B,
-                                       0x0C, 0x0D, 0x0E, 0x0F, 0x10, 0x11, 0x12, 0x13, 0x14, 0x16, 0x17};
+                                       0x0C, 0x0D, 0x0E, 0x0F, 0x10, 0x11, 0x12, 0x13, 0x14, 0x16, 0x17,
+                                       0x20, 0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28, 0x29, 0x2A, 0x2B,
+                                       0x64, 0x65};
     proto::Packet p;
     p.eth_src = src.dev->config().mac;
     p.eth_dst = dst.dev->config().mac;
@@ -189,6 +217,8 @@ struct World {
     p.atomic_ack_orig = in.u64();
     p.imm = in.u32();
     p.ieth_rkey = key;
+    p.deth.qkey = (in.u8() & 1) ? 0x11111111 : in.u32();
+    p.deth.src_qp = in.u32() & 0xFFFFFF;
     static uint8_t payload[4200];
     const uint32_t plen = p.info().payload ? in.u16() % (mtu_bytes(mtu) + 2) : 0;
     std::memset(payload, in.u8(), plen);
@@ -223,6 +253,11 @@ struct World {
     wr.rkey = peer.mr && !(sel & 0x80) ? peer.mr->rkey : in.u32();
     wr.compare_add = in.u64();
     wr.swap = in.u64();
+    if (type == QpType::UD) {
+      wr.ah = x.ah;
+      wr.remote_qpn = (sel & 0x20) ? in.u32() & 0xFFFFFF : peer.qp->qpn();
+      wr.remote_qkey = (sel & 0x10) ? in.u32() : 0x80000000u;
+    }
     if (x.dev->post_send(x.qp, wr) == 0) ++x.next_wr;
     Sge rs{x.addr() + (in.u16() % kMem), 0, x.mr ? x.mr->lkey : 1};
     rs.length = uint32_t(std::min<uint64_t>(in.u16() % 9000, x.addr() + kMem - rs.addr));
@@ -249,7 +284,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   Input in{data, size};
   static constexpr Mtu kMtus[] = {Mtu::M256, Mtu::M1024, Mtu::M4096};
-  World w(kMtus[in.u8() % 3]);
+  static constexpr QpType kTypes[] = {QpType::RC, QpType::RC, QpType::UC, QpType::UD};
+  const uint8_t first = in.u8();
+  World w(kMtus[first % 3], kTypes[(first >> 2) % 4]);
   for (int steps = 0; steps < 256 && !in.empty(); ++steps) {
     const uint8_t a = in.u8();
     const int who = a & 1;
