@@ -164,11 +164,16 @@ int main(int argc, char** argv) {
   ia.cap.max_recv_sge = 4;
   c.qp = ibv_create_qp(c.pd, &ia);
   if (!c.qp) fail("ibv_create_qp: %s", std::strerror(errno));
-  // A UD QP is refused cleanly.
+  // A UD QP is created; a raw packet QP (not a RoCE transport) is refused cleanly.
   ibv_qp_init_attr ud = ia;
   ud.qp_type = IBV_QPT_UD;
+  ibv_qp* udq = ibv_create_qp(c.pd, &ud);
+  if (!udq || udq->qp_type != IBV_QPT_UD) fail("UD QP not created: %s", std::strerror(errno));
+  ibv_destroy_qp(udq);
+  ibv_qp_init_attr raw = ia;
+  raw.qp_type = IBV_QPT_RAW_PACKET;
   errno = 0;
-  if (ibv_create_qp(c.pd, &ud) || errno != EOPNOTSUPP) fail("UD QP not refused with EOPNOTSUPP");
+  if (ibv_create_qp(c.pd, &raw) || errno != EOPNOTSUPP) fail("raw packet QP not refused with EOPNOTSUPP");
   // Illegal: RESET -> RTR. The QP stays in RESET.
   expect_rtr_refused(c.qp, pa.active_mtu, kRtrMask, "RESET->RTR");
 
