@@ -233,7 +233,8 @@ def run_pingpong(link, server_side_ns, opts, timeout=40, tool="ibv_rc_pingpong")
             spre, cpre, sconf, cconf, sdev, cdev, peer = NSA, NSB, "veth-a.conf", "veth-b.conf", "uroce-veth-a", "uroce-veth-b", "198.18.0.1"
     else:
         spre, cpre, sconf, cconf, sdev, cdev, peer = [], [], "memif-server.conf", "memif-client.conf", "uroce-memif-s", "uroce-memif-c", "127.0.0.1"
-    base = [tool, "-g", "1", "-p", str(port)] + opts
+    gid = [] if "-g" in opts else ["-g", "1"]
+    base = [tool] + gid + ["-p", str(port)] + opts
     scmd = spre + [RUN, "--config", os.path.join(CFG, sconf), "--"] + base + ["-d", sdev]
     ccmd = cpre + [RUN, "--config", os.path.join(CFG, cconf), "--"] + base + ["-d", cdev, peer]
     tag = "%s %s %s (server in %s)" % (link, tool, " ".join(opts), server_side_ns)
@@ -267,7 +268,7 @@ def run_pingpong(link, server_side_ns, opts, timeout=40, tool="ibv_rc_pingpong")
     if not ok:
         log("---- client output\n" + ctext[-3000:] + "\n---- server output\n" + stext[-3000:])
     check(ok, tag)
-    record({"tool": tool, "options": " ".join(["-g", "1"] + opts) + " (server in " + server_side_ns + ")",
+    record({"tool": tool, "options": " ".join(gid + opts) + " (server in " + server_side_ns + ")",
             "link": link, "ok": ok, "client_rc": crc, "server_rc": src, "result": res, "seconds": round(dt, 1)})
 
 
@@ -316,9 +317,32 @@ def sc_ud_uc():
     run_pingpong("veth", "b", ["-n", "200"], tool="ibv_uc_pingpong")
     run_pingpong("veth", "a", ["-n", "100", "-s", "65536", "-m", "1024"], tool="ibv_uc_pingpong")
     run_pingpong("veth", "b", ["-n", "200"], tool="ibv_srq_pingpong")
+    # perftest over UD and UC.
+    run_perftest("veth", "ib_send_bw", ["-c", "UD", "-n", "1000", "-s", "1024"], expect_sizes=[1024])
+    run_perftest("veth", "ib_send_lat", ["-c", "UD", "-n", "500", "-s", "64"], expect_sizes=[64])
+    run_perftest("veth", "ib_send_bw", ["-c", "UC", "-n", "1000", "-s", "8192"], expect_sizes=[8192])
+    run_perftest("veth", "ib_write_bw", ["-c", "UC", "-n", "1000", "-s", "8192"], expect_sizes=[8192])
+    run_perftest("veth", "ib_write_lat", ["-c", "UC", "-n", "500", "-s", "64"], expect_sizes=[64])
     cleanup()
     run_pingpong("memif", "s", ["-n", "200"], tool="ibv_ud_pingpong")
     run_pingpong("memif", "s", ["-n", "200", "-m", "4096", "-s", "16384"], tool="ibv_uc_pingpong")
+    run_perftest("memif", "ib_send_bw", ["-c", "UD", "-n", "1000", "-s", "4096"], expect_sizes=[4096])
+    run_perftest("memif", "ib_write_bw", ["-c", "UC", "-n", "1000", "-s", "65536", "-m", "4096"], expect_sizes=[65536])
+
+
+def sc_gid():
+    """Every GID of the table per QP: RoCEv2 over IPv6 (GID 0, link-local) and IPv4 (GID 1)
+    between the same two endpoints in one run."""
+    ns_up()
+    run_perftest("veth", "ib_write_bw", ["-x", "0", "-n", "500", "-s", "4096"], expect_sizes=[4096])
+    run_perftest("veth", "ib_write_bw", ["-x", "1", "-n", "500", "-s", "4096"], expect_sizes=[4096])
+    run_perftest("veth", "ib_send_lat", ["-x", "0", "-n", "200", "-s", "64"], expect_sizes=[64])
+    run_pingpong("veth", "b", ["-n", "100"], tool="ibv_rc_pingpong")
+    run_pingpong("veth", "a", ["-n", "100", "-g", "0"], tool="ibv_rc_pingpong")
+    run_pingpong("veth", "b", ["-n", "100", "-g", "0"], tool="ibv_ud_pingpong")
+    cleanup()
+    run_perftest("memif", "ib_write_bw", ["-x", "0", "-n", "500", "-s", "65536"], expect_sizes=[65536])
+    run_perftest("memif", "ib_write_bw", ["-x", "1", "-n", "500", "-s", "65536"], expect_sizes=[65536])
 
 
 def sc_write_bw():
@@ -396,7 +420,7 @@ def sc_cxx():
             "result": [l for l in ct.splitlines() if l.startswith("PASS") or "verified" in l]})
 
 
-SCEN = {"devinfo": sc_devinfo, "pingpong": sc_pingpong, "ud-uc": sc_ud_uc, "write-bw": sc_write_bw, "send-bw": sc_send_bw,
+SCEN = {"devinfo": sc_devinfo, "pingpong": sc_pingpong, "ud-uc": sc_ud_uc, "gid": sc_gid, "write-bw": sc_write_bw, "send-bw": sc_send_bw,
         "read-bw": sc_read_bw, "atomic-bw": sc_atomic_bw, "lat": sc_lat, "cxx": sc_cxx}
 
 try:
