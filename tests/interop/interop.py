@@ -2,7 +2,8 @@
 """uroce <-> Linux rxe interop (meson suite `interop`).
 
 Brings up the rxe lab (../shared/rxe-lab: Linux 6.1 rdma_rxe in a QEMU guest behind tap-rxe in
-namespace roce-lab), then runs Debian's unmodified perftest tools and ibv_rc_pingpong between
+namespace roce-lab), then runs Debian's unmodified perftest tools (RC, and UD/UC with -c) and the
+ibv_*_pingpong programs (RC, UC, UD; IPv4 and IPv6 GIDs) between
 uroce (the verbs shim over DPDK af_packet on tap-rxe, config/rxe-lab*.conf) and rxe0: uroce as
 client with rxe as server, then the reverse; at path MTU 1024 and 4096 (guest link raised to
 9000, on a lab NIC that carries jumbo frames: see jumbo_lab()); clean, then with
@@ -27,6 +28,7 @@ DEVICE_MARK = "mrg_rxbuf=off \\\n"
 NS = "roce-lab"
 GUEST_IP, HOST_IP = "198.18.0.2", "198.18.0.1"
 UROCE_IP = "198.18.0.10"  # config/rxe-lab*.conf
+UROCE_LL = "fe80::c6ff:fe12:a"  # its IPv6 link-local address (GID 0), from MAC 02:00:c6:12:00:0a
 
 # (label, tool, extra options). bw tools cross the path MTU (several packets per message);
 # lat tools stay below it; atomics are 8 bytes.
@@ -41,6 +43,26 @@ def tools(mtu):
         ("ib_write_lat", "ib_write_lat", ["-s", "64", "-n", "50"]),
         ("ib_send_lat", "ib_send_lat", ["-s", "64", "-n", "50"]),
         ("ib_read_lat", "ib_read_lat", ["-s", "64", "-n", "50"]),
+    ]
+
+
+def datagram_tools(mtu, loss):
+    """UD and UC rows, and RoCEv2 over IPv6 (GID 0). On UD and UC a lost packet is a lost
+    message: perftest's UD/UC send and latency tests and the pingpongs then wait for a message
+    that never comes (on a hardware RNIC as here), so under loss only ib_write_bw -c UC, which
+    survives it (the data is simply not all there), is run."""
+    rows = [("ib_write_bw -c UC", "ib_write_bw", ["-c", "UC", "-s", str(4 * mtu + 100), "-n", "100"], ["-x", "1"])]
+    if loss:
+        return rows
+    return rows + [
+        ("ib_send_bw -c UD", "ib_send_bw", ["-c", "UD", "-s", str(mtu), "-n", "100"], ["-x", "1"]),
+        ("ib_send_lat -c UD", "ib_send_lat", ["-c", "UD", "-s", "64", "-n", "50"], ["-x", "1"]),
+        ("ib_send_bw -c UC", "ib_send_bw", ["-c", "UC", "-s", str(4 * mtu + 100), "-n", "100"], ["-x", "1"]),
+        ("ib_write_lat -c UC", "ib_write_lat", ["-c", "UC", "-s", "64", "-n", "50"], ["-x", "1"]),
+        ("ibv_ud_pingpong", "ibv_ud_pingpong", ["-n", "50", "-s", str(mtu)], ["-g", "1"]),
+        ("ibv_uc_pingpong", "ibv_uc_pingpong", ["-n", "50", "-m", str(mtu), "-s", str(mtu)], ["-g", "1"]),
+        ("ib_write_bw -x 0 (IPv6)", "ib_write_bw", ["-s", str(4 * mtu + 100), "-n", "100"], ["-x", "0"]),
+        ("ibv_rc_pingpong -g 0 (IPv6)", "ibv_rc_pingpong", ["-n", "50", "-m", str(mtu), "-s", str(mtu)], ["-g", "0"]),
     ]
 
 
@@ -215,11 +237,14 @@ class Runner:
             for l in d.stdout.splitlines():
                 f = re.match(r"\s*\d+\s+\S+\s+(\S+) > \S+ ", l)
                 if f:
-                    sent["uroce" if f.group(1) == UROCE_IP else "rxe"] += 1
+                    sent["uroce" if f.group(1) in (UROCE_IP, UROCE_LL) else "rxe"] += 1
                     pl = re.search(r" payload (\d+)", l)
                     biggest = max(biggest, int(pl.group(1)) if pl else 0)
             summary += f" (from uroce {sent['uroce']}, from rxe {sent['rxe']}; largest payload {biggest})"
-            if not sent["uroce"] or not sent["rxe"]:
+            # UD and UC bandwidth tests send one way only (nothing acknowledges them).
+            oneway = "-c" in opts and tool.endswith("_bw")
+            sender = "uroce" if direction == "uroce->rxe" else "rxe"
+            if not sent[sender] or (not oneway and (not sent["uroce"] or not sent["rxe"])):
                 capture_ok = False
                 summary += " ONE DIRECTION MISSING"
             if biggest > mtu or (tool in ("ib_write_bw", "ib_send_bw", "ib_read_bw") and biggest != mtu):
@@ -342,6 +367,11 @@ def main():
                 for direction in dirs if not a.only or a.only in "ibv_rc_pingpong" else []:
                     r.run("ibv_rc_pingpong", "ibv_rc_pingpong", ["-g", "1", "-n", "50", "-m", str(mtu), "-s", str(mtu)],
                               direction, mtu, loss, conf, [])
+                for name, tool, opts, gid in datagram_tools(mtu, loss):
+                    if a.only and a.only not in name:
+                        continue
+                    for direction in dirs:
+                        r.run(name, tool, opts, direction, mtu, loss, conf, gid)
                 after = rxe_counters()
                 delta = {k: after[k] - before.get(k, 0) for k in sorted(after) if after[k] != before.get(k, 0)}
                 r.counters.append((mtu, loss, delta))
