@@ -272,6 +272,55 @@ TEST(Ud, Ipv6GrhIsTheIpv6Header) {
   EXPECT_EQ(std::memcmp(&t.b.mem[24], t.b.dev->config().gids[1].data(), 16), 0) << "destination GID";
 }
 
+TEST(Ud, DatagramsTakeReceivesFromASharedReceiveQueue) {
+  Two t;
+  Srq* srq = t.b.dev->create_srq(t.b.pd, 16, 1);
+  ASSERT_NE(srq, nullptr);
+  QpInitAttr ia;
+  ia.pd = t.b.pd;
+  ia.send_cq = t.b.scq;
+  ia.recv_cq = t.b.rcq;
+  ia.srq = srq;
+  ia.qp_type = QpType::UD;
+  ia.cap.max_send_wr = 8;
+  Qp* b1 = t.b.dev->create_qp(ia);
+  Qp* b2 = t.b.dev->create_qp(ia);
+  Qp* qa = t.a.qp(QpType::UD);
+  ASSERT_NE(b1, nullptr);
+  ASSERT_NE(b2, nullptr);
+  ud_up(*t.a.dev, qa, 1);
+  ud_up(*t.b.dev, b1, 1);
+  ud_up(*t.b.dev, b2, 1);
+  for (uint64_t i = 0; i < 2; ++i) {
+    Sge rs{t.b.addr(i * 1024), 1024, t.b.mr->lkey};
+    RecvWr r{50 + i, &rs, 1};
+    ASSERT_EQ(t.b.dev->post_srq_recv(srq, r), 0);
+  }
+  AddressVector av;
+  av.dgid = t.b.dev->config().gids[0];
+  av.dmac = t.b.dev->config().mac;
+  Ah* ah = t.a.dev->create_ah(t.a.pd, av);
+  Sge s{t.a.addr(), 32, t.a.mr->lkey};
+  for (Qp* dst : {b2, b1}) {
+    SendWr w;
+    w.opcode = WrOpcode::Send;
+    w.sg_list = &s;
+    w.num_sge = 1;
+    w.ah = ah;
+    w.remote_qpn = dst->qpn();
+    w.remote_qkey = 1;
+    ASSERT_EQ(t.a.dev->post_send(qa, w), 0);
+  }
+  t.run();
+  Wc wc[2];
+  ASSERT_EQ(t.b.rcq->poll(wc, 2), 2u);
+  EXPECT_EQ(wc[0].wr_id, 50u);
+  EXPECT_EQ(wc[0].qp_num, b2->qpn());
+  EXPECT_EQ(wc[1].wr_id, 51u);
+  EXPECT_EQ(wc[1].qp_num, b1->qpn());
+  EXPECT_EQ(srq->rq().size(), 0u);
+}
+
 // ---- UC ---------------------------------------------------------------------------------------
 
 TEST(Uc, SendAndWriteWithImmDeliverAndALostPacketLosesOnlyItsMessage) {
