@@ -101,6 +101,27 @@ void connect(Device& d, Qp* q, const Device& peer_dev, const Qp* peer, uint8_t s
   ASSERT_EQ(d.modify_qp(q, a, m), 0);
 }
 
+// A UD send of one SGE to `qpn` through `ah`.
+SendWr ud_wr(const Sge* s, const Ah* ah, uint32_t qpn, uint32_t qkey, WrOpcode op = WrOpcode::Send) {
+  SendWr w;
+  w.opcode = op;
+  w.sg_list = s;
+  w.num_sge = 1;
+  w.ah = ah;
+  w.remote_qpn = qpn;
+  w.remote_qkey = qkey;
+  return w;
+}
+
+// An address handle on `from` to GID `index` of `to`.
+Ah* ah_to(Node& from, const Node& to, uint8_t index, uint8_t sgid = 0) {
+  AddressVector av;
+  av.dgid = to.dev->config().gids[index];
+  av.dmac = to.dev->config().mac;
+  av.sgid_index = sgid;
+  return from.dev->create_ah(from.pd, av);
+}
+
 struct Two {
   FakeWire wire{4096, 9216, 3};
   Node a{wire.a(), wire.clock(), 10}, b{wire.b(), wire.clock(), 11};
@@ -190,10 +211,7 @@ TEST(Ud, QkeyNoReceiveAndShortBufferAreCountedOrCompletedNeverFatal) {
   Qp* qb = t.b.qp(QpType::UD);
   ud_up(*t.a.dev, qa, 0x1111);
   ud_up(*t.b.dev, qb, 0x2222);
-  AddressVector av;
-  av.dgid = t.b.dev->config().gids[0];
-  av.dmac = t.b.dev->config().mac;
-  Ah* ah = t.a.dev->create_ah(t.a.pd, av);
+  Ah* ah = ah_to(t.a, t.b, 0);
   Sge s{t.a.addr(), 100, t.a.mr->lkey};
   SendWr wr;
   wr.opcode = WrOpcode::Send;
@@ -253,13 +271,7 @@ TEST(Ud, Ipv6GrhIsTheIpv6Header) {
   EXPECT_EQ(t.a.dev->create_ah(t.a.pd, av), nullptr);
   t.b.post_recv(qb, 1, 0, 40 + 64);
   Sge s{t.a.addr(), 64, t.a.mr->lkey};
-  SendWr wr;
-  wr.opcode = WrOpcode::Send;
-  wr.sg_list = &s;
-  wr.num_sge = 1;
-  wr.ah = ah;
-  wr.remote_qpn = qb->qpn();
-  wr.remote_qkey = 5;
+  SendWr wr = ud_wr(&s, ah, qb->qpn(), 5);
   ASSERT_EQ(t.a.dev->post_send(qa, wr), 0);
   t.run();
   Wc wc;
@@ -296,19 +308,10 @@ TEST(Ud, DatagramsTakeReceivesFromASharedReceiveQueue) {
     RecvWr r{50 + i, &rs, 1};
     ASSERT_EQ(t.b.dev->post_srq_recv(srq, r), 0);
   }
-  AddressVector av;
-  av.dgid = t.b.dev->config().gids[0];
-  av.dmac = t.b.dev->config().mac;
-  Ah* ah = t.a.dev->create_ah(t.a.pd, av);
+  Ah* ah = ah_to(t.a, t.b, 0);
   Sge s{t.a.addr(), 32, t.a.mr->lkey};
   for (Qp* dst : {b2, b1}) {
-    SendWr w;
-    w.opcode = WrOpcode::Send;
-    w.sg_list = &s;
-    w.num_sge = 1;
-    w.ah = ah;
-    w.remote_qpn = dst->qpn();
-    w.remote_qkey = 1;
+    SendWr w = ud_wr(&s, ah, dst->qpn(), 1);
     ASSERT_EQ(t.a.dev->post_send(qa, w), 0);
   }
   t.run();
@@ -433,13 +436,7 @@ TEST(Loopback, UdToTheDevicesOwnAddress) {
   ASSERT_NE(ah, nullptr);
   t.a.post_recv(q2, 5, 30000, 40 + 16);
   Sge s{t.a.addr(), 16, t.a.mr->lkey};
-  SendWr w;
-  w.opcode = WrOpcode::Send;
-  w.sg_list = &s;
-  w.num_sge = 1;
-  w.ah = ah;
-  w.remote_qpn = q2->qpn();
-  w.remote_qkey = 9;
+  SendWr w = ud_wr(&s, ah, q2->qpn(), 9);
   ASSERT_EQ(t.a.dev->post_send(q1, w), 0);
   t.run();
   Wc wc;
