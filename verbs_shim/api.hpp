@@ -5,6 +5,9 @@
 #pragma once
 #include <infiniband/verbs.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "verbs_shim/objects.hpp"
 #include "verbs_shim/real.hpp"
 
@@ -55,6 +58,16 @@ void async_forget_srq(USrq* s);
 void async_open(UContext* c);     // token held: watch the context (port events from now on)
 void async_close(UContext* c);    // token held
 int new_async_fd();               // the eventfd behind a context's async_fd
+
+// A destroy call's engine part, with the token: `destroy()` (0 or an errno), and on success the
+// object leaves the list of objects watched for asynchronous events.
+template <typename U, typename F>
+int destroy_watched(std::vector<U*>& watched, U* u, F&& destroy) {
+  Guard g;
+  int rc = destroy();
+  if (rc == 0) watched.erase(std::remove(watched.begin(), watched.end(), u), watched.end());
+  return rc;
+}
 
 // The ibv_wr_* builder (wr_builder.cpp): the send operations it supports (send_ops_flags), and
 // the function pointers of a QP created with them.

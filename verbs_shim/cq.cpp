@@ -178,15 +178,11 @@ SHIM_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
   if (!mine(cq->context)) return REAL(ibv_destroy_cq)(cq);
   Runtime& r = rt();
   UCq* u = ucq(cq);
-  int rc;
-  {
-    Guard g;
-    rc = r.engine->destroy_cq(u->e);
-    if (rc == 0) {
-      r.armed.erase(std::remove(r.armed.begin(), r.armed.end(), u), r.armed.end());
-      r.cqs.erase(std::remove(r.cqs.begin(), r.cqs.end(), u), r.cqs.end());
-    }
-  }
+  int rc = destroy_watched(r.cqs, u, [&r, u] {
+    int k = r.engine->destroy_cq(u->e);
+    if (k == 0) r.armed.erase(std::remove(r.armed.begin(), r.armed.end(), u), r.armed.end());
+    return k;
+  });
   if (rc) return rc;
   async_forget_cq(u);
   // As the real library: wait until every event the application got has been acknowledged.

@@ -213,12 +213,8 @@ SHIM_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* a, int mask, ibv_qp_init_a
 SHIM_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   if (!mine(qp->context)) return REAL(ibv_destroy_qp)(qp);
   UQp* u = uqp(qp);
-  int rc = with_token([u] {
-    Runtime& r = rt();
-    int k = r.engine->destroy_qp(u->e);
-    if (k == 0) r.qps.erase(std::remove(r.qps.begin(), r.qps.end(), u), r.qps.end());
-    return k;
-  });
+  Runtime& r = rt();
+  int rc = destroy_watched(r.qps, u, [&r, u] { return r.engine->destroy_qp(u->e); });
   if (rc) return rc;
   async_forget_qp(u);
   destroy_sync(*qp);

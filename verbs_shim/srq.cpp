@@ -67,12 +67,8 @@ SHIM_EXPORT int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
 SHIM_EXPORT int ibv_destroy_srq(ibv_srq* srq) {
   if (!mine(srq->context)) return REAL(ibv_destroy_srq)(srq);
   USrq* u = usrq(srq);
-  int rc = with_token([u] {
-    Runtime& r = rt();
-    int k = r.engine->destroy_srq(u->e);
-    if (k == 0) r.srqs.erase(std::remove(r.srqs.begin(), r.srqs.end(), u), r.srqs.end());
-    return k;
-  });
+  Runtime& r = rt();
+  int rc = destroy_watched(r.srqs, u, [&r, u] { return r.engine->destroy_srq(u->e); });
   if (rc) return rc;
   async_forget_srq(u);
   destroy_sync(*srq);
