@@ -162,6 +162,13 @@ void async_open(UContext* c) {
 void async_close(UContext* c) {
   Runtime& r = rt();
   r.contexts.erase(std::remove(r.contexts.begin(), r.contexts.end(), c), r.contexts.end());
+  // Objects the application did not destroy before closing their context: no more events
+  // (their queue goes away with the context).
+  const ibv_context* ctx = &c->vctx.context;
+  auto of_ctx = [ctx](auto* o) { return o->context == ctx; };
+  std::erase_if(r.qps, [&](UQp* q) { return of_ctx(&q->qpx.qp_base); });
+  std::erase_if(r.cqs, [&](UCq* q) { return of_ctx(as_cq(q)); });
+  std::erase_if(r.srqs, [&](USrq* q) { return of_ctx(&q->srq); });
 }
 
 void async_forget_qp(UQp* q) {
