@@ -232,8 +232,9 @@ int grh_to_ah_attr(const uint8_t* g, const std::vector<proto::Ip6>& gids, const 
     hop = g[7];
     std::memcpy(src.data(), g + 8, 16);
     std::memcpy(dst.data(), g + 24, 16);
-  } else if (g[20] == 0x45) {
-    // IPv4 (no options) in bytes 20-39: TOS at +1, TTL at +8, addresses at +12, +16.
+  } else if ((g[20] >> 4) == 4) {
+    // IPv4 in bytes 20-39 (its first 20 bytes: options do not fit): TOS at +1, TTL at +8,
+    // addresses at +12, +16.
     const uint8_t* h = g + 20;
     tclass = h[1];
     hop = h[8];
