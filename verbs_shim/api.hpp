@@ -5,6 +5,9 @@
 #pragma once
 #include <infiniband/verbs.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "verbs_shim/objects.hpp"
 #include "verbs_shim/real.hpp"
 
@@ -37,6 +40,34 @@ int vop_query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* input
                         size_t len);
 ibv_qp* vop_create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* ia);
 ibv_cq_ex* vop_create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* ia);
+
+// Asynchronous events (async.cpp). post_async queues one event on the context's queue and
+// counts it on async_fd (element: the ibv_qp, ibv_cq or ibv_srq; nullptr for a port event).
+// note_qp_state (token held): if the engine put the QP in ERR since the shim last looked,
+// IBV_EVENT_QP_FATAL (and IBV_EVENT_QP_LAST_WQE_REACHED with an SRQ); then remembers the state.
+// qp_state_set (token held): the application moved the QP to `s` (ibv_modify_qp): no QP_FATAL;
+// IBV_EVENT_QP_LAST_WQE_REACHED when a QP with an SRQ enters ERR.
+// async_forget_*: after the object left the watched lists (token), drop its queued events and
+// wait until the application has acknowledged every event it got for it (as for CQ events).
+void post_async(ibv_context* ctx, ibv_event_type type, void* element);
+void note_qp_state(UQp* q);
+void qp_state_set(UQp* q, engine::QpState s);
+void async_forget_qp(UQp* q);
+void async_forget_cq(UCq* c);
+void async_forget_srq(USrq* s);
+void async_open(UContext* c);     // token held: watch the context (port events from now on)
+void async_close(UContext* c);    // token held
+int new_async_fd();               // the eventfd behind a context's async_fd
+
+// A destroy call's engine part, with the token: `destroy()` (0 or an errno), and on success the
+// object leaves the list of objects watched for asynchronous events.
+template <typename U, typename F>
+int destroy_watched(std::vector<U*>& watched, U* u, F&& destroy) {
+  Guard g;
+  int rc = destroy();
+  if (rc == 0) watched.erase(std::remove(watched.begin(), watched.end(), u), watched.end());
+  return rc;
+}
 
 // The ibv_wr_* builder (wr_builder.cpp): the send operations it supports (send_ops_flags), and
 // the function pointers of a QP created with them.

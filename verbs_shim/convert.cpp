@@ -2,6 +2,7 @@
 #include "verbs_shim/convert.hpp"
 #include "verbs_shim/objects.hpp"
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
@@ -80,7 +81,7 @@ void fill_port_attr(ibv_port_attr* a) {
   a->max_mtu = mtu_limit_enum();
   a->active_mtu = ibv_mtu(r.cfg.path_mtu);
   a->gid_tbl_len = int(r.gids.size());
-  a->port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
+  a->port_cap_flags = IBV_PORT_IP_BASED_GIDS;   // no CM: IBV_PORT_CM_SUP is not advertised
   a->max_msg_sz = uint32_t(param::kMaxMessage);
   a->pkey_tbl_len = 1;
   a->lid = 0;
@@ -221,6 +222,43 @@ bool mr_access(unsigned access, unsigned& out) {
     return false;
   out = access;
   return true;
+}
+
+// ---- The GRH area of a UD receive --------------------------------------------------------------
+int grh_to_ah_attr(const uint8_t* g, const std::vector<proto::Ip6>& gids, const std::vector<bool>& valid,
+                   ibv_ah_attr& ah) {
+  proto::Ip6 src{}, dst{};
+  uint8_t tclass, hop;
+  uint32_t flow = 0;
+  if ((g[0] >> 4) == 6) {
+    // IPv6: version 4 bits, traffic class 8, flow label 20; ...; hop limit at 7; addresses at 8, 24.
+    tclass = uint8_t((g[0] & 0x0F) << 4 | g[1] >> 4);
+    flow = uint32_t(g[1] & 0x0F) << 16 | uint32_t(g[2]) << 8 | g[3];
+    hop = g[7];
+    std::memcpy(src.data(), g + 8, 16);
+    std::memcpy(dst.data(), g + 24, 16);
+  } else if ((g[20] >> 4) == 4) {
+    // IPv4 in bytes 20-39 (its first 20 bytes: options do not fit): TOS at +1, TTL at +8,
+    // addresses at +12, +16.
+    const uint8_t* h = g + 20;
+    tclass = h[1];
+    hop = h[8];
+    src[10] = src[11] = dst[10] = dst[11] = 0xFF;
+    std::memcpy(&src[12], h + 12, 4);
+    std::memcpy(&dst[12], h + 16, 4);
+  } else {
+    return EINVAL;
+  }
+  size_t idx = 0;
+  while (idx < gids.size() && !(valid[idx] && gids[idx] == dst)) ++idx;
+  if (idx == gids.size()) return ENOENT;
+  ah.is_global = 1;
+  std::memcpy(ah.grh.dgid.raw, src.data(), 16);
+  ah.grh.flow_label = flow;
+  ah.grh.hop_limit = hop;
+  ah.grh.traffic_class = tclass;
+  ah.grh.sgid_index = uint8_t(idx);
+  return 0;
 }
 
 }  // namespace uroce::shim

@@ -4,6 +4,7 @@
 #include <infiniband/verbs.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "engine/engine.hpp"
 
@@ -29,5 +30,15 @@ ibv_qp_cap to_ibv(const engine::QpCap& c, bool srq);   // with an SRQ, max_recv_
 // Memory registration access flags: the flags the engine gets, or false if the set is refused
 // (EINVAL). Optional-range flags other than relaxed ordering are dropped.
 bool mr_access(unsigned access, unsigned& out);
+
+// The sender's address from the 40-byte GRH area in front of a UD receive's payload, into
+// `ah`'s GRH fields (is_global, dgid, flow_label, hop_limit, traffic_class, sgid_index; the
+// caller sets port, SL, rate). RoCEv2 over IPv6: the area is the IPv6 header (dgid = source
+// address; flow label, hop limit and traffic class from it). Over IPv4: 20 bytes (zero) then the
+// IPv4 header (dgid = ::ffff:source; traffic class = TOS, hop limit = TTL, flow label 0).
+// sgid_index: the entry of `gids` (valid where `valid`) equal to the packet's destination.
+// Returns 0, or EINVAL (neither header) or ENOENT (the destination is not one of our GIDs).
+int grh_to_ah_attr(const uint8_t* grh, const std::vector<proto::Ip6>& gids, const std::vector<bool>& valid,
+                   ibv_ah_attr& ah);
 
 }  // namespace uroce::shim

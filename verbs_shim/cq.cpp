@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <type_traits>
 
 #include "verbs_shim/api.hpp"
 
@@ -23,12 +24,20 @@ UCq* create_cq_common(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_chan
     errno = EINVAL;
     return nullptr;
   }
-  E::Cq* e = with_token([&] { return r.engine->create_cq(uint32_t(cqe)); });
+  auto* u = new UCq{};
+  E::Cq* e = with_token([&] {
+    E::Cq* p = r.engine->create_cq(uint32_t(cqe));
+    if (p) {
+      u->e = p;
+      r.cqs.push_back(u);   // watched for IBV_EVENT_CQ_ERR (async.cpp)
+    }
+    return p;
+  });
   if (!e) {
+    delete u;
     errno = ENOMEM;
     return nullptr;
   }
-  auto* u = new UCq{};
   ibv_cq* c = as_cq(u);
   c->context = ctx;
   c->channel = channel;
@@ -169,13 +178,13 @@ SHIM_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
   if (!mine(cq->context)) return REAL(ibv_destroy_cq)(cq);
   Runtime& r = rt();
   UCq* u = ucq(cq);
-  int rc;
-  {
-    Guard g;
-    rc = r.engine->destroy_cq(u->e);
-    if (rc == 0) r.armed.erase(std::remove(r.armed.begin(), r.armed.end(), u), r.armed.end());
-  }
+  int rc = destroy_watched(r.cqs, u, [&r, u] {
+    int k = r.engine->destroy_cq(u->e);
+    if (k == 0) r.armed.erase(std::remove(r.armed.begin(), r.armed.end(), u), r.armed.end());
+    return k;
+  });
   if (rc) return rc;
+  async_forget_cq(u);
   // As the real library: wait until every event the application got has been acknowledged.
   pthread_mutex_lock(&cq->mutex);
   while (cq->comp_events_completed < u->events_read.load()) pthread_cond_wait(&cq->cond, &cq->mutex);
@@ -192,9 +201,28 @@ SHIM_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
   return 0;
 }
 
+// The engine's CQ is a fixed ring that QPs point to. Resizing builds a ring of the new depth
+// with the completions not yet polled, in order, and assigns it to the same engine::Cq (its
+// address, which the QPs hold, does not change), under the token. The new depth must hold the
+// completions outstanding. The CQ's completion count restarts (an armed notification that is
+// due stays due); an overflow already reported is not reported again.
+static_assert(std::is_move_assignable_v<E::Cq>, "ibv_resize_cq assigns a new ring to the engine CQ");
 SHIM_EXPORT int ibv_resize_cq(ibv_cq* cq, int cqe) {
   if (!mine(cq->context)) return REAL(ibv_resize_cq)(cq, cqe);
-  return EOPNOTSUPP;
+  Runtime& r = rt();
+  UCq* u = ucq(cq);
+  if (cqe <= 0 || uint32_t(cqe) > r.dcfg.max_cqe) return EINVAL;
+  Guard g;
+  E::Cq& e = *u->e;
+  if (uint32_t(cqe) < e.size()) return EINVAL;
+  const bool due = u->armed && e.completions_pushed() != u->armed_at;
+  E::Cq n{uint32_t(cqe)};
+  E::Wc w;
+  while (e.poll(&w, 1)) n.push(w);
+  e = std::move(n);
+  if (u->armed) u->armed_at = e.completions_pushed() + (due ? 1 : 0);
+  cq->cqe = cqe;
+  return 0;
 }
 
 }  // extern "C"

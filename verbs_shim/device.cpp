@@ -1,5 +1,6 @@
-// The device: the device list, open/close, query device/port/GID/P_Key, the sysfs answers and
-// asynchronous events (none).
+// The device: the device list, open/close, query device/port/GID/P_Key, the sysfs answers, and
+// the device-level calls uroce cannot serve (device index, imported DM). Asynchronous events:
+// async.cpp.
 #include <fcntl.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -98,11 +99,9 @@ SHIM_EXPORT ibv_context* ibv_open_device(ibv_device* dev) {
     errno = ENODEV;
     return nullptr;
   }
-  auto* u = static_cast<UContext*>(calloc(1, sizeof(UContext)));
-  if (!u) {
-    errno = ENOMEM;
-    return nullptr;
-  }
+  const int afd = new_async_fd();
+  if (afd < 0) return nullptr;
+  auto* u = new UContext{};
   verbs_context& v = u->vctx;
   ibv_context& c = v.context;
   c.device = dev;
@@ -112,7 +111,7 @@ SHIM_EXPORT ibv_context* ibv_open_device(ibv_device* dev) {
   c.ops.post_recv = op_post_recv;
   c.ops.post_srq_recv = op_post_srq_recv;
   c.cmd_fd = -1;
-  c.async_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);   // no asynchronous events are generated
+  c.async_fd = afd;   // pollable; async.cpp
   c.num_comp_vectors = 1;
   pthread_mutex_init(&c.mutex, nullptr);
   c.abi_compat = __VERBS_ABI_IS_EXTENDED;
@@ -121,14 +120,16 @@ SHIM_EXPORT ibv_context* ibv_open_device(ibv_device* dev) {
   v.query_device_ex = vop_query_device_ex;
   v.create_qp_ex = vop_create_qp_ex;
   v.create_cq_ex = vop_create_cq_ex;
+  with_token([u] { async_open(u); });
   return &c;
 }
 
 SHIM_EXPORT int ibv_close_device(ibv_context* ctx) {
   if (!mine(ctx)) return REAL(ibv_close_device)(ctx);
+  with_token([ctx] { async_close(uctx(ctx)); });
   if (ctx->async_fd >= 0) close(ctx->async_fd);
   pthread_mutex_destroy(&ctx->mutex);
-  free(uctx(ctx));
+  delete uctx(ctx);
   return 0;
 }
 
@@ -205,7 +206,7 @@ SHIM_EXPORT int ibv_query_pkey(ibv_context* ctx, uint8_t port, int index, __be16
   return 0;
 }
 
-// ---- sysfs and events -----------------------------------------------------------------------------
+// ---- sysfs -----------------------------------------------------------------------------
 SHIM_EXPORT int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, size_t size) {
   Runtime& r = rt();
   if (load_cfg() && dir && std::strcmp(dir, r.dev.ibdev_path) == 0) {
@@ -228,10 +229,61 @@ SHIM_EXPORT int ibv_read_sysfs_file(const char* dir, const char* file, char* buf
   return REAL(ibv_read_sysfs_file)(dir, file, buf, size);
 }
 
-SHIM_EXPORT int ibv_get_async_event(ibv_context* ctx, ibv_async_event* ev) {
-  if (!mine(ctx)) return REAL(ibv_get_async_event)(ctx, ev);
-  errno = EAGAIN;   // uroce reports no asynchronous events
+// ---- Calls uroce's device cannot serve, or serves without the kernel ------------------------------
+// The real functions read the provider's private data (verbs_context.priv, verbs_device's sysfs
+// entry) that a uroce context does not have: each answers here for uroce's objects.
+
+// The kernel's device index: uroce's device has none. The API's "no index" answer.
+SHIM_EXPORT int ibv_get_device_index(ibv_device* dev) {
+  if (!mine_dev(dev)) return REAL(ibv_get_device_index)(dev);
+  errno = EOPNOTSUPP;
   return -1;
+}
+
+// Device memory is never allocated on uroce (no alloc_dm op): there is nothing to import.
+SHIM_EXPORT ibv_dm* ibv_import_dm(ibv_context* ctx, uint32_t handle) {
+  if (!mine(ctx)) return REAL(ibv_import_dm)(ctx, handle);
+  errno = EOPNOTSUPP;
+  return nullptr;
+}
+
+SHIM_EXPORT void ibv_unimport_dm(ibv_dm* dm) {
+  if (!dm || !mine(dm->context)) return REAL(ibv_unimport_dm)(dm);
+  // No uroce DM exists; nothing to release.
+}
+
+// One P_Key, the default, at index 0.
+SHIM_EXPORT int ibv_get_pkey_index(ibv_context* ctx, uint8_t port, __be16 pkey) {
+  if (!mine(ctx)) return REAL(ibv_get_pkey_index)(ctx, port, pkey);
+  if (port != 1 || pkey != param::kDefaultPkey) {
+    errno = ENOENT;
+    return -1;
+  }
+  return 0;
+}
+
+// The peer's MAC for an address vector, from the port's neighbour cache (no resolution is
+// started here: ibv_modify_qp does that). No VLAN: vid 0xffff.
+SHIM_EXPORT int ibv_resolve_eth_l2_from_gid(ibv_context* ctx, ibv_ah_attr* attr, uint8_t eth_mac[ETHERNET_LL_SIZE],
+                                            uint16_t* vid) {
+  if (!mine(ctx)) return REAL(ibv_resolve_eth_l2_from_gid)(ctx, attr, eth_mac, vid);
+  Runtime& r = rt();
+  if (!attr || !attr->is_global || attr->port_num != 1 || attr->grh.sgid_index >= r.gids.size() ||
+      !r.gid_valid[attr->grh.sgid_index]) {
+    errno = EINVAL;
+    return -1;
+  }
+  proto::Ip6 gid;
+  std::memcpy(gid.data(), attr->grh.dgid.raw, 16);
+  proto::Mac mac;
+  bool ok = with_token([&] { return r.link->lookup(gid, mac); });
+  if (!ok) {
+    errno = EHOSTUNREACH;
+    return -1;
+  }
+  std::memcpy(eth_mac, mac.data(), ETHERNET_LL_SIZE);
+  if (vid) *vid = 0xffff;
+  return 0;
 }
 
 }  // extern "C"

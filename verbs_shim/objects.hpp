@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
+#include <mutex>
 #include <vector>
 
 #include "engine/engine.hpp"
@@ -17,6 +19,11 @@ namespace uroce::shim {
 // Wrappers: the ibv_* object first, then uroce's.
 struct UContext {
   verbs_context vctx;
+  // Asynchronous events (async.cpp): vctx.context.async_fd is an eventfd in semaphore mode
+  // whose count is the number of events queued in `events` (or fewer: the events of a
+  // destroyed object are dropped from the queue, and a read then finds nothing and reads again).
+  std::mutex ev_mu;
+  std::deque<ibv_async_event> events;
 };
 struct UPd {
   ibv_pd pd;
@@ -39,10 +46,14 @@ struct UCq {
   std::atomic<uint32_t> events;      // events written to the channel's pipe
   std::atomic<uint32_t> events_read; // events returned by ibv_get_cq_event
   std::atomic<bool> dead;            // destroyed with events still in the pipe (kept, skipped)
+  uint32_t async_reported = 0;       // async events returned by ibv_get_async_event (ctx ev_mu)
+  bool overflow_reported = false;    // IBV_EVENT_CQ_ERR queued (token)
 };
 struct USrq {
   ibv_srq srq;
   engine::Srq* e;
+  bool limit_armed = false;          // ibv_modify_srq set srq_limit; IBV_EVENT_SRQ_LIMIT_REACHED disarms (token)
+  uint32_t async_reported = 0;       // (ctx ev_mu)
 };
 struct UQp {
   ibv_qp_ex qpx;     // qpx.qp_base is the ibv_qp
@@ -52,6 +63,8 @@ struct UQp {
   std::vector<engine::SendWr> batch;
   std::vector<engine::Sge> batch_sge;   // kMaxSge per entry
   int batch_err;
+  engine::QpState seen = engine::QpState::Reset;  // the state last seen by the shim (token)
+  uint32_t async_reported = 0;       // (ctx ev_mu)
 };
 struct UAh {
   ibv_ah ah;

@@ -1,6 +1,8 @@
-// Protection domains, memory regions and address handles.
+// Protection domains, memory regions (ibv_rereg_mr by registering anew) and address handles
+// (ibv_create_ah_from_wc / ibv_init_ah_from_wc read the GRH area: convert.cpp grh_to_ah_attr).
 #include <cerrno>
 #include <cstdint>
+#include <cstring>
 
 #include "verbs_shim/api.hpp"
 #include "verbs_shim/convert.hpp"
@@ -84,6 +86,80 @@ SHIM_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
   return rc;
 }
 
+// Re-registration: a new engine registration with the changed translation, PD or access, then
+// the old one deregistered, under one hold of the token. The keys change (lkey/rkey are updated
+// in the ibv_mr); on failure the old registration is kept (IBV_REREG_MR_ERR_INPUT).
+SHIM_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
+  if (!mine(mr->context)) return REAL(ibv_rereg_mr)(mr, flags, pd, addr, length, access);
+  UMr* u = umr(mr);
+  if (flags <= 0 || (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) ||
+      ((flags & IBV_REREG_MR_CHANGE_PD) && (!pd || !mine(pd->context))) ||
+      ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !length))) {
+    errno = EINVAL;
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  ibv_pd* npd = (flags & IBV_REREG_MR_CHANGE_PD) ? pd : mr->pd;
+  void* naddr = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? addr : u->e->host;
+  uint64_t nlen = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? length : u->e->length;
+  uint64_t niova = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? reinterpret_cast<uintptr_t>(addr) : u->e->iova;
+  unsigned nacc = u->e->access;
+  if ((flags & IBV_REREG_MR_CHANGE_ACCESS) && !mr_access(unsigned(access), nacc)) {
+    errno = EINVAL;
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  if (nacc & IBV_ACCESS_ZERO_BASED) niova = 0;
+  Runtime& r = rt();
+  errno = 0;
+  Guard g;
+  E::Mr* m = r.engine->reg_mr_iova(upd(npd)->e, naddr, nlen, niova, nacc);
+  if (!m) {
+    if (errno == 0) errno = ENOMEM;
+    return IBV_REREG_MR_ERR_INPUT;   // the old registration is unchanged
+  }
+  if (int rc = r.engine->dereg_mr(u->e)) {
+    r.engine->dereg_mr(m);
+    errno = rc;
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  u->e = m;
+  mr->pd = npd;
+  mr->addr = naddr;
+  mr->length = nlen;
+  mr->handle = m->lkey;
+  mr->lkey = m->lkey;
+  mr->rkey = m->rkey;
+  return 0;
+}
+
+// dma-buf memory (device memory exported by a GPU driver) cannot be reached by a user-space engine.
+SHIM_EXPORT ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access) {
+  if (!mine(pd->context)) return REAL(ibv_reg_dmabuf_mr)(pd, offset, length, iova, fd, access);
+  errno = EOPNOTSUPP;
+  return nullptr;
+}
+
+// Importing objects shares them between processes through the kernel (a command fd); uroce's
+// objects live in one process: nothing can be imported, and none of ours was imported.
+SHIM_EXPORT ibv_pd* ibv_import_pd(ibv_context* ctx, uint32_t handle) {
+  if (!mine(ctx)) return REAL(ibv_import_pd)(ctx, handle);
+  errno = EOPNOTSUPP;
+  return nullptr;
+}
+
+SHIM_EXPORT void ibv_unimport_pd(ibv_pd* pd) {
+  if (!mine(pd->context)) return REAL(ibv_unimport_pd)(pd);
+}
+
+SHIM_EXPORT ibv_mr* ibv_import_mr(ibv_pd* pd, uint32_t handle) {
+  if (!mine(pd->context)) return REAL(ibv_import_mr)(pd, handle);
+  errno = EOPNOTSUPP;
+  return nullptr;
+}
+
+SHIM_EXPORT void ibv_unimport_mr(ibv_mr* mr) {
+  if (!mine(mr->context)) return REAL(ibv_unimport_mr)(mr);
+}
+
 // ---- AH -------------------------------------------------------------------------------------------
 SHIM_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   if (!mine(pd->context)) return REAL(ibv_create_ah)(pd, attr);
@@ -111,15 +187,30 @@ SHIM_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   return &u->ah;
 }
 
+// The sender's address from a UD receive: wc (IBV_WC_GRH) and the 40-byte GRH area.
+SHIM_EXPORT int ibv_init_ah_from_wc(ibv_context* ctx, uint8_t port, ibv_wc* wc, ibv_grh* grh, ibv_ah_attr* ah) {
+  if (!mine(ctx)) return REAL(ibv_init_ah_from_wc)(ctx, port, wc, grh, ah);
+  Runtime& r = rt();
+  // RoCE: every packet has a GRH (an IPv4 or IPv6 header).
+  if (!wc || !grh || !ah || port != 1 || !(wc->wc_flags & IBV_WC_GRH)) {
+    errno = EINVAL;
+    return -1;
+  }
+  std::memset(ah, 0, sizeof *ah);
+  if (int rc = grh_to_ah_attr(reinterpret_cast<const uint8_t*>(grh), r.gids, r.gid_valid, *ah)) {
+    errno = rc;
+    return -1;
+  }
+  ah->sl = wc->sl;
+  ah->src_path_bits = wc->dlid_path_bits;
+  ah->port_num = port;
+  return 0;
+}
+
 SHIM_EXPORT ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, uint8_t port) {
   if (!mine(pd->context)) return REAL(ibv_create_ah_from_wc)(pd, wc, grh, port);
-  ibv_ah_attr a{};
-  a.is_global = 1;
-  a.port_num = port;
-  if (grh) {
-    a.grh.dgid = grh->sgid;
-    a.grh.hop_limit = 0xFF;
-  }
+  ibv_ah_attr a;
+  if (ibv_init_ah_from_wc(pd->context, port, wc, grh, &a)) return nullptr;
   return ibv_create_ah(pd, &a);
 }
 

@@ -40,12 +40,20 @@ ibv_qp* create_qp_common(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr* ia, boo
   e.cap.max_inline_data = ia->cap.max_inline_data;
   e.qp_type = E::QpType(ia->qp_type);  // IBV_QPT_RC/UC/UD are the engine's values
   e.sq_sig_all = ia->sq_sig_all != 0;
-  E::Qp* q = with_token([&] { return r.engine->create_qp(e); });
+  auto* u = new UQp{};
+  E::Qp* q = with_token([&] {
+    E::Qp* p = r.engine->create_qp(e);
+    if (p) {
+      u->e = p;
+      r.qps.push_back(u);   // watched for asynchronous events (async.cpp)
+    }
+    return p;
+  });
   if (!q) {
+    delete u;
     errno = ENOMEM;
     return nullptr;
   }
-  auto* u = new UQp{};
   ibv_qp& b = u->qpx.qp_base;
   b.context = ctx;
   b.qp_context = ia->qp_context;
@@ -163,8 +171,12 @@ SHIM_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
     token.lock();
   }
   // The engine applies the full rule (the QP's state may have changed while the token was free).
+  note_qp_state(u);   // an error the engine found before this call is reported as such
   int rc = r.engine->modify_qp(u->e, e, m);
-  if (rc == 0 && (m & IBV_QP_STATE)) qp->state = a->qp_state;
+  if (rc == 0 && (m & IBV_QP_STATE)) {
+    qp->state = a->qp_state;
+    qp_state_set(u, u->e->state());   // the application's own transition: no IBV_EVENT_QP_FATAL
+  }
   return rc;
 }
 
@@ -194,11 +206,35 @@ SHIM_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* a, int mask, ibv_qp_init_a
 
 SHIM_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   if (!mine(qp->context)) return REAL(ibv_destroy_qp)(qp);
-  int rc = with_token([qp] { return rt().engine->destroy_qp(uqp(qp)->e); });
+  UQp* u = uqp(qp);
+  Runtime& r = rt();
+  int rc = destroy_watched(r.qps, u, [&r, u] { return r.engine->destroy_qp(u->e); });
   if (rc) return rc;
+  async_forget_qp(u);
   destroy_sync(*qp);
   delete uqp(qp);
   return 0;
+}
+
+// Enhanced Connection Establishment: no vendor options to negotiate.
+SHIM_EXPORT int ibv_set_ece(ibv_qp* qp, ibv_ece* ece) {
+  if (!mine(qp->context)) return REAL(ibv_set_ece)(qp, ece);
+  errno = EOPNOTSUPP;
+  return EOPNOTSUPP;
+}
+
+SHIM_EXPORT int ibv_query_ece(ibv_qp* qp, ibv_ece* ece) {
+  if (!mine(qp->context)) return REAL(ibv_query_ece)(qp, ece);
+  errno = EOPNOTSUPP;
+  return EOPNOTSUPP;
+}
+
+// The engine places a message's payload in PSN order, one packet after the other, from one
+// thread (x86 stores become visible in program order): data arrives in order on RC.
+SHIM_EXPORT int ibv_query_qp_data_in_order(ibv_qp* qp, ibv_wr_opcode op, uint32_t flags) {
+  if (!mine(qp->context)) return REAL(ibv_query_qp_data_in_order)(qp, op, flags);
+  if (flags) return 0;
+  return qp->qp_type == IBV_QPT_RC ? 1 : 0;
 }
 
 SHIM_EXPORT int ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {

@@ -50,6 +50,10 @@ bool Runtime::drive() {
       ++i;
     }
   }
+  if (!contexts.empty()) {
+    const uint64_t now = engine->now_ns();
+    if (now >= next_scan_ns) async_scan(*this, now);
+  }
   return did;
 }
 

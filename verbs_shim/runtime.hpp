@@ -27,6 +27,15 @@
 namespace uroce::shim {
 
 struct UCq;
+struct UContext;
+struct UQp;
+struct USrq;
+
+// How often Runtime::drive() looks for asynchronous events (async.cpp): QP, CQ and SRQ state
+// every kShimAsyncScanNs, the port's link every kShimLinkScanNs. (Shim limits belong in
+// engine/param.hpp's shim section; kept here until they move there.)
+inline constexpr uint64_t kShimAsyncScanNs = 1'000'000;
+inline constexpr uint64_t kShimLinkScanNs = 100'000'000;
 
 struct Runtime {
   // Configuration (loaded once, on the first verbs call that needs it).
@@ -56,6 +65,14 @@ struct Runtime {
   uint64_t idle_spin_ns = param::kShimIdleSpinNs;     // UROCE_SHIM_IDLE_SPIN_NS
   bool eager_post = false;   // post_send runs progress() itself (UROCE_SHIM_EAGER_POST=1)
   std::vector<UCq*> armed;   // CQs with a requested notification (under the token)
+  // Asynchronous events (async.cpp), under the token: the open contexts (each has its event
+  // queue) and the objects whose state is compared at each scan.
+  std::vector<UContext*> contexts;
+  std::vector<UQp*> qps;
+  std::vector<UCq*> cqs;
+  std::vector<USrq*> srqs;
+  uint64_t next_scan_ns = 0, next_link_ns = 0;
+  bool link_up = false;      // as last reported (IBV_EVENT_PORT_ACTIVE / IBV_EVENT_PORT_ERR)
 
   // Statistics (for docs and debugging; UROCE_SHIM_STATS=1 prints them at exit).
   std::atomic<uint64_t> poller_drives{0}, poller_naps{0}, app_drives{0};
@@ -73,7 +90,8 @@ struct Runtime {
   void unlock() { owner.store(false, std::memory_order_release); }
   // (lock/unlock make the Runtime usable with std::unique_lock where a call must drop the token
   // in the middle, as ibv_modify_qp does while it resolves the peer.)
-  // With the token held: one progress() step and completion-channel notifications.
+  // With the token held: one progress() step, completion-channel notifications and, when one
+  // is due (one clock read per call otherwise), a scan for asynchronous events.
   bool drive();
   uint64_t now_ns() const { return engine->now_ns(); }
 };
@@ -101,5 +119,13 @@ bool load_cfg();
 bool start_runtime();
 
 void nap(uint64_t ns);
+
+// Asynchronous events (async.cpp).
+// With the token held: compare the watched objects' state with what was last seen and queue the
+// events (IBV_EVENT_QP_FATAL, _QP_LAST_WQE_REACHED, _CQ_ERR, _SRQ_LIMIT_REACHED, and the port's
+// _PORT_ACTIVE / _PORT_ERR when the link changed); `now` from the engine's clock.
+void async_scan(Runtime& r, uint64_t now);
+// With the token held: the link's state now (rte_eth_link_get_nowait).
+bool link_is_up(Runtime& r);
 
 }  // namespace uroce::shim

@@ -1,4 +1,5 @@
 // Shared receive queues (their receives are posted by op_post_srq_recv, datapath.cpp).
+#include <algorithm>
 #include <cerrno>
 
 #include "verbs_shim/api.hpp"
@@ -21,7 +22,6 @@ SHIM_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* ia) {
   {
     Guard g;
     e = r.engine->create_srq(upd(pd)->e, ia->attr.max_wr, ia->attr.max_sge);
-    if (e) e->srq_limit = ia->attr.srq_limit;
   }
   if (!e) {
     errno = ENOMEM;
@@ -33,6 +33,7 @@ SHIM_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* ia) {
   u->srq.pd = pd;
   init_sync(u->srq);
   u->e = e;
+  with_token([&r, u] { r.srqs.push_back(u); });   // watched for IBV_EVENT_SRQ_LIMIT_REACHED (async.cpp)
   return &u->srq;
 }
 
@@ -50,16 +51,26 @@ SHIM_EXPORT int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
   if (!mine(srq->context)) return REAL(ibv_modify_srq)(srq, attr, mask);
   if (mask & IBV_SRQ_MAX_WR) return EINVAL;   // no resize
   if (mask & IBV_SRQ_LIMIT) {
+    // Arms IBV_EVENT_SRQ_LIMIT_REACHED (0 disarms): queued by the next scan once fewer than
+    // srq_limit receives are outstanding, then disarmed (srq_limit reads 0 again), as on an RNIC.
+    Runtime& r = rt();
+    USrq* u = usrq(srq);
+    if (attr->srq_limit > u->e->rq().capacity()) return EINVAL;
     Guard g;
-    usrq(srq)->e->srq_limit = attr->srq_limit;
+    u->e->srq_limit = attr->srq_limit;
+    u->limit_armed = attr->srq_limit != 0;
+    r.next_scan_ns = 0;
   }
   return 0;
 }
 
 SHIM_EXPORT int ibv_destroy_srq(ibv_srq* srq) {
   if (!mine(srq->context)) return REAL(ibv_destroy_srq)(srq);
-  int rc = with_token([srq] { return rt().engine->destroy_srq(usrq(srq)->e); });
+  USrq* u = usrq(srq);
+  Runtime& r = rt();
+  int rc = destroy_watched(r.srqs, u, [&r, u] { return r.engine->destroy_srq(u->e); });
   if (rc) return rc;
+  async_forget_srq(u);
   destroy_sync(*srq);
   delete usrq(srq);
   return 0;

@@ -6,6 +6,7 @@ and over memif. Checks exit codes and result lines; appends one JSON line per ru
 memif socket, namespaces, DPDK runtime directories), also when it fails.
 
 usage: shim_test.py --root REPO --lib liburoce-verbs.so [--results FILE] [--cxx-test BIN] SCENARIO
+(--cxx-test: shim_data_test for scenario cxx, api_sweep for scenario sweep)
 """
 import argparse
 import glob
@@ -420,8 +421,25 @@ def sc_cxx():
             "result": [l for l in ct.splitlines() if l.startswith("PASS") or "verified" in l]})
 
 
+def sc_sweep():
+    """api_sweep (--cxx-test): every libibverbs export on one uroce device, in namespace uroce-a."""
+    ns_up()
+    out = open("/tmp/uroce-shim-sweep.log", "w+")
+    p = start(NSA + [RUN, "--config", os.path.join(CFG, "veth-a.conf"), "--", args.cxx_test], out)
+    rc = finish(p, 100)
+    out.seek(0)
+    text = out.read()
+    log(text[-20000:])
+    summary = [l for l in text.splitlines() if " symbols, " in l]
+    ok = rc == 0 and len(summary) == 1
+    check(ok, "api_sweep (rc %s)" % rc)
+    record({"tool": "api_sweep", "options": "", "link": "veth", "ok": ok, "client_rc": rc, "server_rc": "",
+            "result": summary})
+
+
 SCEN = {"devinfo": sc_devinfo, "pingpong": sc_pingpong, "ud-uc": sc_ud_uc, "gid": sc_gid, "write-bw": sc_write_bw, "send-bw": sc_send_bw,
-        "read-bw": sc_read_bw, "atomic-bw": sc_atomic_bw, "lat": sc_lat, "cxx": sc_cxx}
+        "read-bw": sc_read_bw, "atomic-bw": sc_atomic_bw, "lat": sc_lat, "cxx": sc_cxx,
+        "sweep": sc_sweep}
 
 try:
     SCEN[args.scenario]()
