@@ -96,6 +96,10 @@ inline constexpr uint32_t kShimWrBatchReserve = 64;  // ibv_wr_* batch entries r
 inline constexpr uint64_t kShimResolveNapNs = 20'000;
 // At exit, on memif: wait this long for the peer to leave first (DpdkLink::await_peer_close).
 inline constexpr uint32_t kShimPeerLeaveWaitMs = 500;
-inline constexpr int kShimBacktraceDepth = 64;      // frames printed on SIGSEGV (UROCE_SHIM_DEBUG=1)
+inline constexpr int kShimBacktraceDepth = 64;
+// How often Runtime::drive() looks for asynchronous events (verbs_shim/async.cpp): QP, CQ and
+// SRQ state every kShimAsyncScanNs, the port's link every kShimLinkScanNs.
+inline constexpr uint64_t kShimAsyncScanNs = 1'000'000;
+inline constexpr uint64_t kShimLinkScanNs = 100'000'000;      // frames printed on SIGSEGV (UROCE_SHIM_DEBUG=1)
 
 }  // namespace uroce::param

@@ -31,11 +31,8 @@ struct UContext;
 struct UQp;
 struct USrq;
 
-// How often Runtime::drive() looks for asynchronous events (async.cpp): QP, CQ and SRQ state
-// every kShimAsyncScanNs, the port's link every kShimLinkScanNs. (Shim limits belong in
-// engine/param.hpp's shim section; kept here until they move there.)
-inline constexpr uint64_t kShimAsyncScanNs = 1'000'000;
-inline constexpr uint64_t kShimLinkScanNs = 100'000'000;
+using param::kShimAsyncScanNs;
+using param::kShimLinkScanNs;
 
 struct Runtime {
   // Configuration (loaded once, on the first verbs call that needs it).
