@@ -250,7 +250,7 @@ void go_back_n(Qp& qp, uint32_t psn) {
 
 void check_timers(Device& dev, Qp& qp) {
   SendSide& t = qp.tx;
-  if (t.sq.empty()) return;
+  if (t.sq.empty() || qp.init.qp_type != QpType::RC) return;  // UC and UD never resend
   SendWqe& head = t.sq.front();
   if (!head.started || head.next_pkt <= head.rcvd_pkts) return;  // nothing in flight
   if (t.rnr_until_ns) return;                                     // waiting for an RNR timer

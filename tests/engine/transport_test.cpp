@@ -387,6 +387,37 @@ TEST(Uc, SendAndWriteWithImmDeliverAndALostPacketLosesOnlyItsMessage) {
   EXPECT_EQ(t.a.dev->post_send(qa, rd), EINVAL) << "UC has no READ";
 }
 
+TEST(Uc, AMessageStalledForTransmitBuffersIsNeverResent) {
+  FakeWire wire{6, 9216, 5};  // room for 6 frames in flight: a 20-packet message waits for buffers
+  Node a{wire.a(), wire.clock(), 10}, b{wire.b(), wire.clock(), 11};
+  Qp* qa = a.qp(QpType::UC);
+  Qp* qb = b.qp(QpType::UC);
+  connect(*a.dev, qa, *b.dev, qb, 0, 0, Mtu::M1024);
+  connect(*b.dev, qb, *a.dev, qa, 0, 0, Mtu::M1024);
+  b.post_recv(qb, 1, 0, 32768);
+  Sge s{a.addr(), 20 * 1024, a.mr->lkey};
+  SendWr w;
+  w.wr_id = 9;
+  w.opcode = WrOpcode::Send;
+  w.send_flags = kSendSignaled;
+  w.sg_list = &s;
+  w.num_sge = 1;
+  ASSERT_EQ(a.dev->post_send(qa, w), 0);
+  for (int i = 0; i < 200; ++i) {  // 100 ms steps: far past the local ACK timeout (67 ms)
+    a.dev->progress();
+    wire.clock().advance(100'000'000);
+    b.dev->progress();
+  }
+  Wc wc;
+  ASSERT_EQ(a.scq->poll(&wc, 1), 1u);
+  EXPECT_EQ(wc.status, WcStatus::Success);
+  ASSERT_EQ(b.rcq->poll(&wc, 1), 1u);
+  EXPECT_EQ(wc.byte_len, 20u * 1024);
+  EXPECT_EQ(qa->counters().retransmitted, 0u) << "UC has no retransmission";
+  EXPECT_EQ(qa->counters().timeouts, 0u);
+  EXPECT_EQ(qa->counters().tx_packets, 20u);
+}
+
 // ---- Loopback -----------------------------------------------------------------------------------
 
 TEST(Loopback, TwoQpsOfOneDeviceTalkWithoutTheWire) {
