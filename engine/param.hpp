@@ -16,7 +16,6 @@ inline constexpr uint32_t kMaxSge = 16;
 inline constexpr uint32_t kMaxInline = 256;
 inline constexpr uint32_t kMaxRdAtomic = 128;        // outstanding READ/atomics per QP, as rxe
 inline constexpr uint64_t kMaxMessage = 1ull << 31;  // bytes in one work request (max_msg_sz)
-inline constexpr uint32_t kFirstQpn = 0x11;          // as rxe: QPN 0 and 1 are special
 inline constexpr uint64_t kMaxMrSize = 1ull << 40;   // bytes in one MR (max_mr_size)
 
 // ---- Engine: security (docs/security.md) ----------------------------------------------------

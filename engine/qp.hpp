@@ -47,7 +47,6 @@ struct SendWqe {
   bool is_inline = false;
   bool signaled = false;
 
-  uint32_t last_psn() const { return (first_psn + npkts - 1) & 0xFFFFFF; }
   bool is_atomic() const { return wr.opcode == WrOpcode::AtomicCmpSwp || wr.opcode == WrOpcode::AtomicFetchAdd; }
   bool is_read_or_atomic() const { return wr.opcode == WrOpcode::RdmaRead || is_atomic(); }
   bool all_sent() const { return started && next_pkt >= npkts; }
