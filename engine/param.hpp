@@ -76,15 +76,28 @@ inline constexpr uint32_t kShimMaxSrq = 16384;           // max_srq reported
 inline constexpr uint8_t kShimLocalCaAckDelay = 15;      // local_ca_ack_delay reported (4.096 us * 2^15)
 inline constexpr uint8_t kShimPortActiveWidth = 1;       // 1X
 inline constexpr uint8_t kShimPortActiveSpeed = 32;      // EDR, 25 Gb/s; the real rate depends on the link
-// The application polled within this many ns: the poller naps instead of driving the engine
-// (UROCE_SHIM_APP_ACTIVE_NS; 0 = the poller never yields, for measurements). Also the post_send
-// rule: a post runs progress() itself when the application has not polled for this long.
-inline constexpr uint64_t kShimAppActiveNs = 20'000;
-// The poller spins this long after its last work before it naps (UROCE_SHIM_IDLE_SPIN_NS).
-inline constexpr uint64_t kShimIdleSpinNs = 50'000;
-inline constexpr uint64_t kShimPollerNapNs = 20'000;        // one nap of the idle poller
+// Progress (verbs_shim/runtime.hpp, docs/verbs_shim.md). The application called a data-path
+// verb (poll_cq, post_send, post_recv) within this many ns: it is driving the engine, and the
+// poller leaves it alone (UROCE_SHIM_APP_ACTIVE_NS). Also the post_send rule: a post runs
+// progress() itself when the application has not called the data path for this long.
+inline constexpr uint64_t kShimAppActiveNs = 5'000;
+// A poller alone on its core (the application thread blocked, or on another core) spins this
+// long after its last work before it naps (UROCE_SHIM_IDLE_SPIN_NS). A poller that shares its
+// core with a running application thread never spins: it naps at once and gives the core back.
+inline constexpr uint64_t kShimIdleSpinNs = 200'000;
+// One short nap. Every wake-up of a sleeping thread costs the thread it preempts: about 20 us of
+// CPU time on the reference VM (docs/performance.md), so the poller checks rarely when it can.
+inline constexpr uint64_t kShimPollerNapNs = 5'000;
+// The poller found the application driving at this many successive checks: it checks only
+// every kShimPollerSteadyNapNs until it finds the application away (a bandwidth loop that
+// polls all the time then loses almost nothing to the poller's wake-ups).
+inline constexpr uint32_t kShimSteadyChecks = 16;
+inline constexpr uint64_t kShimPollerSteadyNapNs = 1'000'000;
 inline constexpr uint64_t kShimPollerLongIdleNs = 10'000'000;  // idle this long: naps get longer
 inline constexpr uint64_t kShimPollerLongNapNs = 200'000;   // one nap after kShimPollerLongIdleNs
+// How often the poller reads the application thread's scheduler state (/proc/self/task/TID/stat)
+// to know whether it shares a core with it.
+inline constexpr uint64_t kShimAppStateCheckNs = 1'000'000;
 inline constexpr unsigned long kShimPollerTimerSlackNs = 1'000;  // PR_SET_TIMERSLACK of the poller
 inline constexpr uint32_t kShimTokenSpins = 256;    // ownership token: pause this often, then yield
 inline constexpr int kShimPollBatch = 32;           // engine completions converted per step of ibv_poll_cq

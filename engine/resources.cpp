@@ -96,4 +96,55 @@ void Counters::add(const Counters& o) {
   for (size_t i = 0; i < sizeof(Counters) / sizeof(uint64_t); ++i) dst[i] += src[i];
 }
 
+const CounterField kCounterFields[] = {
+    {"tx_packets", &Counters::tx_packets},
+    {"tx_bytes", &Counters::tx_bytes},
+    {"rx_packets", &Counters::rx_packets},
+    {"rx_bytes", &Counters::rx_bytes},
+    {"retransmitted", &Counters::retransmitted},
+    {"timeouts", &Counters::timeouts},
+    {"seq_naks_sent", &Counters::seq_naks_sent},
+    {"seq_naks_rcvd", &Counters::seq_naks_rcvd},
+    {"rnr_naks_sent", &Counters::rnr_naks_sent},
+    {"rnr_naks_rcvd", &Counters::rnr_naks_rcvd},
+    {"other_naks_sent", &Counters::other_naks_sent},
+    {"other_naks_rcvd", &Counters::other_naks_rcvd},
+    {"duplicates", &Counters::duplicates},
+    {"out_of_sequence", &Counters::out_of_sequence},
+    {"icrc_errors", &Counters::icrc_errors},
+    {"malformed", &Counters::malformed},
+    {"dropped_not_for_us", &Counters::dropped_not_for_us},
+    {"dropped_unknown_qp", &Counters::dropped_unknown_qp},
+    {"dropped_bad_state", &Counters::dropped_bad_state},
+    {"dropped_pkey", &Counters::dropped_pkey},
+    {"acks_sent", &Counters::acks_sent},
+    {"acks_rcvd", &Counters::acks_rcvd},
+    {"implied_naks", &Counters::implied_naks},
+    {"stale_duplicates", &Counters::stale_duplicates},
+    {"bad_responses", &Counters::bad_responses},
+    {"ghost_responses", &Counters::ghost_responses},
+    {"dropped_source", &Counters::dropped_source},
+    {"replayed_responses", &Counters::replayed_responses},
+    {"dropped_qkey", &Counters::dropped_qkey},
+    {"dropped_no_recv", &Counters::dropped_no_recv},
+    {"dropped_messages", &Counters::dropped_messages},
+    {"loopback", &Counters::loopback},
+};
+const size_t kCounterFieldCount = sizeof kCounterFields / sizeof kCounterFields[0];
+static_assert(sizeof kCounterFields / sizeof kCounterFields[0] == sizeof(Counters) / sizeof(uint64_t),
+              "every counter is in kCounterFields");
+
+std::string Counters::text() const {
+  std::string s;
+  for (size_t i = 0; i < kCounterFieldCount; ++i) {
+    const uint64_t v = this->*kCounterFields[i].member;
+    if (v == 0) continue;
+    if (!s.empty()) s += ' ';
+    s += kCounterFields[i].name;
+    s += '=';
+    s += std::to_string(v);
+  }
+  return s.empty() ? "(all zero)" : s;
+}
+
 }  // namespace uroce::engine

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "engine/id_map.hpp"
@@ -213,6 +214,16 @@ struct Counters {
   uint64_t loopback = 0;           // frames delivered to this device's own address internally
 
   void add(const Counters& o);
+  // "name=value" for every counter that is not zero, in declaration order ("(all zero)" if none).
+  std::string text() const;
 };
+
+// Every counter's name and member, in declaration order (printing, telemetry).
+struct CounterField {
+  const char* name;
+  uint64_t Counters::* member;
+};
+extern const CounterField kCounterFields[];
+extern const size_t kCounterFieldCount;
 
 }  // namespace uroce::engine

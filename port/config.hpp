@@ -46,6 +46,11 @@ struct EndpointConfig {
   bool flow_isolate = false;           // rte_flow isolation (share a NIC port with the kernel)
   bool promiscuous = true;             // enable promiscuous mode when our MAC is not the port's
   uint32_t arp_timeout_ms = param::kArpTimeoutMs;  // bounded address resolution
+  // Who turns the engine in a program run through the verbs shim (docs/verbs_shim.md):
+  // "thread" (the application inside its verbs calls, a polling thread otherwise), "inline"
+  // (only the application's verbs calls; no polling thread) or "dedicated" (a polling thread
+  // that never sleeps, for a spare core per process). UROCE_PROGRESS overrides it.
+  std::string progress = "thread";
 
   uint32_t max_frame() const { return link_mtu + 14; }
 };

@@ -52,7 +52,7 @@ UCq* create_cq_common(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_chan
 }
 
 // ibv_cq_ex: completions are read one at a time from a small buffer filled under the token.
-thread_local E::Wc t_wc;
+thread_local E::Wc t_wc __attribute__((tls_model("initial-exec")));
 int cqx_next(ibv_cq_ex* cq) {
   Runtime& r = rt();
   UCq* c = reinterpret_cast<UCq*>(cq);

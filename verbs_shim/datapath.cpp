@@ -17,6 +17,7 @@ int post_recv_list(E::Qp* qp, E::Srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   Runtime& r = rt();
   int rc = 0;
   Guard g;
+  r.note_app(r.now_ns());
   for (; wr; wr = wr->next) {
     E::RecvWr w = to_engine(*wr);
     rc = qp ? r.engine->post_recv(qp, w) : r.engine->post_srq_recv(srq, w);
@@ -45,7 +46,10 @@ int op_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   // An application that is polling its CQ sends the frames with its next poll_cq (a progress()
   // per post would halve perftest's post-one/poll loops); one that is not (it waits on memory,
   // as ib_write_lat does, or on a completion channel) gets them sent now.
-  if (r.eager_post || r.now_ns() - r.app_poll_ns.load(std::memory_order_relaxed) >= r.app_active_ns) r.drive();
+  const uint64_t now = r.now_ns();
+  const bool polling = now - r.app_poll_ns.load(std::memory_order_relaxed) < r.app_active_ns;
+  r.note_app(now);
+  if (r.calls_drive() && (r.eager_post || !polling)) r.drive();
   return rc;
 }
 
@@ -65,8 +69,8 @@ int op_poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
   int total = 0;
   {
     Guard g;
-    r.app_poll_ns.store(r.now_ns(), std::memory_order_relaxed);
-    r.drive();
+    r.note_app(r.now_ns());
+    if (r.calls_drive()) r.drive();
     while (total < n) {
       int k = r.engine->poll_cq(c->e, std::min(n - total, param::kShimPollBatch), tmp);
       for (int i = 0; i < k; ++i) to_ibv_wc(tmp[i], wc[total + i]);

@@ -4,7 +4,9 @@
 #include "verbs_shim/runtime.hpp"
 
 #include <execinfo.h>
+#include <fcntl.h>
 #include <rte_eal.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <time.h>
@@ -32,6 +34,13 @@ Runtime& rt() {
 void nap(uint64_t ns) {
   timespec ts{0, long(ns)};
   nanosleep(&ts, nullptr);
+}
+
+void Runtime::note_app(uint64_t now) {
+  // initial-exec: no __tls_get_addr call per use (the shim is preloaded, so static TLS is there).
+  static thread_local const int tid __attribute__((tls_model("initial-exec"))) = int(gettid());
+  app_poll_ns.store(now, std::memory_order_relaxed);
+  if (app_tid.load(std::memory_order_relaxed) != tid) app_tid.store(tid, std::memory_order_relaxed);
 }
 
 // With the token held.
@@ -69,29 +78,89 @@ void build_gid_table(Runtime& r) {
   for (size_t i = 0; i < r.gids.size(); ++i) r.gid_valid[i] = r.engine->sgid(uint32_t(i)) != nullptr;
 }
 
+// Does the application thread run on the poller's core now? It has, if it is runnable ('R' in
+// /proc/self/task/TID/stat) and was last on this CPU: then a spinning poller takes the core from
+// it. Read at most every kShimAppStateCheckNs; false when no thread has used the data path.
+class AppWatch {
+ public:
+  ~AppWatch() {
+    if (fd_ >= 0) close(fd_);
+  }
+  bool shares_core(const Runtime& r, uint64_t now) {
+    if (now < next_ns_) return shares_;
+    next_ns_ = now + param::kShimAppStateCheckNs;
+    const int tid = r.app_tid.load(std::memory_order_relaxed);
+    if (tid != tid_) {
+      if (fd_ >= 0) close(fd_);
+      const std::string path = "/proc/self/task/" + std::to_string(tid) + "/stat";
+      fd_ = tid ? open(path.c_str(), O_RDONLY | O_CLOEXEC) : -1;
+      tid_ = tid;
+    }
+    shares_ = false;
+    char buf[1024];
+    const ssize_t n = fd_ >= 0 ? pread(fd_, buf, sizeof buf - 1, 0) : -1;
+    if (n <= 0) return shares_;
+    buf[n] = 0;
+    // "pid (comm) S ..." : field 3 is the state, field 39 the CPU it last ran on.
+    const char* p = std::strrchr(buf, ')');
+    if (!p || p[1] != ' ') return shares_;
+    const char state = p[2];
+    int field = 3;
+    for (const char* q = p + 2; *q && field < 39; ++q)
+      if (*q == ' ') {
+        if (++field == 39) shares_ = state == 'R' && std::atoi(q + 1) == sched_getcpu();
+      }
+    return shares_;
+  }
+
+ private:
+  int tid_ = 0, fd_ = -1;
+  bool shares_ = false;
+  uint64_t next_ns_ = 0;
+};
+
 void poller_loop(Runtime& r) {
   prctl(PR_SET_TIMERSLACK, param::kShimPollerTimerSlackNs, 0, 0, 0);
+  if (r.progress == Runtime::Progress::Inline) {
+    while (!r.stop.load(std::memory_order_relaxed)) nap(param::kShimPollerLongIdleNs);
+    return;
+  }
+  const bool dedicated = r.progress == Runtime::Progress::Dedicated;
+  AppWatch watch;
   uint64_t last_work = r.now_ns();
+  uint64_t wake_due = last_work;  // when the last nap should have ended
+  uint32_t active_checks = 0;
+  // One nap of `ns`; remembers when it should end.
+  auto sleep = [&](uint64_t now, uint64_t ns) {
+    r.poller_naps.fetch_add(1, std::memory_order_relaxed);
+    wake_due = now + ns;
+    nap(ns);
+  };
   while (!r.stop.load(std::memory_order_relaxed)) {
-    uint64_t now = r.now_ns();
-    if (now - r.app_poll_ns.load(std::memory_order_relaxed) < r.app_active_ns) {
-      r.poller_naps.fetch_add(1, std::memory_order_relaxed);
-      nap(r.app_active_ns);
+    const uint64_t now = r.now_ns();
+    // The application drives if it made a data-path call within app_active_ns, counted from
+    // when this nap should have ended: the time a late wake-up took is time in which the
+    // application thread may have been preempted by it, not time it spent away.
+    const uint64_t late = now > wake_due ? now - wake_due : 0;
+    if (!dedicated && now - r.app_poll_ns.load(std::memory_order_relaxed) < r.app_active_ns + late) {
+      // After many such checks in a row, check rarely.
+      sleep(now, ++active_checks > param::kShimSteadyChecks ? param::kShimPollerSteadyNapNs : param::kShimPollerNapNs);
       continue;
     }
+    wake_due = now;
+    active_checks = 0;
     bool did = false;
-    if (!r.owner.exchange(true, std::memory_order_acquire)) {
+    if (r.waiters.load(std::memory_order_relaxed) == 0 && !r.owner.exchange(true, std::memory_order_acquire)) {
       did = r.drive();
       r.unlock();
       r.poller_drives.fetch_add(1, std::memory_order_relaxed);
     }
     if (did) {
-      last_work = now;
-    } else if (now - last_work > r.idle_spin_ns) {
-      r.poller_naps.fetch_add(1, std::memory_order_relaxed);
-      nap(now - last_work > param::kShimPollerLongIdleNs ? param::kShimPollerLongNapNs : param::kShimPollerNapNs);
-    } else {
+      last_work = now;  // more may follow at once
+    } else if (dedicated || (now - last_work < r.idle_spin_ns && !watch.shares_core(r, now))) {
       __builtin_ia32_pause();
+    } else {
+      sleep(now, now - last_work > param::kShimPollerLongIdleNs ? param::kShimPollerLongNapNs : param::kShimPollerNapNs);
     }
   }
 }
@@ -156,6 +225,10 @@ void shim_fini() {
                  (unsigned long)r.app_drives.load());
   r.stop = true;
   r.poller.join();
+  if (getenv("UROCE_SHIM_STATS") && r.engine) {
+    std::fprintf(stderr, "uroce-verbs: engine %s\n", r.engine->counters().text().c_str());
+    std::fprintf(stderr, "uroce-verbs: link %s\n", r.link->counters_text().c_str());
+  }
   // Nothing here polls any more; on memif, give the peer (bounded) time to stop polling and
   // leave first, so that our exit cannot pull its rings from under it.
   if (r.link) r.link->await_peer_close(param::kShimPeerLeaveWaitMs);
@@ -192,6 +265,15 @@ bool start_runtime() {
   std::lock_guard<std::mutex> g(g_init_mu);
   if (r.started) return true;
   if (!r.start_err.empty()) return false;
+  // The poller reads these from its start.
+  std::string mode = r.cfg.progress;
+  if (const char* e = getenv("UROCE_PROGRESS"); e && *e) mode = e;
+  if (mode == "inline") r.progress = Runtime::Progress::Inline;
+  else if (mode == "dedicated") r.progress = Runtime::Progress::Dedicated;
+  else if (mode != "thread") std::fprintf(stderr, "uroce-verbs: UROCE_PROGRESS=%s is not thread, inline or dedicated: using thread\n", mode.c_str());
+  if (const char* e = getenv("UROCE_SHIM_EAGER_POST")) r.eager_post = *e == '1';
+  if (const char* e = getenv("UROCE_SHIM_APP_ACTIVE_NS")) r.app_active_ns = strtoull(e, nullptr, 0);
+  if (const char* e = getenv("UROCE_SHIM_IDLE_SPIN_NS")) r.idle_spin_ns = strtoull(e, nullptr, 0);
   std::promise<bool> ready;
   auto fut = ready.get_future();
   r.poller = std::thread(poller_main, &ready);
@@ -203,10 +285,7 @@ bool start_runtime() {
     return false;
   }
   r.started = true;
-  if (const char* e = getenv("UROCE_SHIM_EAGER_POST")) r.eager_post = *e == '1';
   if (getenv("UROCE_SHIM_DEBUG")) signal(SIGSEGV, segv_handler);
-  if (const char* e = getenv("UROCE_SHIM_APP_ACTIVE_NS")) r.app_active_ns = strtoull(e, nullptr, 0);
-  if (const char* e = getenv("UROCE_SHIM_IDLE_SPIN_NS")) r.idle_spin_ns = strtoull(e, nullptr, 0);
   atexit(shim_fini);
   return true;
 }

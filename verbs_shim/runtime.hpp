@@ -1,13 +1,20 @@
 // The shim's per-process runtime: the configuration, the one engine Device and DpdkLink, the
 // ownership token that serialises every engine call, and the polling thread.
 //
-// Progress design (docs/verbs_shim.md): the engine is single-threaded, so exactly one thread at a
-// time may call it. Whoever holds the token (an atomic flag) may call the engine:
-//   - the application thread, inside ibv_poll_cq / ibv_post_send / ibv_post_recv / control verbs:
-//     it takes the token, runs one Device::progress() and its operation, and gives it back;
-//   - the polling thread, when the application has not polled for a while: it takes the token,
-//     runs progress(), and backs off (spin briefly, then short sleeps) when there is nothing to do.
-// While the application polls, the poller sleeps, so a process never has two busy pollers.
+// Progress (docs/verbs_shim.md): the engine is single-threaded, so exactly one thread at a time
+// may call it. Whoever holds the token (an atomic flag) may call the engine. The config's
+// `progress` key (or UROCE_PROGRESS) chooses who turns it:
+//   thread (default): the application thread inside ibv_poll_cq / ibv_post_send (one
+//     Device::progress() per call); the polling thread only while the application is away from
+//     the data path (it spins on memory, as ib_write_lat does, or waits on a completion channel
+//     or a socket). The poller sleeps while the application drives, and checks rarely once the
+//     application has driven at many checks in a row, because each of its wake-ups costs the
+//     thread it preempts. After work it spins only when it has its core to itself (the
+//     application thread is blocked or runs on another core); sharing a core with a running
+//     application it naps at once. So a process never has two busy threads on one core.
+//   inline: only the application's verbs calls (no polling thread work at all).
+//   dedicated: the polling thread drives all the time and never sleeps; verbs calls only post
+//     and take completions. For a spare core per process.
 #pragma once
 #include <infiniband/verbs.h>
 
@@ -54,8 +61,12 @@ struct Runtime {
   engine::Device* engine = nullptr;
   engine::Device::Config dcfg;
 
+  enum class Progress { Thread, Inline, Dedicated };
+  Progress progress = Progress::Thread;
   std::atomic<bool> owner{false};
-  std::atomic<uint64_t> app_poll_ns{0};
+  std::atomic<uint32_t> waiters{0};     // threads waiting for the token (dedicated: the poller defers)
+  std::atomic<uint64_t> app_poll_ns{0}; // the application's last data-path call (engine clock)
+  std::atomic<int> app_tid{0};          // the thread that made it
   std::atomic<bool> stop{false};
   std::thread poller;
   uint64_t app_active_ns = param::kShimAppActiveNs;   // UROCE_SHIM_APP_ACTIVE_NS
@@ -76,13 +87,15 @@ struct Runtime {
 
   void lock() {
     if (!owner.exchange(true, std::memory_order_acquire)) return;
+    waiters.fetch_add(1, std::memory_order_relaxed);
     for (uint32_t i = 0;; ++i) {
       while (owner.load(std::memory_order_relaxed)) {
         if (++i > param::kShimTokenSpins) std::this_thread::yield();
         else __builtin_ia32_pause();
       }
-      if (!owner.exchange(true, std::memory_order_acquire)) return;
+      if (!owner.exchange(true, std::memory_order_acquire)) break;
     }
+    waiters.fetch_sub(1, std::memory_order_relaxed);
   }
   void unlock() { owner.store(false, std::memory_order_release); }
   // (lock/unlock make the Runtime usable with std::unique_lock where a call must drop the token
@@ -91,6 +104,12 @@ struct Runtime {
   // is due (one clock read per call otherwise), a scan for asynchronous events.
   bool drive();
   uint64_t now_ns() const { return engine->now_ns(); }
+  // The application's data-path call at `now` (engine clock): the poller's sign that the
+  // application is driving, and which thread it is.
+  void note_app(uint64_t now);
+  // With the token held, in a data-path call: run progress() here? (thread and inline modes:
+  // yes; dedicated: the poller does.)
+  bool calls_drive() const { return progress != Progress::Dedicated; }
 };
 
 Runtime& rt();

@@ -60,15 +60,7 @@ void print_server_lat_row(uint64_t size, uint64_t iters) {
 void print_counters(const Ctx& c) {
   const engine::Counters ec = c.dev->counters();
   std::printf("link: %s\n", c.link->counters_text().c_str());
-  std::printf("engine: tx_packets=%lu rx_packets=%lu retransmitted=%lu timeouts=%lu seq_naks_sent=%lu "
-              "icrc_errors=%lu malformed=%lu dropped_not_for_us=%lu dropped_unknown_qp=%lu duplicates=%lu "
-              "dropped_source=%lu dropped_pkey=%lu dropped_bad_state=%lu ghost_responses=%lu replayed_responses=%lu\n",
-              (unsigned long)ec.tx_packets, (unsigned long)ec.rx_packets, (unsigned long)ec.retransmitted,
-              (unsigned long)ec.timeouts, (unsigned long)ec.seq_naks_sent, (unsigned long)ec.icrc_errors,
-              (unsigned long)ec.malformed, (unsigned long)ec.dropped_not_for_us,
-              (unsigned long)ec.dropped_unknown_qp, (unsigned long)ec.duplicates, (unsigned long)ec.dropped_source,
-              (unsigned long)ec.dropped_pkey, (unsigned long)ec.dropped_bad_state, (unsigned long)ec.ghost_responses,
-              (unsigned long)ec.replayed_responses);
+  std::printf("engine: %s\n", ec.text().c_str());
 }
 
 }  // namespace uroce::perf
