@@ -72,6 +72,7 @@ fi
 deb=$(ls "$work"/uroce_*.deb 2>/dev/null | head -1)
 [ -n "$deb" ] || { echo "FAIL: no .deb"; exit 1; }
 echo "ok: built $(basename "$deb") in $(( $(date +%s) - t0 )) s"
+[ -z "${UROCE_KEEP_DEB:-}" ] || cp "$deb" "$UROCE_KEEP_DEB/"   # UROCE_KEEP_DEB=DIR keeps a copy
 
 if command -v lintian > /dev/null; then
   echo "+ lintian $(basename "$deb")"
@@ -100,6 +101,8 @@ done
 [[ "$depends" == *libisal2* ]] || fail "Depends lacks libisal2 (the ICRC): $depends"
 echo "ok: file list and Depends checked ($(wc -l < "$work/files") entries)"
 
+# Installed only while it is used: the DPDK lock (if any) is taken first, released at exit.
+if [ -n "${UROCE_NET_LOCK:-}" ]; then exec 9> "$UROCE_NET_LOCK" && flock 9; fi
 echo "+ dpkg -i $(basename "$deb")"
 if ! dpkg -i "$deb" > "$work/dpkg-i.log" 2>&1; then
   cat "$work/dpkg-i.log"
@@ -112,7 +115,6 @@ ok "installed"
 
 # ---- 3. from the installed files ----------------------------------------------------------
 cd "$work"   # outside any source tree: nothing may come from $root
-if [ -n "${UROCE_NET_LOCK:-}" ]; then exec 9> "$UROCE_NET_LOCK" && flock 9; fi   # released at exit
 ex=/usr/share/uroce/examples
 for c in uroce-run uroce-perf uroce-pktgen uroce-dissect; do
   out=$(timeout 10 "/usr/bin/$c" --help 2>&1)
