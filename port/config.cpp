@@ -2,7 +2,9 @@
 
 #include <arpa/inet.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -72,15 +74,18 @@ proto::Ip6 link_local_from_mac(const proto::Mac& m) {
 std::optional<EndpointConfig> load_config(const std::string& path, std::string& err) {
   std::ifstream in(path);
   if (!in) {
-    err = path + ": cannot open";
+    err = path + ": cannot open: " + std::strerror(errno);
     return std::nullopt;
   }
   EndpointConfig c;
   c.file = path;
-  std::string line;
+  std::string line, key, val;
   int lineno = 0;
+  // One line naming the file, the line and the key: "FILE:LINE: key 'mtu' = '1000': message".
   auto fail = [&](const std::string& msg) {
-    err = path + ":" + std::to_string(lineno) + ": " + msg;
+    err = path + ":" + std::to_string(lineno) + ": ";
+    if (!key.empty()) err += "key '" + key + "' = '" + val + "': ";
+    err += msg;
     return std::nullopt;
   };
   while (std::getline(in, line)) {
@@ -89,8 +94,11 @@ std::optional<EndpointConfig> load_config(const std::string& path, std::string& 
     line = trim(line);
     if (line.empty()) continue;
     auto eq = line.find('=');
-    if (eq == std::string::npos) return fail("expected key = value");
-    std::string key = trim(line.substr(0, eq)), val = trim(line.substr(eq + 1));
+    if (eq == std::string::npos) {
+      key.clear();
+      return fail("expected key = value, got '" + line + "'");
+    }
+    key = trim(line.substr(0, eq)), val = trim(line.substr(eq + 1));
     uint32_t u = 0;
     if (key == "name") {
       c.name = val;
@@ -163,20 +171,25 @@ std::optional<EndpointConfig> load_config(const std::string& path, std::string& 
       if (!parse_u32(val, u)) return fail("bad arp_timeout_ms");
       c.arp_timeout_ms = u;
     } else {
-      return fail("unknown key '" + key + "'");
+      const std::string k = key;
+      key.clear();
+      return fail("unknown key '" + k + "' (the keys: config/README.md)");
     }
   }
-  if (c.eal.empty()) return fail("no 'eal' line"), std::nullopt;
+  if (c.eal.empty()) {
+    err = path + ": key 'eal' missing (the EAL arguments, with the port)";
+    return std::nullopt;
+  }
   if (c.gid_index >= 2 + int(c.ip6s.size())) {
-    err = path + ": gid_index " + std::to_string(c.gid_index) + " names no GID (0 link-local, 1 IPv4, 2.. each ip6 line)";
+    err = path + ": key 'gid_index' = " + std::to_string(c.gid_index) + " names no GID (0 link-local, 1 IPv4, 2.. each ip6 line)";
     return std::nullopt;
   }
   if (c.gid_index == 1 && !c.have_ip4) {
-    err = path + ": gid_index 1 (IPv4) needs an 'ip' line";
+    err = path + ": key 'gid_index' = 1 (IPv4) needs an 'ip' line";
     return std::nullopt;
   }
   if (engine::mtu_bytes(c.path_mtu) + 100 > c.link_mtu + 14) {
-    err = path + ": path mtu " + std::to_string(engine::mtu_bytes(c.path_mtu)) + " does not fit link_mtu " +
+    err = path + ": key 'mtu' = " + std::to_string(engine::mtu_bytes(c.path_mtu)) + " does not fit key 'link_mtu' = " +
           std::to_string(c.link_mtu);
     return std::nullopt;
   }

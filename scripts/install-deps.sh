@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages uroce builds, tests and demos with.
+# Installs the Debian 12 packages uroce builds, tests, packages (debian/) and demos with.
 # Idempotent: only missing packages are installed. Needs root (or sudo).
 set -euo pipefail
 
@@ -11,6 +11,7 @@ pkgs=(
   libpcap-dev libisal-dev
   tshark python3-scapy python3
   iproute2 tcpdump
+  dpkg-dev debhelper lintian
 )
 
 missing=()

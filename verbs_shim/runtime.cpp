@@ -242,7 +242,9 @@ bool load_cfg() {
   if (r.cfg_tried) return r.cfg_ok;
   r.cfg_tried = true;
   const char* env = getenv("UROCE_CONFIG");
+  // $UROCE_CONFIG, else ./config/uroce.conf (a source tree), else the installed default.
   std::string path = env && *env ? env : "config/uroce.conf";
+  if (!(env && *env) && access(path.c_str(), F_OK) != 0) path = UROCE_SYSCONFDIR "/uroce/uroce.conf";
   auto c = port::load_config(path, r.cfg_err);
   if (!c) {
     std::fprintf(stderr, "uroce-verbs: no uroce device: %s (set UROCE_CONFIG=FILE)\n", r.cfg_err.c_str());

@@ -8,8 +8,9 @@ namespace uroce::perf {
 
 namespace {
 
-void usage() {
-  std::fprintf(stderr,
+// --help: the text on stdout, exit 0; a usage error: on stderr, exit 2.
+void usage(bool help = false) {
+  std::fprintf(help ? stdout : stderr,
                "usage: uroce-perf --config FILE [options] [peer-address]\n"
                "  --test write|send|read|atomic   operation (default write)\n"
                "  --mode bw|lat                   bandwidth or latency (default bw)\n"
@@ -27,8 +28,9 @@ void usage() {
                "  --stats                         print link and engine counters at the end\n"
                "  --timeout S                     give up after S seconds (default 120)\n"
                "  --eal ARG                       extra EAL argument (repeatable)\n"
-               "without a peer address this side is the server.\n");
-  std::exit(2);
+               "without a peer address this side is the server.\n"
+               "Config files: key = value lines (share/uroce/examples/README.md, config/README.md).\n");
+  std::exit(help ? 0 : 2);
 }
 
 }  // namespace
@@ -71,7 +73,7 @@ Opts parse_args(int argc, char** argv) {
     else if (a == "--timeout") o.timeout_s = uint32_t(std::stoul(val()));
     else if (a == "-w" || a == "--window") o.window = uint32_t(std::stoul(val()));
     else if (a == "--eal") o.eal_extra.push_back(val());
-    else if (a == "-h" || a == "--help") usage();
+    else if (a == "-h" || a == "--help") usage(true);
     else if (!a.empty() && a[0] != '-' && o.peer.empty()) o.peer = a;
     else usage();
   }

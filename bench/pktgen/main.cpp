@@ -27,7 +27,13 @@ int main(int argc, char** argv) {
     else if (a == "-s" && i + 1 < argc) frame = uint32_t(std::stoul(argv[++i]));
     else if (a == "-t" && i + 1 < argc) seconds = uint32_t(std::stoul(argv[++i]));
     else if (a == "tx" || a == "rx") mode = a;
-    else {
+    else if (a == "-h" || a == "--help") {
+      std::printf("usage: uroce-pktgen --config FILE tx|rx [-s frame_bytes] [-t seconds]\n"
+                  "The raw DPDK packet rate of a link: tx sends fixed frames (default 64 bytes) as fast\n"
+                  "as the port takes them, rx counts what arrives; both for -t seconds (default 5) and\n"
+                  "print Mpps. The config is a uroce endpoint config (as for uroce-perf).\n");
+      return 0;
+    } else {
       std::fprintf(stderr, "usage: uroce-pktgen --config FILE tx|rx [-s frame_bytes] [-t seconds]\n");
       return 2;
     }
