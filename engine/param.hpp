@@ -95,6 +95,9 @@ inline constexpr uint32_t kShimSteadyChecks = 16;
 inline constexpr uint64_t kShimPollerSteadyNapNs = 1'000'000;
 inline constexpr uint64_t kShimPollerLongIdleNs = 10'000'000;  // idle this long: naps get longer
 inline constexpr uint64_t kShimPollerLongNapNs = 200'000;   // one nap after kShimPollerLongIdleNs
+// progress = inline: the poller turns the engine only when the application has made no data-path
+// call for this long, and checks this often (the port's ARP/ND and a passive peer still served).
+inline constexpr uint64_t kShimInlineCheckNs = 1'000'000;
 // How often the poller reads the application thread's scheduler state (/proc/self/task/TID/stat)
 // to know whether it shares a core with it.
 inline constexpr uint64_t kShimAppStateCheckNs = 1'000'000;

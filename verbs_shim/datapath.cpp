@@ -70,7 +70,10 @@ int op_poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
   {
     Guard g;
     r.note_app(r.now_ns());
-    if (r.calls_drive()) r.drive();
+    if (r.calls_drive()) {
+      r.drive();
+      r.app_drives.fetch_add(1, std::memory_order_relaxed);
+    }
     while (total < n) {
       int k = r.engine->poll_cq(c->e, std::min(n - total, param::kShimPollBatch), tmp);
       for (int i = 0; i < k; ++i) to_ibv_wc(tmp[i], wc[total + i]);
@@ -78,7 +81,6 @@ int op_poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
       if (k < param::kShimPollBatch) break;
     }
   }
-  r.app_drives.fetch_add(1, std::memory_order_relaxed);
   return total;
 }
 

@@ -122,7 +122,18 @@ class AppWatch {
 void poller_loop(Runtime& r) {
   prctl(PR_SET_TIMERSLACK, param::kShimPollerTimerSlackNs, 0, 0, 0);
   if (r.progress == Runtime::Progress::Inline) {
-    while (!r.stop.load(std::memory_order_relaxed)) nap(param::kShimPollerLongIdleNs);
+    // Only keep the port alive (ARP/ND, a passive peer's requests) when the application has made
+    // no data-path call for a whole check interval.
+    while (!r.stop.load(std::memory_order_relaxed)) {
+      r.poller_naps.fetch_add(1, std::memory_order_relaxed);
+      nap(param::kShimInlineCheckNs);
+      const uint64_t now = r.now_ns();
+      if (now - r.app_poll_ns.load(std::memory_order_relaxed) < param::kShimInlineCheckNs) continue;
+      r.lock();
+      while (r.drive()) r.poller_drives.fetch_add(1, std::memory_order_relaxed);
+      r.poller_drives.fetch_add(1, std::memory_order_relaxed);
+      r.unlock();
+    }
     return;
   }
   const bool dedicated = r.progress == Runtime::Progress::Dedicated;
@@ -220,7 +231,7 @@ void shim_fini() {
   Runtime& r = rt();
   if (!r.started || !r.poller.joinable()) return;
   if (getenv("UROCE_SHIM_STATS"))
-    std::fprintf(stderr, "uroce-verbs: poller drives %lu naps %lu, application drives %lu\n",
+    std::fprintf(stderr, "\nuroce-verbs: poller drives %lu naps %lu, application drives %lu\n",
                  (unsigned long)r.poller_drives.load(), (unsigned long)r.poller_naps.load(),
                  (unsigned long)r.app_drives.load());
   r.stop = true;

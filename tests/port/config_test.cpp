@@ -71,12 +71,28 @@ TEST(Config, EachValueCheckedKeyNamed) {
                           {"mac", "02:00:00"}, {"link_mtu", "100"}, {"mbufs", "10"}, {"mbuf_size", "1"},
                           {"mbuf_cache", "1000"}, {"rx_desc", "1"}, {"tx_desc", "99999"}, {"gid_index", "300"},
                           {"dscp", "64"}, {"ecn", "4"}, {"hop_limit", "0"}, {"flow_isolate", "maybe"},
-                          {"promiscuous", "2"}, {"arp_timeout_ms", "-1"}};
+                          {"promiscuous", "2"}, {"arp_timeout_ms", "-1"},
+                          {"progress", "fast"}};
   for (auto& kv : bad) {
     std::string path;
     const std::string err = error_of(kEal + kv[0] + " = " + kv[1] + "   # comment\n", &path);
     EXPECT_EQ(err.rfind(path + ":2: key '" + kv[0] + "' = '" + kv[1] + "': ", 0), 0u) << err;
   }
+}
+
+TEST(Config, ProgressModes) {
+  for (const char* m : {"thread", "inline", "dedicated"}) {
+    TempConfig t(kEal + "ip = 198.18.0.1/24\nprogress = " + m + "\n");
+    std::string err;
+    auto c = load_config(t.path, err);
+    ASSERT_TRUE(c.has_value()) << err;
+    EXPECT_EQ(c->progress, m);
+  }
+  TempConfig t(kEal + "ip = 198.18.0.1/24\n");
+  std::string err;
+  auto c = load_config(t.path, err);
+  ASSERT_TRUE(c.has_value()) << err;
+  EXPECT_EQ(c->progress, "thread");
 }
 
 TEST(Config, UnknownKeyAndSyntax) {
