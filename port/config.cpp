@@ -164,6 +164,9 @@ std::optional<EndpointConfig> load_config(const std::string& path, std::string& 
       if (!parse_bool(val, c.flow_isolate)) return fail("flow_isolate is yes or no");
     } else if (key == "promiscuous") {
       if (!parse_bool(val, c.promiscuous)) return fail("promiscuous is yes or no");
+    } else if (key == "capture") {
+      if (val.empty()) return fail("capture needs a file name");
+      c.capture = val;
     } else if (key == "arp_timeout_ms") {
       if (!parse_u32(val, u)) return fail("bad arp_timeout_ms");
       c.arp_timeout_ms = u;

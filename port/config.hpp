@@ -49,6 +49,7 @@ struct EndpointConfig {
   bool flow_isolate = false;           // rte_flow isolation (share a NIC port with the kernel)
   bool promiscuous = true;             // enable promiscuous mode when our MAC is not the port's
   uint32_t arp_timeout_ms = param::kArpTimeoutMs;  // bounded address resolution
+  std::string capture;                 // pcap file of every RoCE frame received and sent (tests)
 
   uint32_t max_frame() const { return link_mtu + 14; }
 };

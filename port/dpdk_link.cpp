@@ -128,6 +128,7 @@ bool DpdkLink::setup(std::string& err) {
     if (rte_eth_dev_mac_addr_add(port_, &a, 0) != 0 && cfg_.promiscuous) rte_eth_promiscuous_enable(port_);
     if (cfg_.promiscuous) rte_eth_promiscuous_enable(port_);
   }
+  if (!cfg_.capture.empty() && !cap_.open(cfg_.capture, max_frame_, err)) return false;
   have_ip4_ = cfg_.have_ip4;
   std::memcpy(ip4_, cfg_.ip4, 4);
   // The GID table: 0 the link-local address, 1 the IPv4-mapped address (zero: none), 2.. each
@@ -318,6 +319,7 @@ size_t DpdkLink::send(engine::PacketBuf* bufs, size_t n) {
       m->data_len = uint16_t(len);
       m->pkt_len = len;
       ms[i] = m;
+      if (cap_.on()) cap_.write(b.data, len);
     }
     const uint16_t sent = clear ? rte_eth_tx_burst(port_, 0, ms, uint16_t(k)) : 0;
     ctr_.tx_frames += sent;
@@ -341,12 +343,14 @@ size_t DpdkLink::send(engine::PacketBuf* bufs, size_t n) {
           m->data_len = uint16_t(len);
           m->pkt_len = len;
           backlog_[(bl_head_ + bl_n_++) % kBacklog] = m;
+          if (cap_.on()) cap_.write(b.data, len);
         }
         if (total < n) ctr_.tx_refused += n - total;
         break;
       }
     }
   }
+  if (cap_.on()) cap_.flush();
   return total;
 }
 
@@ -366,6 +370,10 @@ size_t DpdkLink::recv(engine::PacketBuf* bufs, size_t max) {
     classify(ms[i], bufs, k);
   }
   ctr_.rx_frames += n;
+  if (cap_.on()) {
+    for (size_t i = 0; i < k; ++i) cap_.write(bufs[i].data, bufs[i].len);
+    cap_.flush();
+  }
   return k;
 }
 

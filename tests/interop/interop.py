@@ -496,10 +496,10 @@ def generic_peer_and_local(args):
                 netem=args.peer_netem, set_mtu=args.peer_set_mtu, name=args.peer_name)
     if (peer.netem or peer.set_mtu) and not peer.netdev:
         raise SystemExit("interop: --peer-netem and --peer-set-mtu need --peer-netdev")
-    local = Local(confs, ns=args.local_ns, tcp_ip=args.local_ip, capture=args.capture, iface=args.capture_iface,
+    local = Local(confs, ns=args.local_ns, tcp_ip=args.local_ip, capture=args.capture, iface=args.local_iface,
                   set_mtu=args.local_set_mtu, extra_addrs=args.uroce_addr)
     if local.capture == "tcpdump" and not local.iface:
-        raise SystemExit("interop: --capture tcpdump needs --capture-iface")
+        raise SystemExit("interop: --capture tcpdump needs --local-iface")
     return peer, local
 
 
@@ -526,9 +526,9 @@ def main():
     g.add_argument("--local-ns", help="network namespace uroce runs in")
     g.add_argument("--local-ip", help="the address beside uroce that uroce's servers' TCP exchange listens on")
     g.add_argument("--capture", choices=["uroce", "tcpdump"], default="uroce",
-                   help="uroce: the DPDK port writes the pcap (config key capture); tcpdump: on --capture-iface")
-    g.add_argument("--capture-iface")
-    g.add_argument("--local-set-mtu", action="store_true", help="set --capture-iface's MTU (1500 / 9000) per path MTU")
+                   help="uroce: the DPDK port writes the pcap (config key capture); tcpdump: on --local-iface")
+    g.add_argument("--local-iface")
+    g.add_argument("--local-set-mtu", action="store_true", help="set --local-iface's MTU (1500 / 9000) per path MTU")
     ap.add_argument("--mtus", default="1024,4096")
     ap.add_argument("--losses", default="0,1")
     ap.add_argument("--keep-up", action="store_true", help="do not bring the lab down (debugging)")
