@@ -232,6 +232,8 @@ class Runner:
         self.rows = []
         self.retried = []
         self.skipped = []
+        self.perftest_opts = []
+        self.verbose = self.no_retry = False
         self.counters = []  # (mtu, loss, {peer counter: increase}) per block of runs
         self.capdir = os.path.join(build, "interop-captures")
         os.makedirs(self.capdir, exist_ok=True)
@@ -286,7 +288,7 @@ class Runner:
         # "Correlation coefficient r^2: 0.53 < 0.9", "Can't produce a report", exit 1) after the
         # transfer succeeded. -F keeps the exit status about the transfer and its completions
         # (a failed calibration's report shows 0.00; see zero_figures()).
-        freq = ["-F"] if tool.startswith("ib_") else []
+        freq = ["-F", *self.perftest_opts] if tool.startswith("ib_") else []
         peer_argv = [tool, "-d", self.peer.dev, gid_flag, str(self.peer.gid[family]), *opts, *freq]
         uro_argv = [tool, "-d", "uroce0", gid_flag, str(UROCE_GID[family]), *opts, *freq]
         srv_out = cli_out = ""
@@ -529,6 +531,8 @@ def main():
                    help="uroce: the DPDK port writes the pcap (config key capture); tcpdump: on --local-iface")
     g.add_argument("--local-iface")
     g.add_argument("--local-set-mtu", action="store_true", help="set --local-iface's MTU (1500 / 9000) per path MTU")
+    ap.add_argument("--perftest-opts", default="",
+                    help="more options for every perftest tool on both sides (e.g. a traffic class)")
     ap.add_argument("--mtus", default="1024,4096")
     ap.add_argument("--losses", default="0,1")
     ap.add_argument("--keep-up", action="store_true", help="do not bring the lab down (debugging)")
@@ -552,6 +556,7 @@ def main():
     r = Runner(a.build, lib, peer, local)
     r.verbose = a.verbose
     r.no_retry = a.no_retry
+    r.perftest_opts = shlex.split(a.perftest_opts)
     dirs = []
     for d in a.dirs.split(","):  # also the old spellings uroce->rxe, rxe->uroce
         if d in ("out", "both") or d.startswith("uroce->"):
