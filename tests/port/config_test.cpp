@@ -3,10 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstring>
+#include <iterator>
+#include <vector>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "port/capture.hpp"
 #include "port/config.hpp"
 
 #ifndef UROCE_CONFIG_DIR
@@ -74,6 +78,39 @@ TEST(Config, EcnCnpAndCaptureKeys) {
   EXPECT_EQ(c->cnp_interval_us, 7u);
   EXPECT_EQ(c->cnp_dscp, 0);
   EXPECT_EQ(c->capture, "/tmp/x.pcap");
+}
+
+// The capture file (config key capture): a classic pcap, Ethernet, one record per frame, cut
+// at the snap length; readable by libpcap (uroce-dissect reads it in the interop runs).
+TEST(Capture, WritesAPcapOfTheFrames) {
+  const std::string path = testing::TempDir() + "uroce-capture-test.pcap";
+  {
+    port::Capture cap;
+    std::string err;
+    ASSERT_TRUE(cap.open(path, 100, err)) << err;
+    std::vector<uint8_t> a(60, 0xAA), b(150, 0xBB);
+    cap.write(a.data(), uint32_t(a.size()));
+    cap.write(b.data(), uint32_t(b.size()));
+  }
+  std::ifstream f(path, std::ios::binary);
+  std::vector<uint8_t> d((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::remove(path.c_str());
+  ASSERT_EQ(d.size(), 24u + 16 + 60 + 16 + 100);
+  auto u32 = [&](size_t at) { uint32_t v; std::memcpy(&v, &d[at], 4); return v; };
+  EXPECT_EQ(u32(0), 0xa1b2c3d4u);
+  EXPECT_EQ(u32(16), 100u);  // snap length
+  EXPECT_EQ(u32(20), 1u);    // Ethernet
+  EXPECT_EQ(u32(24 + 8), 60u);
+  EXPECT_EQ(u32(24 + 12), 60u);
+  EXPECT_EQ(d[24 + 16], 0xAA);
+  const size_t r2 = 24 + 16 + 60;
+  EXPECT_EQ(u32(r2 + 8), 100u);   // captured
+  EXPECT_EQ(u32(r2 + 12), 150u);  // on the wire
+  EXPECT_EQ(d[r2 + 16 + 99], 0xBB);
+  std::string err;
+  port::Capture bad;
+  EXPECT_FALSE(bad.open("/nonexistent-dir/x.pcap", 100, err));
+  EXPECT_NE(err.find("capture"), std::string::npos);
 }
 
 }  // namespace
