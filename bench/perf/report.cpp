@@ -69,6 +69,8 @@ void print_counters(const Ctx& c) {
               (unsigned long)ec.dropped_unknown_qp, (unsigned long)ec.duplicates, (unsigned long)ec.dropped_source,
               (unsigned long)ec.dropped_pkey, (unsigned long)ec.dropped_bad_state, (unsigned long)ec.ghost_responses,
               (unsigned long)ec.replayed_responses);
+  std::printf("ecn: ce_rcvd=%lu cnp_sent=%lu cnp_rcvd=%lu\n", (unsigned long)ec.ecn_ce_rcvd,
+              (unsigned long)ec.cnp_sent, (unsigned long)ec.cnp_rcvd);
 }
 
 }  // namespace uroce::perf
