@@ -43,6 +43,7 @@ inline constexpr uint8_t kEcnMark = 0;
 // Notification point: a QP receiving CE-marked frames sends at most one CNP per this interval
 // (the DCQCN notification point's 50 us). Key cnp_interval_us.
 inline constexpr uint64_t kCnpIntervalNs = 50'000;
+inline constexpr uint32_t kCnpIntervalMaxUs = 1'000'000;  // the largest cnp_interval_us a config may set
 // DSCP of the CNPs uroce sends: 48, as in the CNP captured from a ConnectX-4 Lx
 // (../shared/golden/hardware). Key cnp_dscp.
 inline constexpr uint8_t kCnpDscp = 48;

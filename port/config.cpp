@@ -152,7 +152,8 @@ std::optional<EndpointConfig> load_config(const std::string& path, std::string& 
       else if (val == "ect1") c.ecn = 1;
       else return fail("ecn is off, ect0 or ect1");
     } else if (key == "cnp_interval_us") {
-      if (!parse_u32(val, u) || u > 1'000'000) return fail("bad cnp_interval_us (0..1000000)");
+      if (!parse_u32(val, u) || u > param::kCnpIntervalMaxUs)
+        return fail("bad cnp_interval_us (0.." + std::to_string(param::kCnpIntervalMaxUs) + ")");
       c.cnp_interval_us = u;
     } else if (key == "cnp_dscp") {
       if (!parse_u32(val, u) || u > 63) return fail("bad cnp_dscp");
