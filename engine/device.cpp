@@ -44,6 +44,8 @@ Device::Device(Link& link, Clock& clock, const Config& cfg)
       recent_qpns_(param::kRecentQpns, 0),
       scratch_(param::kScratchBytes) {
   cfg_.rx_burst = std::min<uint32_t>(cfg_.rx_burst, param::kRxBurstMax);
+  if (cfg_.ecn > 2) cfg_.ecn = 0;  // CE is a switch's mark, never an endpoint's
+  cfg_.cnp_dscp &= 0x3F;
   if (cfg_.gids.empty()) cfg_.gids.push_back(cfg_.gid);
   for (const proto::Ip6& g : cfg_.gids) {
     if (g == proto::Ip6{}) continue;

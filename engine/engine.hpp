@@ -63,6 +63,13 @@ class Device {
     uint16_t pkey = param::kDefaultPkey;
     uint32_t rx_burst = param::kRxBurst;
     uint64_t seed = 0;             // keys and QP numbers; 0: from std::random_device (tests fix it)
+    // ECN: the codepoint every frame sent carries (0 Not-ECT, 2 ECT(0), 1 ECT(1); 3 is taken as
+    // 0); the DSCP comes from the QP's or AH's traffic class. A received frame marked CE (3)
+    // makes its QP send a CNP to the sender, at most one per cnp_interval_ns; CNPs carry
+    // cnp_dscp.
+    uint8_t ecn = param::kEcnMark;
+    uint64_t cnp_interval_ns = param::kCnpIntervalNs;
+    uint8_t cnp_dscp = param::kCnpDscp;
     // The GID table: a QP or address handle sends from gids[sgid_index]. Zero entries are
     // unused. Empty: {gid}.
     std::vector<proto::Ip6> gids;
@@ -125,6 +132,7 @@ class Device {
 
  private:
   void rx_frame(PacketBuf& b);
+  void send_cnp(Qp& qp, const proto::Packet& p);  // to the sender of the CE-marked frame `p`
   bool to_us(const proto::Packet& p) const;
 
   Link& link_;
@@ -175,7 +183,9 @@ bool take_retry(Qp& qp);                       // false: retry_cnt exhausted (7 
 bool take_rnr_retry(Qp& qp);                   // false: rnr_retry exhausted (7 = infinite)
 void reset(Qp& qp);
 void build_template(Qp& qp, const Device& dev);
-void address(proto::Packet& t, const proto::Mac& src_mac, const proto::Ip6& src, const AddressVector& av);
+// The addresses and ports of a frame from `src` (a GID of this device) to `av`; DSCP from the
+// AV's traffic class, ECN from the device (Device::Config::ecn).
+void address(proto::Packet& t, const Device& dev, const proto::Ip6& src, const AddressVector& av);
 }  // namespace qp_ops
 
 }  // namespace uroce::engine

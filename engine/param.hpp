@@ -36,6 +36,18 @@ inline constexpr uint8_t kDefaultTtl = 64;
 inline constexpr uint32_t kGrhBytes = 40;            // the GRH area before a UD receive's payload
 inline constexpr uint32_t kGsiQkey = 0x80010000;     // QP 1 (the connection manager's), reserved
 
+// ---- Engine: ECN and congestion notification (RoCEv2 Annex A17.9; docs/engine.md) -------------
+// The ECN field of every frame uroce sends: 0 Not-ECT, 2 ECT(0), 1 ECT(1); never 3 (CE, a
+// switch's mark). Port config key ecn = off | ect0 | ect1.
+inline constexpr uint8_t kEcnMark = 0;
+// Notification point: a QP receiving CE-marked frames sends at most one CNP per this interval
+// (the DCQCN notification point's 50 us). Key cnp_interval_us.
+inline constexpr uint64_t kCnpIntervalNs = 50'000;
+inline constexpr uint32_t kCnpIntervalMaxUs = 1'000'000;  // the largest cnp_interval_us a config may set
+// DSCP of the CNPs uroce sends: 48, as in the CNP captured from a ConnectX-4 Lx
+// (../shared/golden/hardware). Key cnp_dscp.
+inline constexpr uint8_t kCnpDscp = 48;
+
 // ---- Port: DPDK link and control plane --------------------------------------------------------
 // Endpoint config defaults (port/config.hpp); the config file key that overrides each is named.
 inline constexpr uint32_t kPathMtu = 1024;           // RoCE path MTU in bytes, 256..4096 (key mtu)

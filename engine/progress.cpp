@@ -87,7 +87,8 @@ void Device::rx_frame(PacketBuf& b) {
   }
   Qp* qp = qp_by_num(p.dest_qp);
   const proto::Transport tr = p.info().transport;
-  if (!qp || tr != transport_of(qp->init.qp_type)) {
+  const bool cnp = tr == proto::Transport::CNP;  // to any QP type: its sender's rate, not a message
+  if (!qp || (tr != transport_of(qp->init.qp_type) && !cnp)) {
     ++dev_ctr_.dropped_unknown_qp;  // no such QP, or one of another transport
     return;
   }
@@ -103,10 +104,21 @@ void Device::rx_frame(PacketBuf& b) {
   }
   // A connected QP takes frames from its peer's address to its own only (as rxe checks the IP
   // source): the address pair it was connected with. Datagrams come from anyone.
-  if (tr != proto::Transport::UD && (p.ip_version != qp->tmpl.ip_version || !same16(p.ip_src, qp->tmpl.ip_dst) ||
-                                     !same16(p.ip_dst, qp->tmpl.ip_src))) {
+  if (qp->init.qp_type != QpType::UD &&
+      (p.ip_version != qp->tmpl.ip_version || !same16(p.ip_src, qp->tmpl.ip_dst) || !same16(p.ip_dst, qp->tmpl.ip_src))) {
     ++qp->ctr.dropped_source;
     return;
+  }
+  // A CNP is counted, nothing else: no NAK, no state change (a rate reaction is not there yet).
+  if (cnp) {
+    ++qp->ctr.cnp_rcvd;
+    return;
+  }
+  // Congestion experienced on the way: tell the sender (notification point).
+  if (p.ecn == 3) {
+    ++qp->ctr.ecn_ce_rcvd;
+    // A datagram only with the QP's Q_Key: no CNPs towards any address a forged frame names.
+    if (tr != proto::Transport::UD || p.deth.qkey == qp->attrs.qkey) send_cnp(*qp, p);
   }
   ++qp->ctr.rx_packets;
   qp->ctr.rx_bytes += b.len;
@@ -114,6 +126,43 @@ void Device::rx_frame(PacketBuf& b) {
   else if (p.info().request) responder::on_request(*this, *qp, p);
   else if (s == QpState::Rts || s == QpState::Sqd || s == QpState::Sqe) completer::on_response(*this, *qp, p);
   else ++qp->ctr.dropped_bad_state;
+}
+
+// A CNP (opcode 0x81, BECN set, PSN 0, 16 reserved zero bytes) to the QP that sent the
+// CE-marked frame `p`, at most one per QP per cnp_interval_ns. A connected QP's CNP goes to
+// its peer QP on its own address pair and UDP source port; a UD QP's to the datagram's source
+// (DETH source QP, the frame's addresses). The IP header carries cnp_dscp and the device's ECN.
+void Device::send_cnp(Qp& qp, const proto::Packet& p) {
+  const uint64_t now = clock_.now_ns();
+  if (now < qp.cnp_next_ns) return;
+  proto::Packet c = qp.tmpl;
+  if (qp.init.qp_type == QpType::UD) {
+    c.eth_src = cfg_.mac;
+    c.eth_dst = p.eth_src;
+    c.ip_version = p.ip_version;
+    c.ip_src = p.ip_dst;
+    c.ip_dst = p.ip_src;
+    c.dest_qp = p.deth.src_qp;
+    c.ttl = param::kDefaultTtl;
+  }
+  c.vlan_count = 0;
+  c.flow_label = 0;
+  c.dscp = cfg_.cnp_dscp;
+  c.ecn = cfg_.ecn;
+  c.opcode = proto::op::kCnp;
+  c.solicited = c.migreq = false;
+  c.fecn = false;
+  c.becn = true;
+  c.bth_resv6a = 0;
+  c.ack_req = false;
+  c.bth_resv7 = 0;
+  c.psn = 0;
+  c.cnp_reserved = {};
+  c.payload = {};
+  c.l2_trailer = {};
+  if (!tx_.emit(qp, c)) return;  // no transmit buffer now: the next CE-marked frame tries again
+  ++qp.ctr.cnp_sent;
+  qp.cnp_next_ns = now + cfg_.cnp_interval_ns;
 }
 
 }  // namespace uroce::engine

@@ -120,8 +120,8 @@ void reset(Qp& qp) {
 }
 
 // The addresses and ports of a frame from `src` (a GID of this device) to `av`.
-void address(proto::Packet& t, const proto::Mac& src_mac, const proto::Ip6& src, const AddressVector& av) {
-  t.eth_src = src_mac;
+void address(proto::Packet& t, const Device& dev, const proto::Ip6& src, const AddressVector& av) {
+  t.eth_src = dev.config().mac;
   t.eth_dst = av.dmac;
   t.ip_src = {};
   t.ip_dst = {};
@@ -136,8 +136,10 @@ void address(proto::Packet& t, const proto::Mac& src_mac, const proto::Ip6& src,
     t.ip_dst = av.dgid;
     t.flow_label = av.flow_label;
   }
+  // DSCP from the traffic class (IPv4 TOS and IPv6 traffic class alike); the ECN bits are the
+  // device's (an application does not claim ECN capability for the transport).
   t.dscp = av.traffic_class >> 2;
-  t.ecn = av.traffic_class & 3;
+  t.ecn = dev.config().ecn;
   t.ttl = av.hop_limit ? av.hop_limit : param::kDefaultTtl;
 }
 
@@ -147,7 +149,7 @@ void build_template(Qp& qp, const Device& dev) {
   const Device::Config& cfg = dev.config();
   if (qp.init.qp_type != QpType::UD) {  // a UD QP's frames take their addresses from each send's AH
     const AddressVector& av = qp.attrs.ah_attr;
-    address(t, cfg.mac, *dev.sgid(av.sgid_index), av);  // check_modify_qp checked the index
+    address(t, dev, *dev.sgid(av.sgid_index), av);  // check_modify_qp checked the index
     qp.loopback = dev.is_local(av.dgid);
     if (qp.loopback) t.eth_dst = cfg.mac;
   }

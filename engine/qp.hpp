@@ -194,6 +194,7 @@ class Qp {
   proto::Packet req_pkt{};    // the requester's packet: tmpl plus per-packet fields
   proto::Packet resp_pkt{};   // the responder's (ACKs, READ responses, atomic ACKs)
   Counters ctr{};
+  uint64_t cnp_next_ns = 0;   // notification point: no CNP before this time
   SendSide tx;
   RecvSide rx;
 

@@ -101,7 +101,7 @@ bool send_packet(Device& dev, Qp& qp, SendWqe& w) {
   if (ud) {
     // A datagram: addressed by its AH, to remote_qpn, with a DETH.
     const Ah& ah = *wr.ah;
-    qp_ops::address(p, dev.config().mac, *dev.sgid(ah.av.sgid_index), ah.av);
+    qp_ops::address(p, dev, *dev.sgid(ah.av.sgid_index), ah.av);
     p.dest_qp = wr.remote_qpn;
     p.udp_sport = proto::udp_source_port(qp.qpn(), wr.remote_qpn);
     p.deth.qkey = (wr.remote_qkey & 0x80000000u) ? qp.attrs.qkey : wr.remote_qkey;

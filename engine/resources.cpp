@@ -129,6 +129,9 @@ const CounterField kCounterFields[] = {
     {"dropped_no_recv", &Counters::dropped_no_recv},
     {"dropped_messages", &Counters::dropped_messages},
     {"loopback", &Counters::loopback},
+    {"cnp_rcvd", &Counters::cnp_rcvd},
+    {"cnp_sent", &Counters::cnp_sent},
+    {"ecn_ce_rcvd", &Counters::ecn_ce_rcvd},
 };
 const size_t kCounterFieldCount = sizeof kCounterFields / sizeof kCounterFields[0];
 static_assert(sizeof kCounterFields / sizeof kCounterFields[0] == sizeof(Counters) / sizeof(uint64_t),

@@ -155,8 +155,17 @@ std::optional<EndpointConfig> load_config(const std::string& path, std::string& 
       if (!parse_u32(val, u) || u > 63) return fail("bad dscp");
       c.dscp = uint8_t(u);
     } else if (key == "ecn") {
-      if (!parse_u32(val, u) || u > 3) return fail("bad ecn");
-      c.ecn = uint8_t(u);
+      if (val == "off") c.ecn = 0;
+      else if (val == "ect0") c.ecn = 2;
+      else if (val == "ect1") c.ecn = 1;
+      else return fail("ecn is off, ect0 or ect1");
+    } else if (key == "cnp_interval_us") {
+      if (!parse_u32(val, u) || u > param::kCnpIntervalMaxUs)
+        return fail("bad cnp_interval_us (0.." + std::to_string(param::kCnpIntervalMaxUs) + ")");
+      c.cnp_interval_us = u;
+    } else if (key == "cnp_dscp") {
+      if (!parse_u32(val, u) || u > 63) return fail("bad cnp_dscp");
+      c.cnp_dscp = uint8_t(u);
     } else if (key == "hop_limit" || key == "ttl") {
       if (!parse_u32(val, u) || u < 1 || u > 255) return fail("bad hop_limit");
       c.hop_limit = uint8_t(u);
@@ -167,6 +176,9 @@ std::optional<EndpointConfig> load_config(const std::string& path, std::string& 
     } else if (key == "progress") {
       if (val != "thread" && val != "inline" && val != "dedicated") return fail("progress is thread, inline or dedicated");
       c.progress = val;
+    } else if (key == "capture") {
+      if (val.empty()) return fail("capture needs a file name");
+      c.capture = val;
     } else if (key == "arp_timeout_ms") {
       if (!parse_u32(val, u)) return fail("bad arp_timeout_ms");
       c.arp_timeout_ms = u;

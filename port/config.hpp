@@ -42,7 +42,10 @@ struct EndpointConfig {
   // The default source GID (tools that do not ask for one). The GID table (DpdkLink::gids()):
   // 0 the IPv6 link-local address from the MAC, 1 the IPv4-mapped address, 2.. each ip6.
   int gid_index = param::kGidIndex;
-  uint8_t dscp = 0, ecn = 0, hop_limit = param::kDefaultTtl;
+  uint8_t dscp = 0, hop_limit = param::kDefaultTtl;
+  uint8_t ecn = param::kEcnMark;       // ECN field of every frame: 0 off, 2 ect0, 1 ect1
+  uint32_t cnp_interval_us = uint32_t(param::kCnpIntervalNs / 1000);  // one CNP per QP at most this often
+  uint8_t cnp_dscp = param::kCnpDscp;  // DSCP of the CNPs sent
   bool flow_isolate = false;           // rte_flow isolation (share a NIC port with the kernel)
   bool promiscuous = true;             // enable promiscuous mode when our MAC is not the port's
   uint32_t arp_timeout_ms = param::kArpTimeoutMs;  // bounded address resolution
@@ -51,6 +54,7 @@ struct EndpointConfig {
   // (only the application's verbs calls; no polling thread) or "dedicated" (a polling thread
   // that never sleeps, for a spare core per process). UROCE_PROGRESS overrides it.
   std::string progress = "thread";
+  std::string capture;                 // pcap file of every RoCE frame received and sent (tests)
 
   uint32_t max_frame() const { return link_mtu + 14; }
 };

@@ -121,13 +121,16 @@ bool DpdkLink::setup(std::string& err) {
     err = "rte_eth_dev_start: " + std::string(rte_strerror(-rc));
     return false;
   }
-  if (!cfg_.mac_from_port && std::memcmp(pm.addr_bytes, mac_.data(), 6) != 0) {
+  // In flow isolation the rte_flow rule for our MAC (below) receives for it; the MAC list and
+  // promiscuous mode are not for isolated ports (mlx5 supports neither there).
+  if (!cfg_.flow_isolate && !cfg_.mac_from_port && std::memcmp(pm.addr_bytes, mac_.data(), 6) != 0) {
     rte_ether_addr a;
     std::memcpy(a.addr_bytes, mac_.data(), 6);
     // A NIC filters on its MAC list: add ours, or fall back to promiscuous mode.
     if (rte_eth_dev_mac_addr_add(port_, &a, 0) != 0 && cfg_.promiscuous) rte_eth_promiscuous_enable(port_);
     if (cfg_.promiscuous) rte_eth_promiscuous_enable(port_);
   }
+  if (!cfg_.capture.empty() && !cap_.open(cfg_.capture, max_frame_, err)) return false;
   have_ip4_ = cfg_.have_ip4;
   std::memcpy(ip4_, cfg_.ip4, 4);
   // The GID table: 0 the link-local address, 1 the IPv4-mapped address (zero: none), 2.. each
@@ -179,6 +182,27 @@ bool DpdkLink::setup(std::string& err) {
       rte_flow* f = rte_flow_create(port_, &attr, pat, actions, &fe);
       if (!f) {
         err = std::string("rte_flow_create (UDP 4791): ") + (fe.message ? fe.message : "?");
+        return false;
+      }
+      flows_.push_back(f);
+    }
+    // Sharing the port's MAC, IPv6 RoCE needs a rule per IPv6 GID too (with a MAC of our own
+    // the MAC rule already takes it).
+    for (size_t i = 0; cfg_.mac_from_port && i < gids_.size(); ++i) {
+      if (i == 1 || gids_[i] == proto::Ip6{}) continue;  // 1: the IPv4 GID (rule above)
+      rte_flow_item_ipv6 ip{}, ip_mask{};
+      std::memcpy(ip.hdr.dst_addr, gids_[i].data(), 16);
+      std::memset(ip_mask.hdr.dst_addr, 0xFF, 16);
+      rte_flow_item_udp udp{}, udp_mask{};
+      udp.hdr.dst_port = rte_cpu_to_be_16(proto::kRoceV2Port);
+      udp_mask.hdr.dst_port = 0xFFFF;
+      rte_flow_item pat[] = {{RTE_FLOW_ITEM_TYPE_ETH, nullptr, nullptr, nullptr},
+                             {RTE_FLOW_ITEM_TYPE_IPV6, &ip, nullptr, &ip_mask},
+                             {RTE_FLOW_ITEM_TYPE_UDP, &udp, nullptr, &udp_mask},
+                             {RTE_FLOW_ITEM_TYPE_END, nullptr, nullptr, nullptr}};
+      rte_flow* f = rte_flow_create(port_, &attr, pat, actions, &fe);
+      if (!f) {
+        err = std::string("rte_flow_create (IPv6 UDP 4791): ") + (fe.message ? fe.message : "?");
         return false;
       }
       flows_.push_back(f);
@@ -318,6 +342,7 @@ size_t DpdkLink::send(engine::PacketBuf* bufs, size_t n) {
       m->data_len = uint16_t(len);
       m->pkt_len = len;
       ms[i] = m;
+      if (cap_.on()) cap_.write(b.data, len);
     }
     const uint16_t sent = clear ? rte_eth_tx_burst(port_, 0, ms, uint16_t(k)) : 0;
     ctr_.tx_frames += sent;
@@ -341,12 +366,14 @@ size_t DpdkLink::send(engine::PacketBuf* bufs, size_t n) {
           m->data_len = uint16_t(len);
           m->pkt_len = len;
           backlog_[(bl_head_ + bl_n_++) % kBacklog] = m;
+          if (cap_.on()) cap_.write(b.data, len);
         }
         if (total < n) ctr_.tx_refused += n - total;
         break;
       }
     }
   }
+  if (cap_.on()) cap_.flush();
   return total;
 }
 
@@ -366,6 +393,10 @@ size_t DpdkLink::recv(engine::PacketBuf* bufs, size_t max) {
     classify(ms[i], bufs, k);
   }
   ctr_.rx_frames += n;
+  if (cap_.on()) {
+    for (size_t i = 0; i < k; ++i) cap_.write(bufs[i].data, bufs[i].len);
+    cap_.flush();
+  }
   return k;
 }
 

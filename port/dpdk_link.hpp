@@ -16,6 +16,7 @@
 
 #include "engine/link.hpp"
 #include "port/clock.hpp"  // TscClock, the Clock that goes with a DpdkLink
+#include "port/capture.hpp"
 #include "port/config.hpp"
 #include "port/neigh.hpp"
 
@@ -104,6 +105,7 @@ class DpdkLink : public engine::Link {
   LinkCounters ctr_;
   ControlPlane ctl_;          // ARP, ND, ICMP and the neighbour cache (port/neigh.hpp)
   std::vector<void*> flows_;  // rte_flow* (flow isolation rules)
+  Capture cap_;               // config key capture: RoCE frames in and out, to a pcap file
   // Frames the port's queue did not take yet, oldest first (a software extension of the tx
   // ring): sent before anything new, so a momentarily full ring does not become a loss.
   static constexpr uint32_t kBacklog = param::kTxBacklog;

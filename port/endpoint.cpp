@@ -13,6 +13,9 @@ std::unique_ptr<Endpoint> Endpoint::open(const EndpointConfig& cfg, std::string&
   dc.mac = e->link_->mac();
   dc.gid = e->link_->gid();
   dc.gids = e->link_->gids();
+  dc.ecn = cfg.ecn;
+  dc.cnp_interval_ns = uint64_t(cfg.cnp_interval_us) * 1000;
+  dc.cnp_dscp = cfg.cnp_dscp;
   e->dev_ = std::make_unique<engine::Device>(*e->link_, *e->clock_, dc);
   if (engine::mtu_bytes(cfg.path_mtu) > e->dev_->mtu_limit()) {
     err = "path mtu " + std::to_string(engine::mtu_bytes(cfg.path_mtu)) + " larger than the link carries";
@@ -31,7 +34,7 @@ bool Endpoint::resolve_peer(const proto::Ip6& gid, engine::AddressVector& av, st
   const EndpointConfig& c = config();
   av.dgid = gid;
   av.hop_limit = c.hop_limit;
-  av.traffic_class = uint8_t(c.dscp << 2 | c.ecn);
+  av.traffic_class = uint8_t(c.dscp << 2);  // the ECN bits are the device's (config key ecn)
   av.sgid_index = uint8_t(c.gid_index);
   if (dev_->is_local(gid)) {  // loopback: our own address, no resolution
     av.dmac = link_->mac();

@@ -185,6 +185,15 @@ def main():
     check(total_roce == 2590, "golden total roce %d, want 2590" % total_roce)
     print("golden: %d files, %d roce packets, summaries match INDEX.md" % (len(table), total_roce))
 
+    # The ConnectX CNP: its line shows the opcode, BECN, the ECN field and the DSCP; the line
+    # before the summary counts CNPs and ECN marks (a capture without either has no such line).
+    rc, out, _ = run(exe, os.path.join(golden, "hardware/cnp_connectx4lx_from_scapy_roce_uts.pcap"))
+    check(rc == 0 and len(out) == 3 and out[0].endswith("sport 0  CNP qp 0x000118 psn 0 BECN ECT0 dscp 48  icrc ok"),
+          "CNP line: %r" % out[:1])
+    check(len(out) == 3 and out[1] == "(1 CNP, ECN: 1 ECT0, 0 ECT1, 0 CE)", "CNP/ECN count line: %r" % out[1:2])
+    rc, out, _ = run(exe, os.path.join(golden, "rxe/write_small.pcap"))
+    check(not any(l.startswith("(") for l in out), "no CNP/ECN line for rxe/write_small.pcap")
+
     # 2. A capture with errors.
     ws = read_pcap(os.path.join(golden, "rxe/write_small.pcap"))
     write, ack = ws[0], ws[1]

@@ -1,81 +1,96 @@
 #!/usr/bin/env python3
-"""uroce <-> Linux rxe interop (meson suite `interop`).
+"""uroce <-> another RoCE implementation: the interop matrix (meson suite `interop`).
 
-Brings up the rxe lab (../shared/rxe-lab: Linux 6.1 rdma_rxe in a QEMU guest behind tap-rxe in
-namespace roce-lab), then runs Debian's unmodified perftest tools (RC, and UD/UC with -c) and the
-ibv_*_pingpong programs (RC, UC, UD; IPv4 and IPv6 GIDs) between
-uroce (the verbs shim over DPDK af_packet on tap-rxe, config/rxe-lab*.conf) and rxe0: uroce as
-client with rxe as server, then the reverse; at path MTU 1024 and 4096 (guest link raised to
-9000, on a lab NIC that carries jumbo frames: see jumbo_lab()); clean, then with
-`tc qdisc add dev eth0 root netem loss 1%` in the guest. Every run's RoCE traffic is captured in
-the namespace and checked with uroce-dissect (every ICRC valid, no malformed frame); rxe0's own
-counters are read around each block of runs. The lab is always brought down at the end,
-whatever happened.
+The peer is any host whose shell is reachable through a command prefix (`ssh root@host`, or
+the rxe lab's `rxe-lab.sh guest`): the prefix plus one argument, a shell command line, runs
+that command on the peer and returns its output and exit status. The peer is described by
+its RDMA device, the GID indices of its RoCE v2 IPv4 (and optionally IPv6) GIDs, the address
+its perftest/pingpong servers listen on, its netdev, and whether the runner may change that
+netdev's MTU and put `tc netem` loss on it. uroce runs here, through the verbs shim
+(scripts/uroce-run), with one config file per path MTU.
+
+--lab (what `meson test --suite interop` runs) brings up ../shared/rxe-lab (Linux 6.1 rdma_rxe
+in a QEMU guest behind tap-rxe in namespace roce-lab) and then runs exactly the generic path
+with the lab's command prefix and values (rxe0, GID 1 / 0, eth0, netem and MTU allowed), and
+brings the lab down at the end, whatever happened. scripts/interop-peer runs the same matrix
+against a peer given on the command line (docs/hardware.md).
+
+The matrix: Debian's unmodified perftest tools (RC, and UD/UC with -c) and the
+ibv_*_pingpong programs (RC, UC, UD; IPv4 and IPv6 GIDs), uroce as client with the peer as
+server, then the reverse; at path MTU 1024 and 4096; clean, then with `tc qdisc add dev NETDEV
+root netem loss 1%` on the peer. Every run's RoCE traffic is captured on the uroce side with
+frames from both sides (tcpdump on an interface, or uroce's own capture: config key `capture`)
+and checked with uroce-dissect (every ICRC valid, no malformed frame); the peer's own counters
+(sysfs hw_counters, or `rdma statistic`) are read around each block of runs.
 
 Writes the matrix as markdown (--table) and exits non-zero if any run failed.
 """
 import argparse
+import ipaddress
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LAB = os.environ.get("RXE_LAB", os.path.join(ROOT, "..", "shared", "rxe-lab", "rxe-lab.sh"))
 DEVICE_MARK = "mrg_rxbuf=off \\\n"
-NS = "roce-lab"
-GUEST_IP, HOST_IP = "198.18.0.2", "198.18.0.1"
-UROCE_IP = "198.18.0.10"  # config/rxe-lab*.conf
-UROCE_LL = "fe80::c6ff:fe12:a"  # its IPv6 link-local address (GID 0), from MAC 02:00:c6:12:00:0a
+# uroce's GID table (docs/engine.md): 0 the IPv6 link-local address, 1 the IPv4-mapped one.
+UROCE_GID = {"v4": 1, "v6": 0}
 
-# (label, tool, extra options). bw tools cross the path MTU (several packets per message);
-# lat tools stay below it; atomics are 8 bytes.
+
+# (label, tool, extra options, GID flag, GID family). bw tools cross the path MTU (several
+# packets per message); lat tools stay below it; atomics are 8 bytes.
 def tools(mtu):
     big = str(4 * mtu + 100)
+    x = ("-x", "v4")
     return [
-        ("ib_write_bw", "ib_write_bw", ["-s", big, "-n", "100"]),
-        ("ib_send_bw", "ib_send_bw", ["-s", big, "-n", "100"]),
-        ("ib_read_bw", "ib_read_bw", ["-s", big, "-n", "100"]),
-        ("ib_atomic_bw FETCH_AND_ADD", "ib_atomic_bw", ["-A", "FETCH_AND_ADD", "-n", "100"]),
-        ("ib_atomic_bw CMP_AND_SWAP", "ib_atomic_bw", ["-A", "CMP_AND_SWAP", "-n", "100"]),
-        ("ib_write_lat", "ib_write_lat", ["-s", "64", "-n", "50"]),
-        ("ib_send_lat", "ib_send_lat", ["-s", "64", "-n", "50"]),
-        ("ib_read_lat", "ib_read_lat", ["-s", "64", "-n", "50"]),
+        ("ib_write_bw", "ib_write_bw", ["-s", big, "-n", "100"], *x),
+        ("ib_send_bw", "ib_send_bw", ["-s", big, "-n", "100"], *x),
+        ("ib_read_bw", "ib_read_bw", ["-s", big, "-n", "100"], *x),
+        ("ib_atomic_bw FETCH_AND_ADD", "ib_atomic_bw", ["-A", "FETCH_AND_ADD", "-n", "100"], *x),
+        ("ib_atomic_bw CMP_AND_SWAP", "ib_atomic_bw", ["-A", "CMP_AND_SWAP", "-n", "100"], *x),
+        ("ib_write_lat", "ib_write_lat", ["-s", "64", "-n", "50"], *x),
+        ("ib_send_lat", "ib_send_lat", ["-s", "64", "-n", "50"], *x),
+        ("ib_read_lat", "ib_read_lat", ["-s", "64", "-n", "50"], *x),
+        ("ibv_rc_pingpong", "ibv_rc_pingpong", ["-n", "50", "-m", str(mtu), "-s", str(mtu)], "-g", "v4"),
     ]
 
 
 def datagram_tools(mtu, loss):
-    """UD and UC rows, and RoCEv2 over IPv6 (GID 0). On UD and UC a lost packet is a lost
-    message: perftest's UD/UC send and latency tests and the pingpongs then wait for a message
-    that never comes (on a hardware RNIC as here), so under loss only ib_write_bw -c UC, which
-    survives it (the data is simply not all there), is run."""
-    rows = [("ib_write_bw -c UC", "ib_write_bw", ["-c", "UC", "-s", str(4 * mtu + 100), "-n", "100"], ["-x", "1"])]
+    """UD and UC rows, and RoCEv2 over IPv6 (link-local GIDs). On UD and UC a lost packet is a
+    lost message: perftest's UD/UC send and latency tests and the pingpongs then wait for a
+    message that never comes (on a hardware RNIC as here), so under loss only ib_write_bw -c UC,
+    which survives it (the data is simply not all there), is run."""
+    big = str(4 * mtu + 100)
+    rows = [("ib_write_bw -c UC", "ib_write_bw", ["-c", "UC", "-s", big, "-n", "100"], "-x", "v4")]
     if loss:
         return rows
     return rows + [
-        ("ib_send_bw -c UD", "ib_send_bw", ["-c", "UD", "-s", str(mtu), "-n", "100"], ["-x", "1"]),
-        ("ib_send_lat -c UD", "ib_send_lat", ["-c", "UD", "-s", "64", "-n", "50"], ["-x", "1"]),
-        ("ib_send_bw -c UC", "ib_send_bw", ["-c", "UC", "-s", str(4 * mtu + 100), "-n", "100"], ["-x", "1"]),
-        ("ib_write_lat -c UC", "ib_write_lat", ["-c", "UC", "-s", "64", "-n", "50"], ["-x", "1"]),
-        ("ibv_ud_pingpong", "ibv_ud_pingpong", ["-n", "50", "-s", str(mtu)], ["-g", "1"]),
-        ("ibv_uc_pingpong", "ibv_uc_pingpong", ["-n", "50", "-m", str(mtu), "-s", str(mtu)], ["-g", "1"]),
-        ("ib_write_bw -x 0 (IPv6)", "ib_write_bw", ["-s", str(4 * mtu + 100), "-n", "100"], ["-x", "0"]),
-        ("ibv_rc_pingpong -g 0 (IPv6)", "ibv_rc_pingpong", ["-n", "50", "-m", str(mtu), "-s", str(mtu)], ["-g", "0"]),
+        ("ib_send_bw -c UD", "ib_send_bw", ["-c", "UD", "-s", str(mtu), "-n", "100"], "-x", "v4"),
+        ("ib_send_lat -c UD", "ib_send_lat", ["-c", "UD", "-s", "64", "-n", "50"], "-x", "v4"),
+        ("ib_send_bw -c UC", "ib_send_bw", ["-c", "UC", "-s", big, "-n", "100"], "-x", "v4"),
+        ("ib_write_lat -c UC", "ib_write_lat", ["-c", "UC", "-s", "64", "-n", "50"], "-x", "v4"),
+        ("ibv_ud_pingpong", "ibv_ud_pingpong", ["-n", "50", "-s", str(mtu)], "-g", "v4"),
+        ("ibv_uc_pingpong", "ibv_uc_pingpong", ["-n", "50", "-m", str(mtu), "-s", str(mtu)], "-g", "v4"),
+        ("ib_write_bw -x 0 (IPv6)", "ib_write_bw", ["-s", big, "-n", "100"], "-x", "v6"),
+        ("ibv_rc_pingpong -g 0 (IPv6)", "ibv_rc_pingpong", ["-n", "50", "-m", str(mtu), "-s", str(mtu)], "-g", "v6"),
     ]
 
 
 def jumbo_lab(path, workdir):
     """A lab script whose guest NIC carries frames above 1518 bytes.
 
-    ../shared/rxe-lab creates the guest's virtio-net with mrg_rxbuf=off and without host_mtu, so
-    the guest kernel posts 1518-byte receive buffers and drops every larger frame: path MTU 4096
-    cannot work whatever the interface MTUs say (a kernel ping of 4000 bytes fails as well).
-    With host_mtu=9000 on that -device line the device advertises VIRTIO_NET_F_MTU and the guest
-    posts big buffers. If the lab script lacks it, this returns a copy (in the build directory)
-    with exactly that one option added and the original's mtime, so the lab's initramfs is
-    reused; everything else (kernel, rxe, perftest, working files) is the lab's own."""
+    Older copies of ../shared/rxe-lab created the guest's virtio-net with mrg_rxbuf=off and
+    without host_mtu, so the guest kernel posted 1518-byte receive buffers and dropped every
+    larger frame: path MTU 4096 cannot work whatever the interface MTUs say. With host_mtu=9000
+    on that -device line the device advertises VIRTIO_NET_F_MTU and the guest posts big buffers.
+    If the lab script lacks it, this returns a copy (in the build directory) with exactly that
+    one option added and the original's mtime, so the lab's initramfs is reused."""
     text = open(path).read()
     if "host_mtu=" in text:
         return path
@@ -89,17 +104,6 @@ def jumbo_lab(path, workdir):
     return copy
 
 
-def rxe_counters():
-    """rxe0's own protocol counters (sysfs hw_counters in the guest), name -> value."""
-    r = guest("cd /sys/class/infiniband/rxe0/ports/1/hw_counters && grep -H . *", timeout=60)
-    out = {}
-    for line in r.stdout.splitlines():
-        name, _, value = line.partition(":")
-        if value.strip().isdigit():
-            out[name.strip()] = int(value)
-    return out
-
-
 def sh(cmd, timeout=120, check=False):
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if check and r.returncode != 0:
@@ -107,13 +111,90 @@ def sh(cmd, timeout=120, check=False):
     return r
 
 
-def lab(*args, timeout=600):
-    return sh(["bash", LAB, *args], timeout=timeout)
+class Peer:
+    """The other RoCE implementation, on a host reached by `prefix + [command line]`."""
+
+    def __init__(self, prefix, dev, tcp_ip, gid, port=1, netdev=None, netem=False, set_mtu=False, name="peer"):
+        self.prefix = prefix          # e.g. ["ssh", "root@host"]
+        self.dev = dev                # its RDMA device, e.g. mlx5_0 or rxe0
+        self.tcp_ip = tcp_ip          # where its servers listen (perftest / pingpong TCP exchange)
+        self.gid = gid                # {"v4": index, "v6": index or None}
+        self.port = port
+        self.netdev = netdev          # for netem and MTU changes
+        self.netem = netem
+        self.set_mtu = set_mtu
+        self.name = name
+
+    def run(self, cmd, timeout=120):
+        return subprocess.run(self.prefix + [cmd], capture_output=True, text=True, timeout=timeout + 40)
+
+    def start(self, cmd):
+        return subprocess.Popen(self.prefix + [cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def counters(self):
+        """The device's own protocol counters, name -> value: sysfs hw_counters (rxe, mlx5), else
+        `rdma statistic show link DEV/PORT` (name value pairs)."""
+        d = f"/sys/class/infiniband/{self.dev}/ports/{self.port}/hw_counters"
+        r = self.run(f"cd {d} 2>/dev/null && grep -H . * 2>/dev/null || rdma statistic show link {self.dev}/{self.port}",
+                     timeout=60)
+        out = {}
+        for line in r.stdout.splitlines():
+            name, sep, value = line.partition(":")
+            if sep and value.strip().isdigit() and " " not in name.strip():
+                out[name.strip()] = int(value)
+        if not out:  # `rdma statistic` prints "link DEV/1 name value name value ..."
+            words = r.stdout.split()
+            for i in range(len(words) - 1):
+                if words[i + 1].isdigit() and not words[i].isdigit() and words[i] != "link":
+                    out[words[i]] = int(words[i + 1])
+        return out
+
+    def preflight(self):
+        """The device, its GIDs and the tools, before anything runs. Returns a text, or raises."""
+        idx = " ".join(str(i) for i in self.gid.values() if i is not None)
+        d = f"/sys/class/infiniband/{self.dev}/ports/{self.port}"
+        r = self.run(f"test -d {d} || {{ echo 'no device {self.dev}'; exit 1; }}; "
+                     f"for i in {idx}; do echo \"GID $i $(cat {d}/gids/$i) $(cat {d}/gid_attrs/types/$i 2>/dev/null)\"; done; "
+                     "for t in ib_write_bw ib_send_bw ib_read_bw ib_atomic_bw ib_write_lat ib_send_lat ib_read_lat "
+                     "ibv_rc_pingpong ibv_uc_pingpong ibv_ud_pingpong timeout; do command -v $t >/dev/null || "
+                     "echo \"missing $t\"; done; uname -r", timeout=60)
+        text = (r.stdout + r.stderr).strip()
+        if r.returncode != 0 or "missing " in text or "no device" in text:
+            raise RuntimeError(f"peer preflight failed ({' '.join(self.prefix)}):\n{text}")
+        return text
 
 
-def guest(cmd, timeout=120):
-    env = dict(os.environ, RXE_GUEST_TIMEOUT=str(timeout))
-    return subprocess.run(["bash", LAB, "guest", cmd], capture_output=True, text=True, timeout=timeout + 40, env=env)
+class Local:
+    """The uroce side: configs per path MTU, the namespace it runs in, its capture."""
+
+    def __init__(self, confs, ns=None, tcp_ip=None, capture="tcpdump", iface=None, set_mtu=False, extra_addrs=()):
+        self.confs = confs            # {path MTU: config file}
+        self.ns = ns
+        self.tcp_ip = tcp_ip          # where uroce's servers listen (the kernel address beside uroce)
+        self.capture = capture        # "tcpdump" (on iface) or "uroce" (the port writes the pcap)
+        self.iface = iface
+        self.set_mtu = set_mtu
+        self.addrs = set(extra_addrs)  # uroce's own IP addresses, to tell its frames from the peer's
+        for c in confs.values():
+            self.addrs |= conf_addresses(c)
+
+    def wrap(self, argv):
+        return (["ip", "netns", "exec", self.ns] if self.ns else []) + argv
+
+
+def conf_addresses(path):
+    """uroce's addresses in a config file: ip, each ip6, and the link-local address of its mac."""
+    out = set()
+    for line in open(path):
+        k, _, v = line.split("#")[0].partition("=")
+        k, v = k.strip(), v.strip()
+        if k in ("ip", "ip6"):
+            out.add(str(ipaddress.ip_address(v.split("/")[0])))
+        elif k == "mac" and v != "port":  # fe80::/64 with the modified EUI-64 of the MAC
+            b = [int(x, 16) for x in v.split(":")]
+            iid = bytes([b[0] ^ 2, b[1], b[2], 0xff, 0xfe, b[3], b[4], b[5]])
+            out.add(str(ipaddress.IPv6Address(bytes([0xfe, 0x80]) + bytes(6) + iid)))
+    return out
 
 
 def collect(proc):
@@ -142,109 +223,143 @@ def zero_figures(line):
 
 
 class Runner:
-    def __init__(self, build, lib):
+    def __init__(self, build, lib, peer, local):
         self.build = build
         self.lib = lib
+        self.peer = peer
+        self.local = local
         self.dissect = os.path.join(build, "tools", "dissect", "uroce-dissect")
         self.rows = []
         self.retried = []
-        self.counters = []  # (mtu, loss, {rxe0 hw counter: increase}) per block of runs
+        self.skipped = []
+        self.perftest_opts = []
+        self.verbose = self.no_retry = False
+        self.counters = []  # (mtu, loss, {peer counter: increase}) per block of runs
         self.capdir = os.path.join(build, "interop-captures")
         os.makedirs(self.capdir, exist_ok=True)
 
-    def uroce(self, conf, argv):
-        return ["ip", "netns", "exec", NS, os.path.join(ROOT, "scripts", "uroce-run"), "--config",
-                os.path.join(ROOT, "config", conf), "--lib", self.lib, "--", *argv]
+    def out_dir(self):
+        return f"uroce->{self.peer.name}"
 
-    def run_one(self, name, tool, opts, direction, mtu, loss, conf, gid_opt):
-        tag = f"{tool}-{'_'.join(o.replace('-', '') for o in opts)}-{direction}-{mtu}-{loss}"
-        pcap = os.path.join(self.capdir, re.sub(r"[^A-Za-z0-9_.-]", "_", tag) + ".pcap")
+    def in_dir(self):
+        return f"{self.peer.name}->uroce"
+
+    def uroce(self, conf, argv):
+        return self.local.wrap([os.path.join(ROOT, "scripts", "uroce-run"), "--config", conf, "--lib", self.lib, "--",
+                                *argv])
+
+    def start_capture(self, pcap, conf):
+        """tcpdump on the uroce side's interface, or a copy of the config that makes uroce write
+        every frame it receives and sends to `pcap` (config key capture). Returns (conf, tcpdump)."""
+        if self.local.capture == "uroce":
+            fd, copy = tempfile.mkstemp(prefix="interop-", suffix=".conf", dir=self.capdir)
+            with os.fdopen(fd, "w") as f:
+                f.write(open(conf).read() + f"\ncapture = {pcap}\n")
+            if os.path.exists(pcap):
+                os.remove(pcap)
+            return copy, None
         # --immediate-mode: without it libpcap's TPACKET_V3 ring hands packets over a block at a
         # time (on fill or after its timeout), and a short run's frames could all still sit in an
         # unretired block at SIGINT: "0 packets captured, 200 received by filter".
-        cap = subprocess.Popen(["ip", "netns", "exec", NS, "tcpdump", "-i", "tap-rxe", "--immediate-mode", "-w", pcap, "-U",
-                                "udp port 4791"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        cap = subprocess.Popen(self.local.wrap(["tcpdump", "-i", self.local.iface, "--immediate-mode", "-w", pcap, "-U",
+                                                "udp port 4791"]),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         # Start only once tcpdump says it listens (a busy machine delays it by seconds).
         deadline = time.time() + 15
         while time.time() < deadline:
             line = cap.stderr.readline()
             if not line or "listening on" in line:
                 break
-        # The DPDK af_packet port toggles the tap's promiscuous flag as processes start and exit,
-        # which can take tcpdump's away: frames between rxe and uroce are for neither tap MAC.
-        sh(["ip", "netns", "exec", NS, "ip", "link", "set", "tap-rxe", "promisc", "on"])
+        # A DPDK af_packet port toggles the interface's promiscuous flag as processes start and
+        # exit, which can take tcpdump's away: frames between the peer and uroce are for neither
+        # of the kernel's MACs.
+        sh(self.local.wrap(["ip", "link", "set", self.local.iface, "promisc", "on"]))
+        return conf, cap
+
+    def run_one(self, name, tool, opts, gid_flag, family, direction, mtu, loss):
+        conf = self.local.confs[mtu]
+        tag = f"{tool}-{'_'.join(o.replace('-', '') for o in opts)}-{family}-{direction}-{mtu}-{loss}"
+        pcap = os.path.join(self.capdir, re.sub(r"[^A-Za-z0-9_.-]", "_", tag) + ".pcap")
+        run_conf, cap = self.start_capture(pcap, conf)
         t0 = time.time()
         # -F (--CPU-freq) for perftest on both sides: perftest times with the TSC and calibrates
-        # it against gettimeofday at report time; in the emulated guest, and on this 2-core host
+        # it against gettimeofday at report time; in an emulated guest, and on a 2-core host
         # while QEMU and a busy poller share it, that fit intermittently fails (stderr
         # "Correlation coefficient r^2: 0.53 < 0.9", "Can't produce a report", exit 1) after the
         # transfer succeeded. -F keeps the exit status about the transfer and its completions
         # (a failed calibration's report shows 0.00; see zero_figures()).
-        freq = ["-F"] if tool.startswith("ib_") else []
-        rxe_argv = [tool, "-d", "rxe0", *gid_opt, *opts, *freq]
-        uro_argv = [tool, "-d", "uroce0", *gid_opt, *opts, *freq]
+        freq = ["-F", *self.perftest_opts] if tool.startswith("ib_") else []
+        peer_argv = [tool, "-d", self.peer.dev, gid_flag, str(self.peer.gid[family]), *opts, *freq]
+        uro_argv = [tool, "-d", "uroce0", gid_flag, str(UROCE_GID[family]), *opts, *freq]
         srv_out = cli_out = ""
         srv_rc = cli_rc = None
         try:
-            if direction == "uroce->rxe":
-                srv = subprocess.Popen(["bash", LAB, "guest", "timeout 90 " + " ".join(rxe_argv)],
-                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                       env=dict(os.environ, RXE_GUEST_TIMEOUT="100"))
+            if direction == self.out_dir():
+                srv = self.peer.start("timeout 90 " + shlex.join(peer_argv))
                 time.sleep(4)
                 try:
-                    c = subprocess.run(["timeout", "90", *self.uroce(conf, uro_argv + [GUEST_IP])],
+                    c = subprocess.run(["timeout", "90", *self.uroce(run_conf, uro_argv + [self.peer.tcp_ip])],
                                        capture_output=True, text=True, timeout=120)
                     cli_out, cli_rc = c.stdout + c.stderr, c.returncode
                 finally:
                     srv_out, srv_rc = collect(srv)
             else:
-                srv = subprocess.Popen(["timeout", "90", *self.uroce(conf, uro_argv)], stdout=subprocess.PIPE,
+                srv = subprocess.Popen(["timeout", "90", *self.uroce(run_conf, uro_argv)], stdout=subprocess.PIPE,
                                        stderr=subprocess.STDOUT, text=True)
                 time.sleep(2.5)
                 try:
-                    c = guest("timeout 90 " + " ".join(rxe_argv + [HOST_IP]), timeout=100)
+                    c = self.peer.run("timeout 90 " + shlex.join(peer_argv + [self.local.tcp_ip]), timeout=100)
                     cli_out, cli_rc = c.stdout + c.stderr, c.returncode
                 finally:
                     srv_out, srv_rc = collect(srv)
         finally:
             time.sleep(0.5)
-            cap_early_exit = cap.poll()  # tcpdump gone before the end of the run?
-            cap.send_signal(signal.SIGINT)
-            try:
-                cap_err = cap.communicate(timeout=10)[1]
-            except subprocess.TimeoutExpired:
-                cap.kill()
-                cap_err = ""
+            cap_early_exit = cap_err = None
+            if cap:
+                cap_early_exit = cap.poll()  # tcpdump gone before the end of the run?
+                cap.send_signal(signal.SIGINT)
+                try:
+                    cap_err = cap.communicate(timeout=10)[1]
+                except subprocess.TimeoutExpired:
+                    cap.kill()
+                    cap_err = ""
+            if run_conf != conf:
+                os.remove(run_conf)
         secs = time.time() - t0
-        d = sh([self.dissect, pcap], timeout=60)
-        summary = d.stdout.strip().splitlines()[-1] if d.stdout.strip() else "(no output)"
+        if os.path.exists(pcap):
+            d = sh([self.dissect, pcap], timeout=60)
+            out_lines = d.stdout.strip().splitlines()
+            summary = out_lines[-1] if out_lines else "(no output)"
+        else:
+            d, out_lines, summary = None, [], "(no capture file)"
         m = re.search(r"(\d+) frames, (\d+) roce, (\d+) icrc ok, (\d+) icrc bad, (\d+) malformed", summary)
         # Every captured frame must be valid RoCE (uroce-dissect exits 0: no bad ICRC, nothing
-        # malformed). An empty capture (tcpdump on the tap intermittently records nothing in this
-        # lab) proves nothing either way: it is reported as such, not counted as a failure.
-        capture_ok = bool(m) and d.returncode == 0
+        # malformed). An empty capture (tcpdump on the lab's tap intermittently records nothing)
+        # proves nothing either way: it is reported as such, not counted as a failure.
+        capture_ok = bool(m) and d is not None and d.returncode == 0
         if capture_ok and int(m.group(2)) == 0:
-            summary += " (capture missed: tcpdump recorded nothing"
-            # What tcpdump said, to find out why (it happens in this lab now and then).
+            summary += " (capture missed: nothing recorded"
             said = " / ".join(l.strip() for l in (cap_err or "").splitlines() if l.strip())
-            summary += (f"; it had exited with {cap_early_exit}" if cap_early_exit is not None else "") + \
+            summary += (f"; tcpdump had exited with {cap_early_exit}" if cap_early_exit is not None else "") + \
                        (f"; tcpdump: {said}" if said else "") + ")"
         elif capture_ok:
             # Both directions were checked (RC always answers), and a multi-packet message really
             # used the path MTU: its packets carry exactly `mtu` bytes, none more.
-            sent = {"uroce": 0, "rxe": 0}
+            sent = {"uroce": 0, "peer": 0}
             biggest = 0
-            for l in d.stdout.splitlines():
+            for l in out_lines:
                 f = re.match(r"\s*\d+\s+\S+\s+(\S+) > \S+ ", l)
                 if f:
-                    sent["uroce" if f.group(1) in (UROCE_IP, UROCE_LL) else "rxe"] += 1
+                    sent["uroce" if f.group(1) in self.local.addrs else "peer"] += 1
                     pl = re.search(r" payload (\d+)", l)
                     biggest = max(biggest, int(pl.group(1)) if pl else 0)
-            summary += f" (from uroce {sent['uroce']}, from rxe {sent['rxe']}; largest payload {biggest})"
+            extra = [l for l in out_lines if l.startswith("(") and "CNP" in l]  # CNPs and ECN marks, if any
+            summary += (f" (from uroce {sent['uroce']}, from {self.peer.name} {sent['peer']}; largest payload {biggest})" +
+                        (" " + extra[0] if extra else ""))
             # UD and UC bandwidth tests send one way only (nothing acknowledges them).
             oneway = "-c" in opts and tool.endswith("_bw")
-            sender = "uroce" if direction == "uroce->rxe" else "rxe"
-            if not sent[sender] or (not oneway and (not sent["uroce"] or not sent["rxe"])):
+            sender = "uroce" if direction == self.out_dir() else "peer"
+            if not sent[sender] or (not oneway and (not sent["uroce"] or not sent["peer"])):
                 capture_ok = False
                 summary += " ONE DIRECTION MISSING"
             if biggest > mtu or (tool in ("ib_write_bw", "ib_send_bw", "ib_read_bw") and biggest != mtu):
@@ -253,14 +368,15 @@ class Runner:
         ok = srv_rc == 0 and cli_rc == 0 and capture_ok
         line = result_line(cli_out) or result_line(srv_out)
         if zero_figures(line):
-            # The client's perftest could not calibrate its clock (-F, see rxe_argv): it reports
+            # The client's perftest could not calibrate its clock (-F, see above): it reports
             # 0.00. The server's own line, when it prints one, has figures.
             other = result_line(srv_out)
             line = (f"{other} (server's line: the client's perftest clock calibration failed)"
                     if other and not zero_figures(other) else
                     f"{line} (perftest's clock calibration failed: figures 0.00)")
         self.rows.append(dict(tool=name, direction=direction, mtu=mtu, loss=loss, ok=ok, srv=srv_rc, cli=cli_rc,
-                              line=line, capture=summary if m else "capture unreadable", secs=secs, note=""))
+                              line=line, capture=summary if m else "capture unreadable: " + summary, secs=secs,
+                              note=""))
         if not ok and os.path.exists(pcap):  # keep a failed run's capture (a retry reuses the name)
             kept = pcap[:-5] + time.strftime("-failed-%H%M%S.pcap")
             os.replace(pcap, kept)
@@ -268,15 +384,16 @@ class Runner:
         status = "ok" if ok else "FAILED"
         print(f"[{status}] {name:28s} {direction:11s} mtu {mtu} loss {loss}%  server {srv_rc} client {cli_rc}  "
               f"{line}  | {summary}  ({secs:.0f} s)", flush=True)
-        if not ok or getattr(self, "verbose", False):
-            n = 200 if getattr(self, "verbose", False) else 6
+        if not ok or self.verbose:
+            n = 200 if self.verbose else 6
             tail = lambda s: "\n".join(s.strip().splitlines()[-n:])
             print(f"    client output:\n{tail(cli_out)}\n    server output:\n{tail(srv_out)}", flush=True)
         return ok
 
     def run(self, *args):
-        """One run; a failure is tried once more (unless --no-retry). Both attempts stay in the record: the emulated
-        guest is slow and occasionally misses (see docs/interop.md), and a second failure fails."""
+        """One run; a failure is tried once more (unless --no-retry). Both attempts stay in the
+        record: an emulated guest is slow and occasionally misses (see docs/interop.md), and a
+        second failure fails."""
         if self.run_one(*args) or self.no_retry:
             return self.rows[-1]["ok"]
         first = self.rows.pop()
@@ -286,6 +403,40 @@ class Runner:
         self.rows[-1]["note"] = why
         self.retried.append((first, self.rows[-1]))
         return ok
+
+    def matrix(self, mtus, losses, dirs, only, repeat):
+        p = self.peer
+        try:
+            for mtu in mtus * repeat:
+                link_mtu = "1500" if mtu <= 1024 else "9000"
+                if p.set_mtu:
+                    p.run(f"ip link set {p.netdev} mtu {link_mtu}")
+                if self.local.set_mtu:
+                    sh(self.local.wrap(["ip", "link", "set", self.local.iface, "mtu", link_mtu]))
+                for loss in losses:
+                    if loss and not p.netem:
+                        self.skipped.append(f"path MTU {mtu}, {loss}% loss: the peer allows no tc netem")
+                        continue
+                    if p.netem:
+                        p.run(f"tc qdisc del dev {p.netdev} root 2>/dev/null; " +
+                              (f"tc qdisc add dev {p.netdev} root netem loss {loss}%" if loss else "true"))
+                    before = p.counters()
+                    for name, tool, opts, gflag, fam in tools(mtu) + datagram_tools(mtu, loss):
+                        if only and only not in name:
+                            continue
+                        if p.gid.get(fam) is None:
+                            self.skipped.append(f"{name} (path MTU {mtu}, {loss}% loss): no IPv6 GID index for the peer")
+                            continue
+                        for direction in dirs:
+                            self.run(name, tool, opts, gflag, fam, direction, mtu, loss)
+                    after = p.counters()
+                    delta = {k: after[k] - before.get(k, 0) for k in sorted(after) if after[k] != before.get(k, 0)}
+                    self.counters.append((mtu, loss, delta))
+                    print(f"{p.name} counters over mtu {mtu} loss {loss}%: " +
+                          (", ".join(f"{k} {v}" for k, v in delta.items()) or "(none read, or none moved)"), flush=True)
+        finally:
+            if p.netem:
+                p.run(f"tc qdisc del dev {p.netdev} root 2>/dev/null; true")
 
     def table(self):
         out = ["| tool | direction | path MTU | loss | result | server / client exit | capture (uroce-dissect) |",
@@ -298,24 +449,95 @@ class Runner:
                        f"| {r['capture']} |")
         if self.counters:
             names = sorted({k for _, _, d in self.counters for k in d})
-            out += ["", "rxe0's hw_counters, increase over each block of runs (both directions, all tools):", "",
+            out += ["", f"{self.peer.dev}'s counters ({self.peer.name}), increase over each block of runs "
+                        "(both directions, all tools):", "",
                     "| path MTU | loss | " + " | ".join(names) + " |",
                     "|---:|---:|" + "---:|" * len(names)]
             for mtu, loss, d in self.counters:
                 out.append(f"| {mtu} | {loss}% | " + " | ".join(str(d.get(k, 0)) for k in names) + " |")
+        if self.skipped:
+            out += ["", "Not run: " + "; ".join(self.skipped) + "."]
         return "\n".join(out)
 
 
+def lab_peer_and_local(args):
+    """The rxe lab as a generic peer: its command prefix and its values."""
+    global LAB
+    if any(int(x) > 1024 for x in args.mtus.split(",")):
+        lab_script = jumbo_lab(LAB, args.build)
+        if lab_script != LAB:
+            print(f"interop: {LAB} gives the guest no host_mtu (frames above 1518 bytes are dropped); "
+                  f"using {lab_script}, the same script with host_mtu=9000 on the virtio-net device", flush=True)
+            LAB = lab_script
+    # The guest's command channel: `rxe-lab.sh guest 'CMD'` (RXE_GUEST_TIMEOUT bounds it).
+    peer = Peer(["env", "RXE_GUEST_TIMEOUT=150", "bash", LAB, "guest"], dev="rxe0", tcp_ip="198.18.0.2",
+                gid={"v4": 1, "v6": 0}, netdev="eth0", netem=True, set_mtu=True, name="rxe")
+    local = Local({1024: os.path.join(ROOT, "config", "rxe-lab.conf"),
+                   4096: os.path.join(ROOT, "config", "rxe-lab-4096.conf")},
+                  ns="roce-lab", tcp_ip="198.18.0.1", capture="tcpdump", iface="tap-rxe", set_mtu=True)
+    return peer, local
+
+
+def generic_peer_and_local(args):
+    confs = {}
+    for item in args.uroce_conf:
+        mtu, sep, path = item.partition("=")
+        if not sep:
+            mtu, path = "", item
+        path = os.path.abspath(path)
+        if not os.path.exists(path):
+            raise SystemExit(f"interop: {path} not found")
+        for m in ([int(mtu)] if mtu else [int(x) for x in args.mtus.split(",")]):
+            confs[m] = path
+    missing = [m for m in (int(x) for x in args.mtus.split(",")) if m not in confs]
+    if missing:
+        raise SystemExit(f"interop: no --uroce-conf for path MTU {missing}")
+    gid6 = None if args.peer_gid6 in (None, "", "none") else int(args.peer_gid6)
+    peer = Peer(shlex.split(args.peer_cmd), dev=args.peer_dev, tcp_ip=args.peer_ip,
+                gid={"v4": args.peer_gid, "v6": gid6}, port=args.peer_port, netdev=args.peer_netdev,
+                netem=args.peer_netem, set_mtu=args.peer_set_mtu, name=args.peer_name)
+    if (peer.netem or peer.set_mtu) and not peer.netdev:
+        raise SystemExit("interop: --peer-netem and --peer-set-mtu need --peer-netdev")
+    local = Local(confs, ns=args.local_ns, tcp_ip=args.local_ip, capture=args.capture, iface=args.local_iface,
+                  set_mtu=args.local_set_mtu, extra_addrs=args.uroce_addr)
+    if local.capture == "tcpdump" and not local.iface:
+        raise SystemExit("interop: --capture tcpdump needs --local-iface")
+    return peer, local
+
+
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", required=True)
     ap.add_argument("--table", help="write the markdown matrix here")
-    # Path MTU 4096 needs a lab link that carries jumbo frames: see jumbo_lab().
+    ap.add_argument("--lab", action="store_true", help="bring up ../shared/rxe-lab and use its guest as the peer")
+    g = ap.add_argument_group("a peer host (without --lab)")
+    g.add_argument("--peer-cmd", help="command prefix that runs one shell command line on the peer, e.g. 'ssh root@host'")
+    g.add_argument("--peer-dev", help="the peer's RDMA device (mlx5_0, rxe0, ...)")
+    g.add_argument("--peer-ip", help="the peer's address for the TCP exchange (its servers listen there)")
+    g.add_argument("--peer-gid", type=int, help="GID index of the peer's RoCE v2 IPv4 GID (show_gids)")
+    g.add_argument("--peer-gid6", help="GID index of its RoCE v2 IPv6 GID (IPv6 rows; 'none' skips them)")
+    g.add_argument("--peer-port", type=int, default=1)
+    g.add_argument("--peer-netdev", help="the peer's netdev under the RDMA device (for netem and MTU)")
+    g.add_argument("--peer-netem", action="store_true", help="the runner may put tc netem loss on --peer-netdev")
+    g.add_argument("--peer-set-mtu", action="store_true", help="the runner may set --peer-netdev's MTU (1500 / 9000)")
+    g.add_argument("--peer-name", default="peer", help="its name in the table (e.g. cx5)")
+    g.add_argument("--uroce-conf", action="append", default=[],
+                   help="uroce config: MTU=FILE per path MTU, or FILE for all (repeatable)")
+    g.add_argument("--uroce-addr", action="append", default=[], help="another address of uroce's (frames from it are uroce's)")
+    g.add_argument("--local-ns", help="network namespace uroce runs in")
+    g.add_argument("--local-ip", help="the address beside uroce that uroce's servers' TCP exchange listens on")
+    g.add_argument("--capture", choices=["uroce", "tcpdump"], default="uroce",
+                   help="uroce: the DPDK port writes the pcap (config key capture); tcpdump: on --local-iface")
+    g.add_argument("--local-iface")
+    g.add_argument("--local-set-mtu", action="store_true", help="set --local-iface's MTU (1500 / 9000) per path MTU")
+    ap.add_argument("--perftest-opts", default="",
+                    help="more options for every perftest tool on both sides (e.g. a traffic class)")
     ap.add_argument("--mtus", default="1024,4096")
     ap.add_argument("--losses", default="0,1")
     ap.add_argument("--keep-up", action="store_true", help="do not bring the lab down (debugging)")
     ap.add_argument("--only", help="run only the tools whose label contains this text")
-    ap.add_argument("--dirs", default="uroce->rxe,rxe->uroce")
+    ap.add_argument("--dirs", default="out,in", help="out (uroce is the client), in (the peer is), or both")
     ap.add_argument("--repeat", type=int, default=1, help="run the whole matrix this many times")
     ap.add_argument("--no-retry", action="store_true", help="a failed run is not tried again")
     ap.add_argument("--verbose", action="store_true", help="print both sides' whole output")
@@ -326,61 +548,41 @@ def main():
             print(f"interop: {f} is missing (build first)", file=sys.stderr)
             return 1
     if os.geteuid() != 0:
-        print("interop: needs root (namespaces, DPDK, QEMU)", file=sys.stderr)
+        print("interop: needs root (DPDK, namespaces, capture)", file=sys.stderr)
         return 1
-    global LAB
-    if any(int(x) > 1024 for x in a.mtus.split(",")):
-        lab_script = jumbo_lab(LAB, a.build)
-        if lab_script != LAB:
-            print(f"interop: {LAB} gives the guest no host_mtu (frames above 1518 bytes are dropped); "
-                  f"using {lab_script}, the same script with host_mtu=9000 on the virtio-net device", flush=True)
-            LAB = lab_script
-    r = Runner(a.build, lib)
+    if not a.lab and not all((a.peer_cmd, a.peer_dev, a.peer_ip, a.peer_gid is not None, a.uroce_conf, a.local_ip)):
+        ap.error("without --lab: --peer-cmd, --peer-dev, --peer-ip, --peer-gid, --uroce-conf and --local-ip are needed")
+    peer, local = lab_peer_and_local(a) if a.lab else generic_peer_and_local(a)
+    r = Runner(a.build, lib, peer, local)
     r.verbose = a.verbose
     r.no_retry = a.no_retry
+    r.perftest_opts = shlex.split(a.perftest_opts)
+    dirs = []
+    for d in a.dirs.split(","):  # also the old spellings uroce->rxe, rxe->uroce
+        if d in ("out", "both") or d.startswith("uroce->"):
+            dirs.append(r.out_dir())
+        if d in ("in", "both") or d.endswith("->uroce"):
+            dirs.append(r.in_dir())
     t_start = time.time()
     try:
-        b = lab("build", timeout=1200)
-        if b.returncode != 0:
-            print("interop: rxe-lab build failed\n" + b.stderr[-2000:], file=sys.stderr)
-            return 1
-        lab("down", timeout=120)  # a lab left over from an earlier run
-        u = lab("up", timeout=600)
-        if u.returncode != 0:
-            print("interop: rxe-lab up failed\n" + u.stderr[-2000:], file=sys.stderr)
-            return 1
-        for mtu in [int(x) for x in a.mtus.split(",")] * a.repeat:
-            conf = "rxe-lab.conf" if mtu == 1024 else "rxe-lab-4096.conf"
-            link_mtu = "1500" if mtu == 1024 else "9000"
-            guest(f"ip link set eth0 mtu {link_mtu}")
-            sh(["ip", "netns", "exec", NS, "ip", "link", "set", "tap-rxe", "mtu", link_mtu])
-            for loss in [int(x) for x in a.losses.split(",")]:
-                guest("tc qdisc del dev eth0 root 2>/dev/null; " +
-                      (f"tc qdisc add dev eth0 root netem loss {loss}%" if loss else "true"))
-                dirs = a.dirs.split(",")
-                before = rxe_counters()
-                for name, tool, opts in tools(mtu):
-                    if a.only and a.only not in name:
-                        continue
-                    for direction in dirs:
-                        r.run(name, tool, opts, direction, mtu, loss, conf, ["-x", "1"])
-                for direction in dirs if not a.only or a.only in "ibv_rc_pingpong" else []:
-                    r.run("ibv_rc_pingpong", "ibv_rc_pingpong", ["-g", "1", "-n", "50", "-m", str(mtu), "-s", str(mtu)],
-                              direction, mtu, loss, conf, [])
-                for name, tool, opts, gid in datagram_tools(mtu, loss):
-                    if a.only and a.only not in name:
-                        continue
-                    for direction in dirs:
-                        r.run(name, tool, opts, direction, mtu, loss, conf, gid)
-                after = rxe_counters()
-                delta = {k: after[k] - before.get(k, 0) for k in sorted(after) if after[k] != before.get(k, 0)}
-                r.counters.append((mtu, loss, delta))
-                print(f"rxe0 counters over mtu {mtu} loss {loss}%: " +
-                      (", ".join(f"{k} {v}" for k, v in delta.items()) or "(none read)"), flush=True)
-        guest("tc qdisc del dev eth0 root 2>/dev/null; true")
+        if a.lab:
+            b = sh(["bash", LAB, "build"], timeout=1200)
+            if b.returncode != 0:
+                print("interop: rxe-lab build failed\n" + b.stderr[-2000:], file=sys.stderr)
+                return 1
+            sh(["bash", LAB, "down"], timeout=120)  # a lab left over from an earlier run
+            u = sh(["bash", LAB, "up"], timeout=600)
+            if u.returncode != 0:
+                print("interop: rxe-lab up failed\n" + u.stderr[-2000:], file=sys.stderr)
+                return 1
+        print(f"interop: peer {peer.name}: {' '.join(peer.prefix)} (device {peer.dev}, GID v4 {peer.gid['v4']}, "
+              f"v6 {peer.gid['v6']}, servers at {peer.tcp_ip}); uroce {sorted(local.addrs)}, capture {local.capture}",
+              flush=True)
+        print("\n".join("  " + l for l in peer.preflight().splitlines()), flush=True)
+        r.matrix([int(x) for x in a.mtus.split(",")], [int(x) for x in a.losses.split(",")], dirs, a.only, a.repeat)
     finally:
-        if not a.keep_up:
-            lab("down", timeout=120)
+        if a.lab and not a.keep_up:
+            sh(["bash", LAB, "down"], timeout=120)
     text = r.table()
     if a.table:
         with open(a.table, "w") as f:
@@ -391,8 +593,10 @@ def main():
     for first, second in r.retried:
         print(f"  {first['tool']} {first['direction']} mtu {first['mtu']} loss {first['loss']}%: 1st exit "
               f"{first['srv']}/{first['cli']} ({first['capture']}), 2nd {'ok' if second['ok'] else 'FAILED'}")
+    for s in r.skipped:
+        print(f"  not run: {s}")
     print(f"{len(r.rows) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+    return 1 if failed or not r.rows else 0
 
 
 if __name__ == "__main__":

@@ -53,6 +53,9 @@ struct PairOptions {
   uint32_t sq_psn_a = 0x100, sq_psn_b = 0x200;
   uint64_t seed = 1;
   uint32_t frame_cap = 9216;
+  uint8_t traffic_class = 0;  // in both QPs' address vectors (DSCP << 2 | ECN)
+  // Last changes to each device's config before it is created (ECN, CNP interval, addresses).
+  std::function<void(Device::Config&)> config_a, config_b;
 };
 
 class Pair {
@@ -65,6 +68,8 @@ class Pair {
     cb.mac = {0x02, 0, 0, 0, 0, 0x0b};
     ca.gid = v4gid(198, 18, 0, 10);
     cb.gid = v4gid(198, 18, 0, 11);
+    if (o.config_a) o.config_a(ca);
+    if (o.config_b) o.config_b(cb);
     a.dev = std::make_unique<Device>(wire.a(), wire.clock(), ca);
     b.dev = std::make_unique<Device>(wire.b(), wire.clock(), cb);
     for (Endpoint* e : {&a, &b}) {
@@ -104,6 +109,7 @@ class Pair {
     at.ah_attr.dgid = peer.dev->config().gid;
     at.ah_attr.dmac = peer.dev->config().mac;
     at.ah_attr.hop_limit = 64;
+    at.ah_attr.traffic_class = opt.traffic_class;
     ASSERT_EQ(self.dev->modify_qp(self.qp, at,
                                   kAttrState | kAttrAv | kAttrPathMtu | kAttrDestQpn | kAttrRqPsn |
                                       kAttrMaxDestRdAtomic | kAttrMinRnrTimer),

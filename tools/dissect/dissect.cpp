@@ -45,8 +45,9 @@ constexpr const char* kUsage =
     "\n"
     "Prints one line per RoCE packet of a pcap or pcapng capture (Ethernet or Linux cooked\n"
     "link type): frame number, time since the first frame, addresses, UDP source port, opcode,\n"
-    "destination QP, PSN, flags (A = AckReq, SE, FECN, BECN, CE), the extension headers,\n"
-    "payload length and whether the ICRC verifies.\n"
+    "destination QP, PSN, flags (A = AckReq, SE, FECN, BECN; the IP ECN field ECT0, ECT1 or\n"
+    "CE; dscp N when nonzero), the extension headers, payload length and whether the ICRC\n"
+    "verifies. CNPs (opcode 0x81) and ECN marks are also counted on a line before the last.\n"
     "\n"
     "  --qp N     only packets for destination QP N (decimal or 0x hex)\n"
     "  --errors   only malformed packets and packets with a bad ICRC\n"
@@ -172,7 +173,10 @@ std::string flags(const Packet& p) {
   if (p.solicited) s += " SE";
   if (p.fecn) s += " FECN";
   if (p.becn) s += " BECN";
-  if (p.ecn == 3) s += " CE";
+  // The IP header's ECN field (Not-ECT shows nothing) and a nonzero DSCP.
+  static constexpr const char* kEcn[4] = {"", " ECT1", " ECT0", " CE"};
+  s += kEcn[p.ecn & 3];
+  if (p.dscp) s += fmt(" dscp %u", unsigned(p.dscp));
   return s;
 }
 
@@ -408,6 +412,7 @@ int main(int argc, char** argv) {
   }
 
   size_t n_frames = 0, n_roce = 0, n_ok = 0, n_bad = 0, n_malformed = 0, n_v1 = 0;
+  size_t n_cnp = 0, n_ecn[4] = {};
   const double t0 = cap.frames.empty() ? 0 : cap.frames.front().time;
   std::vector<uint8_t> conv;
   for (size_t i = 0; i < cap.frames.size(); ++i) {
@@ -450,6 +455,8 @@ int main(int argc, char** argv) {
       line += fmt("  %s qp 0x%06" PRIx32 " psn %" PRIu32, std::string(p.info().name).c_str(), p.dest_qp, p.psn);
       line += flags(p);
       line += ext_summary(p);
+      if (p.opcode == op::kCnp) ++n_cnp;
+      ++n_ecn[p.ecn & 3];
       if (p.info().payload) {
         line += fmt("  payload %zu", p.payload.size());
         if (p.pad_count()) line += fmt(" (pad %u)", p.pad_count());
@@ -483,6 +490,8 @@ int main(int argc, char** argv) {
       print_layout(f, o, verdict);
     }
   }
+  if (n_cnp || n_ecn[1] || n_ecn[2] || n_ecn[3])
+    std::printf("(%zu CNP, ECN: %zu ECT0, %zu ECT1, %zu CE)\n", n_cnp, n_ecn[2], n_ecn[1], n_ecn[3]);
   if (n_v1) std::printf("(%zu RoCE v1 frame%s counted as roce, not decoded)\n", n_v1, n_v1 == 1 ? "" : "s");
   std::printf("%zu frames, %zu roce, %zu icrc ok, %zu icrc bad, %zu malformed\n", n_frames, n_roce, n_ok, n_bad,
               n_malformed);
