@@ -193,6 +193,7 @@ class Qp {
   proto::Packet tmpl{};       // addresses and ports of every frame this QP sends
   proto::Packet req_pkt{};    // the requester's packet: tmpl plus per-packet fields
   proto::Packet resp_pkt{};   // the responder's (ACKs, READ responses, atomic ACKs)
+  proto::HeaderTemplate hdr{};  // tmpl's L2-L4 headers prebuilt (connected QPs; UD: unusable)
   Counters ctr{};
   SendSide tx;
   RecvSide rx;
