@@ -485,7 +485,7 @@ BuildResult build_from(const HeaderTemplate& t, const Packet& p, std::span<uint8
   }
   UdpView<uint8_t>(l3 + t.ip_hlen).set_length(uint16_t(l3_len - t.ip_hlen));
   size_t off = write_transport(p, info, b, t.len);
-  store_le32(b + off, icrc_compute(l3, size_t(b + off - l3), t.ip_hlen));
+  store_le32(b + off, icrc_compute_inplace(l3, size_t(b + off - l3), t.ip_hlen));
   return {BuildError::Ok, off + kIcrcSize};
 }
 
