@@ -69,6 +69,12 @@ inline OnesSum& OnesSum::add(const uint8_t* p, size_t len) {
   return *this;
 }
 
+inline uint16_t OnesSum::folded() const {
+  uint64_t s = sum_;
+  while (s >> 16) s = (s & 0xFFFF) + (s >> 16);
+  return uint16_t(s);
+}
+
 // RFC 1071 checksum of one block (an IPv4 header, an ICMP message): 0 when it verifies.
 inline uint16_t inet_checksum(const uint8_t* p, size_t len) { return OnesSum().add(p, len).checksum(); }
 
