@@ -159,6 +159,9 @@ void build_template(Qp& qp, const Device& dev) {
   t.dest_qp = qp.attrs.dest_qp_num;
   qp.req_pkt = t;
   qp.resp_pkt = t;
+  // Every frame of a connected QP has tmpl's addresses: build_from() patches the rest. A UD
+  // QP's requester takes each datagram's addresses from its AH: build() for those.
+  qp.hdr = qp.init.qp_type == QpType::UD ? proto::HeaderTemplate{} : proto::make_template(t);
 }
 
 // Entering ERR: the requester and responder stop; every outstanding WR completes flushed.

@@ -120,6 +120,7 @@ std::string_view resp_state_name(RespState s);
 // Requester and completer: the send side.
 struct SendSide {
   Ring<SendWqe> sq;
+  KeyCache lkeys;             // the last lkey resolved (resources.hpp)
   uint32_t send_idx = 0;      // index (from the oldest) of the WQE being sent
   uint32_t sq_psn = 0;        // next PSN for a new message
   uint32_t rd_atomic_inflight = 0;
@@ -138,6 +139,7 @@ struct SendSide {
 // Responder: the receive side.
 struct RecvSide {
   Ring<RecvWqe> rq;
+  KeyCache rkeys;             // the last WRITE rkey resolved (resources.hpp)
   uint32_t epsn = 0;
   uint32_t msn = 0;
   RespState state = RespState::Idle;
@@ -193,6 +195,7 @@ class Qp {
   proto::Packet tmpl{};       // addresses and ports of every frame this QP sends
   proto::Packet req_pkt{};    // the requester's packet: tmpl plus per-packet fields
   proto::Packet resp_pkt{};   // the responder's (ACKs, READ responses, atomic ACKs)
+  proto::HeaderTemplate hdr{};  // tmpl's L2-L4 headers prebuilt (connected QPs; UD: unusable)
   Counters ctr{};
   uint64_t cnp_next_ns = 0;   // notification point: no CNP before this time
   SendSide tx;

@@ -31,7 +31,7 @@ bool resolve_sges(Device& dev, Qp& qp, SendWqe& w) {
   const uint32_t need = w.is_read_or_atomic() ? uint32_t(kLocalWrite) : 0;
   for (uint32_t i = 0; i < w.wr.num_sge; ++i) {
     if (w.sge[i].length == 0) continue;
-    AccessCheck c = check_local(dev.mrs(), w.sge[i].lkey, qp.init.pd, w.sge[i].addr, w.sge[i].length, need);
+    AccessCheck c = check_local(dev.mrs(), qp.tx.lkeys, w.sge[i].lkey, qp.init.pd, w.sge[i].addr, w.sge[i].length, need);
     if (!c.ok) {
       qp_ops::fail_wqe(qp, w, WcStatus::LocProtErr);
       return false;

@@ -99,10 +99,35 @@ inline AccessCheck check_mr(const Mr* mr, const Pd* pd, uint64_t addr, uint64_t 
   return {mr->host + (addr - mr->iova), true};
 }
 
+// A QP's last key lookup, reused while the MR table's generation is the same (no MR was
+// deregistered since, so the key still names the same MR): the common case of a QP using one
+// buffer skips the hash probe. The checks on the MR (PD, access, bounds) run every time.
+struct KeyCache {
+  uint32_t key = 0;
+  uint64_t gen = ~0ull;
+  const Mr* mr = nullptr;
+};
+inline const Mr* cached_key(const MrTable& t, KeyCache& c, uint32_t key, bool remote) {
+  if (c.mr && c.key == key && c.gen == t.gen()) [[likely]]
+    return c.mr;
+  const Mr* m = remote ? t.by_rkey(key) : t.by_lkey(key);
+  c = {key, t.gen(), m};
+  return m;
+}
+
 // Checks an lkey (local SGEs), its PD, bounds and access right (`need`: an Access bit, 0 = any).
 inline AccessCheck check_local(const MrTable& t, uint32_t lkey, const Pd* pd, uint64_t addr, uint64_t len,
                                uint32_t need) {
   return check_mr(t.by_lkey(lkey), pd, addr, len, need);
+}
+
+inline AccessCheck check_local(const MrTable& t, KeyCache& c, uint32_t lkey, const Pd* pd, uint64_t addr,
+                               uint64_t len, uint32_t need) {
+  return check_mr(cached_key(t, c, lkey, false), pd, addr, len, need);
+}
+inline AccessCheck check_remote(const MrTable& t, KeyCache& c, uint32_t rkey, const Pd* pd, uint64_t addr,
+                                uint64_t len, uint32_t need) {
+  return check_mr(cached_key(t, c, rkey, true), pd, addr, len, need);
 }
 
 // Checks an rkey (a remote request), its PD, bounds and access right.

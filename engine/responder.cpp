@@ -197,7 +197,7 @@ RespState exec_write(Device& dev, Qp& qp, const proto::Packet& p) {
     const uint32_t len = p.reth.dma_len;
     r.write_host = nullptr;
     if (len != 0) {
-      AccessCheck c = check_remote(mrs, p.reth.rkey, qp.init.pd, p.reth.va, len, kRemoteWrite);
+      AccessCheck c = check_remote(mrs, r.rkeys, p.reth.rkey, qp.init.pd, p.reth.va, len, kRemoteWrite);
       if (!c.ok || !(qp.attrs.qp_access_flags & kRemoteWrite))
         return nak_and_error(dev, qp, NakCode::RemoteAccessError, p.psn);
       r.write_host = c.host;

@@ -8,9 +8,10 @@ bool Tx::emit(Qp& qp, const proto::Packet& p, bool local) {
   if (n_ == bufs_.size()) flush();
   if (local && loop_n_ == loop_.size()) return false;  // the loopback ring is full: try again later
   PacketBuf& b = local ? loop_[(loop_head_ + loop_n_) % loop_.size()] : bufs_[n_];
-  const size_t len = proto::frame_len(p);
+  const size_t len = proto::frame_len(qp.hdr, p);
   if (!link_.alloc(b, uint32_t(len))) return false;
-  proto::BuildResult r = proto::build(p, std::span<uint8_t>(b.data, b.cap));
+  // A connected QP's frames: its prebuilt headers patched (byte for byte what build() writes).
+  proto::BuildResult r = proto::build_from(qp.hdr, p, std::span<uint8_t>(b.data, b.cap));
   if (!r.ok()) {
     link_.release(b);
     return false;

@@ -5,12 +5,6 @@
 
 namespace uroce::proto {
 
-uint16_t OnesSum::folded() const {
-  uint64_t s = sum_;
-  while (s >> 16) s = (s & 0xFFFF) + (s >> 16);
-  return uint16_t(s);
-}
-
 OnesSum pseudo_header(std::span<const uint8_t> src, std::span<const uint8_t> dst, uint8_t protocol,
                       uint32_t upper_len) {
   // IPv4: src, dst, zero, protocol, 16-bit length. IPv6: src, dst, 32-bit length, three zero

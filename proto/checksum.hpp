@@ -52,6 +52,12 @@ inline OnesSum& OnesSum::add(const uint8_t* p, size_t len) {
     std::memcpy(&w, p + i, 8);
     native += (w & 0xFFFFFFFFu) + (w >> 32);
   }
+  if (i + 4 <= len) {  // an IPv4 header (20 bytes) ends here: no 16-bit steps
+    uint32_t w;
+    std::memcpy(&w, p + i, 4);
+    native += w;
+    i += 4;
+  }
   while (native >> 16) native = (native & 0xFFFF) + (native >> 16);
   if constexpr (std::endian::native == std::endian::little) sum_ += uint16_t(native >> 8 | native << 8);
   else sum_ += native;
@@ -61,6 +67,12 @@ inline OnesSum& OnesSum::add(const uint8_t* p, size_t len) {
     odd_ = true;
   }
   return *this;
+}
+
+inline uint16_t OnesSum::folded() const {
+  uint64_t s = sum_;
+  while (s >> 16) s = (s & 0xFFFF) + (s >> 16);
+  return uint16_t(s);
 }
 
 // RFC 1071 checksum of one block (an IPv4 header, an ICMP message): 0 when it verifies.

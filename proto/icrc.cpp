@@ -70,17 +70,12 @@ const char* crc32_backend() {
 #endif
 }
 
-uint32_t icrc_compute(const uint8_t* l3, size_t len, size_t ip_header_len) {
-  // The masked copy of the variant headers: 8 x 0xFF, IP (up to 60), UDP (8), BTH (12). A
-  // small packet is copied whole, so that one CRC call covers it (calls cost more than bytes).
-  constexpr size_t kWhole = 256;
-  alignas(64) std::array<uint8_t, 8 + 60 + 8 + 12 + kWhole> hdr;
-  const size_t fixed = ip_header_len + UdpView<const uint8_t>::kSize + BthView<const uint8_t>::kSize;
-  const size_t copied = len - fixed <= kWhole ? len : fixed;
-  std::memset(hdr.data(), 0xFF, 8);
-  std::memcpy(hdr.data() + 8, l3, copied);
-  uint8_t* ip = hdr.data() + 8;
-  if ((l3[0] >> 4) == 4) {
+namespace {
+
+// Sets the fields the ICRC does not cover to ones (the one definition of the mask, used on a
+// copy by icrc_compute() and in place by icrc_compute_inplace()). `ip` is the IP header.
+inline void mask_variant(uint8_t* ip, size_t ip_header_len) {
+  if ((ip[0] >> 4) == 4) {
     ip[1] = 0xFF;                 // TOS: DSCP and ECN
     ip[8] = 0xFF;                 // TTL
     ip[10] = ip[11] = 0xFF;       // header checksum
@@ -93,8 +88,37 @@ uint32_t icrc_compute(const uint8_t* l3, size_t len, size_t ip_header_len) {
   udp[6] = udp[7] = 0xFF;         // UDP checksum
   uint8_t* bth = udp + 8;
   bth[4] = 0xFF;                  // FECN, BECN, reserved
+}
+
+}  // namespace
+
+uint32_t icrc_compute(const uint8_t* l3, size_t len, size_t ip_header_len) {
+  // The masked copy of the variant headers: 8 x 0xFF, IP (up to 60), UDP (8), BTH (12). A
+  // small packet is copied whole, so that one CRC call covers it (calls cost more than bytes).
+  constexpr size_t kWhole = 256;
+  alignas(64) std::array<uint8_t, 8 + 60 + 8 + 12 + kWhole> hdr;
+  const size_t fixed = ip_header_len + UdpView<const uint8_t>::kSize + BthView<const uint8_t>::kSize;
+  const size_t copied = len - fixed <= kWhole ? len : fixed;
+  std::memset(hdr.data(), 0xFF, 8);
+  std::memcpy(hdr.data() + 8, l3, copied);
+  mask_variant(hdr.data() + 8, ip_header_len);
   uint32_t c = crc32(0, hdr.data(), 8 + copied);
   return copied == len ? c : crc32(c, l3 + fixed, len - fixed);
+}
+
+uint32_t icrc_compute_inplace(uint8_t* l3, size_t len, size_t ip_header_len) {
+  // Mask in the frame itself, with the 8 bytes before the IP header (the end of the Ethernet
+  // header) standing in for the masked LRH; one CRC call over all of it; then put back what was
+  // there. No copy of the packet.
+  const size_t fixed = ip_header_len + UdpView<const uint8_t>::kSize + BthView<const uint8_t>::kSize;
+  uint8_t saved[8 + 60 + 8 + 12];
+  uint8_t* const start = l3 - 8;
+  std::memcpy(saved, start, 8 + fixed);
+  std::memset(start, 0xFF, 8);
+  mask_variant(l3, ip_header_len);
+  const uint32_t c = crc32(0, start, 8 + len);
+  std::memcpy(start, saved, 8 + fixed);
+  return c;
 }
 
 }  // namespace uroce::proto

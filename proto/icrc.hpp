@@ -30,5 +30,9 @@ const char* crc32_backend();
 // is 40 for IPv6 or IHL*4 for IPv4 (20 to 60). The caller has checked that l3 holds at least
 // the IP, UDP and BTH headers.
 uint32_t icrc_compute(const uint8_t* l3, size_t len, size_t ip_header_len);
+// The same ICRC of a frame being built, computed in place: the variant fields and the 8 bytes
+// before `l3` (which must be writable: the Ethernet header) are masked for the CRC and then
+// restored, so the frame is unchanged. No copy of the packet.
+uint32_t icrc_compute_inplace(uint8_t* l3, size_t len, size_t ip_header_len);
 
 }  // namespace uroce::proto

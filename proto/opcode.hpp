@@ -4,6 +4,7 @@
 // Opcode byte = transport (bits 7:5) | operation (bits 4:0). IBA vol. 1, table 38.
 #pragma once
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -26,19 +27,11 @@ enum Ext : uint8_t {
 };
 inline constexpr std::array<Ext, 8> kExtOrder = {kDeth, kReth, kAtomicEth, kAeth, kAtomicAckEth, kImmDt, kIeth, kCnpBody};
 
-constexpr size_t ext_size(Ext e) {
-  switch (e) {
-    case kDeth: return 8;
-    case kReth: return 16;
-    case kAtomicEth: return 28;
-    case kAeth: return 4;
-    case kAtomicAckEth: return 8;
-    case kImmDt: return 4;
-    case kIeth: return 4;
-    case kCnpBody: return 16;
-  }
-  return 0;
-}
+// Sizes in the bit order of Ext (a table, not a switch: parse and build call this per header).
+inline constexpr std::array<uint8_t, 8> kExtSizes = {8, 16, 28, 4, 8, 4, 4, 16};
+constexpr size_t ext_size(Ext e) { return e ? kExtSizes[unsigned(std::countr_zero(unsigned(e))) & 7] : 0; }
+static_assert(ext_size(kDeth) == 8 && ext_size(kReth) == 16 && ext_size(kAtomicEth) == 28 && ext_size(kAeth) == 4 &&
+              ext_size(kAtomicAckEth) == 8 && ext_size(kImmDt) == 4 && ext_size(kIeth) == 4 && ext_size(kCnpBody) == 16);
 constexpr std::string_view ext_name(Ext e) {
   switch (e) {
     case kDeth: return "DETH";

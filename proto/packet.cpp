@@ -291,10 +291,16 @@ ParseResult parse(std::span<const uint8_t> frame, Packet& out, const ParseOption
                                                               : ParseError::OpcodeInvalidForTransport);
   }
 
-  // Extension headers, in the table's order.
-  for (Ext e : kExtOrder) {
-    if (!info.has(e)) continue;
-    if (end - off < ext_size(e)) return fail(ParseError::Truncated, ext_layer(e));
+  // Extension headers, in the table's order (the mask's bits are in that order, lowest first).
+  if (end - off < info.ext_bytes()) {  // truncated: find the header it stops in
+    for (uint32_t m = info.exts; m; m &= m - 1) {
+      const Ext e = Ext(m & -m);
+      if (end - off < ext_size(e)) return fail(ParseError::Truncated, ext_layer(e));
+      off += ext_size(e);
+    }
+  }
+  for (uint32_t m = info.exts; m; m &= m - 1) {
+    const Ext e = Ext(m & -m);
     read_ext(e, base + off, out);
     off += ext_size(e);
   }
@@ -322,17 +328,34 @@ size_t frame_len(const Packet& p) {
   return header_len(p) + p.payload.size() + p.pad_count() + kIcrcSize + p.l2_trailer.size();
 }
 
-BuildResult build(const Packet& p, std::span<uint8_t> out) {
-  const OpcodeInfo& info = p.info();
-  if (!info.valid) return {BuildError::InvalidOpcode, 0};
-  if (!info.payload && !p.payload.empty()) return {BuildError::PayloadNotAllowed, 0};
-  const size_t total = frame_len(p);
-  if (out.size() < total) return {BuildError::BufferTooSmall, total};
-  const size_t hlen = ip_hdr_len(p);
-  const size_t l3_len = total - l2_len(p) - p.l2_trailer.size();
-  if (l3_len > 0xFFFF + (p.ip_version == 6 ? hlen : 0)) return {BuildError::TooLong, total};
-  uint8_t* b = out.data();
+namespace {
 
+// BTH, extension headers, payload and zero pad at b + off (the part build() and build_from()
+// share); returns the offset after the pad.
+size_t write_transport(const Packet& p, const OpcodeInfo& info, uint8_t* b, size_t off) {
+  BthView<uint8_t> bth(b + off);
+  bth.set_opcode(p.opcode);
+  bth.set_flags(p.solicited, p.migreq, p.pad_count(), p.tver);
+  bth.set_pkey(p.pkey);
+  bth.set_byte4(p.fecn, p.becn, p.bth_resv6a);
+  bth.set_dest_qp(p.dest_qp);
+  bth.set_ack_req(p.ack_req, p.bth_resv7);
+  bth.set_psn(p.psn);
+  off += BthView<uint8_t>::kSize;
+  for (uint32_t m = info.exts; m; m &= m - 1) {  // the table's order: lowest bit first
+    const Ext e = Ext(m & -m);
+    write_ext(e, b + off, p);
+    off += ext_size(e);
+  }
+  if (!p.payload.empty()) std::memcpy(b + off, p.payload.data(), p.payload.size());
+  off += p.payload.size();
+  store_le32(b + off, 0);  // the pad (0 to 3 bytes); the ICRC's 4 bytes follow, so this stays inside the frame
+  return off + p.pad_count();
+}
+
+// Ethernet, VLAN tags, IP and UDP headers of `p` for an IP packet of l3_len bytes, the IPv4
+// checksum included; returns the offset of the BTH.
+size_t write_headers(const Packet& p, uint8_t* b, size_t hlen, size_t l3_len) {
   EthView<uint8_t> eth(b);
   eth.set_dst(p.eth_dst.data());
   eth.set_src(p.eth_src.data());
@@ -371,38 +394,37 @@ BuildResult build(const Packet& p, std::span<uint8_t> out) {
   }
   off += hlen;
 
-  uint8_t* udp_p = b + off;
-  UdpView<uint8_t> udp(udp_p);
+  UdpView<uint8_t> udp(b + off);
   udp.set_src_port(p.udp_sport);
   udp.set_dst_port(p.udp_dport);
   udp.set_length(uint16_t(l3_len - hlen));
   udp.set_checksum(0);
-  off += UdpView<uint8_t>::kSize;
+  return off + UdpView<uint8_t>::kSize;
+}
 
-  BthView<uint8_t> bth(b + off);
-  bth.set_opcode(p.opcode);
-  bth.set_flags(p.solicited, p.migreq, p.pad_count(), p.tver);
-  bth.set_pkey(p.pkey);
-  bth.set_byte4(p.fecn, p.becn, p.bth_resv6a);
-  bth.set_dest_qp(p.dest_qp);
-  bth.set_ack_req(p.ack_req, p.bth_resv7);
-  bth.set_psn(p.psn);
-  off += BthView<uint8_t>::kSize;
+}  // namespace
 
-  for (Ext e : kExtOrder) {
-    if (!info.has(e)) continue;
-    write_ext(e, b + off, p);
-    off += ext_size(e);
-  }
-  if (!p.payload.empty()) std::memcpy(b + off, p.payload.data(), p.payload.size());
-  off += p.payload.size();
-  for (uint8_t i = 0; i < p.pad_count(); ++i) b[off++] = 0;
+BuildResult build(const Packet& p, std::span<uint8_t> out) {
+  const OpcodeInfo& info = p.info();
+  if (!info.valid) return {BuildError::InvalidOpcode, 0};
+  if (!info.payload && !p.payload.empty()) return {BuildError::PayloadNotAllowed, 0};
+  const size_t total = frame_len(p);
+  if (out.size() < total) return {BuildError::BufferTooSmall, total};
+  const size_t hlen = ip_hdr_len(p);
+  const size_t l2 = l2_len(p);
+  const size_t l3_len = total - l2 - p.l2_trailer.size();
+  if (l3_len > 0xFFFF + (p.ip_version == 6 ? hlen : 0)) return {BuildError::TooLong, total};
+  uint8_t* b = out.data();
+  uint8_t* l3 = b + l2;
+  uint8_t* udp_p = l3 + hlen;
+  size_t off = write_transport(p, info, b, write_headers(p, b, hlen, l3_len));
 
   if (p.udp_checksum) {
     // The ICRC is part of the UDP payload: compute it first with the checksum masked anyway.
     uint32_t icrc = icrc_compute(l3, size_t(b + off - l3), hlen);
     store_le32(b + off, icrc);
-    udp.set_checksum(udp_checksum(ip_addr(p, p.ip_src), ip_addr(p, p.ip_dst), udp_p, l3_len - hlen));
+    UdpView<uint8_t>(udp_p).set_checksum(
+        udp_checksum(ip_addr(p, p.ip_src), ip_addr(p, p.ip_dst), udp_p, l3_len - hlen));
   } else {
     store_le32(b + off, icrc_compute(l3, size_t(b + off - l3), hlen));
   }
@@ -410,6 +432,61 @@ BuildResult build(const Packet& p, std::span<uint8_t> out) {
   if (!p.l2_trailer.empty()) std::memcpy(b + off, p.l2_trailer.data(), p.l2_trailer.size());
   off += p.l2_trailer.size();
   return {BuildError::Ok, off};
+}
+
+HeaderTemplate make_template(const Packet& p) {
+  HeaderTemplate t;
+  // Only what build_from() patches may vary; IPv4 options, a UDP checksum and an Ethernet
+  // trailer are left to build().
+  if (!p.ipv4_options.empty() || p.udp_checksum || !p.l2_trailer.empty() || p.vlan_count > 2) return t;
+  t.ip_version = p.ip_version;
+  t.ip_hlen = uint8_t(ip_hdr_len(p));
+  t.l3_off = uint8_t(l2_len(p));
+  t.len = uint8_t(t.l3_off + t.ip_hlen + UdpView<const uint8_t>::kSize);
+  // The headers as build() writes them for an empty packet; lengths, TOS and the IPv4 checksum
+  // are patched per packet.
+  write_headers(p, t.bytes.data(), t.ip_hlen, t.ip_hlen + UdpView<const uint8_t>::kSize);
+  if (p.ip_version == 4) {
+    uint8_t* ip = t.bytes.data() + t.l3_off;
+    Ipv4View<uint8_t> v(ip);
+    v.set_tos(0, 0);
+    v.set_total_len(0);
+    v.set_checksum(0);
+    t.ip4_sum = OnesSum().add(ip, t.ip_hlen);
+  }
+  t.usable = true;
+  return t;
+}
+
+BuildResult build_from(const HeaderTemplate& t, const Packet& p, std::span<uint8_t> out) {
+  if (!t.usable || p.udp_checksum || !p.l2_trailer.empty()) [[unlikely]]
+    return build(p, out);
+  const OpcodeInfo& info = p.info();
+  if (!info.valid) return {BuildError::InvalidOpcode, 0};
+  if (!info.payload && !p.payload.empty()) return {BuildError::PayloadNotAllowed, 0};
+  const size_t total = frame_len(t, p);
+  const size_t l3_len = total - t.l3_off;
+  if (out.size() < total) return {BuildError::BufferTooSmall, total};
+  if (l3_len > 0xFFFFu + (t.ip_version == 6 ? t.ip_hlen : 0u)) return {BuildError::TooLong, total};
+  uint8_t* b = out.data();
+  if (out.size() >= t.bytes.size()) std::memcpy(b, t.bytes.data(), t.bytes.size());  // fixed size; BTH overwrites the rest
+  else std::memcpy(b, t.bytes.data(), t.len);
+  uint8_t* l3 = b + t.l3_off;
+  const uint8_t tos = uint8_t(p.dscp << 2 | (p.ecn & 3));
+  if (t.ip_version == 4) {
+    Ipv4View<uint8_t> ip(l3);
+    ip.set_tos(p.dscp, p.ecn);
+    ip.set_total_len(uint16_t(l3_len));
+    OnesSum sum = t.ip4_sum;  // incremental: the template's sum plus the two patched words' parts
+    ip.set_checksum(sum.add16(tos).add16(uint16_t(l3_len)).checksum());
+  } else {
+    Ipv6View<uint8_t>(l3).set_vtf(tos, p.flow_label);
+    Ipv6View<uint8_t>(l3).set_payload_len(uint16_t(l3_len - t.ip_hlen));
+  }
+  UdpView<uint8_t>(l3 + t.ip_hlen).set_length(uint16_t(l3_len - t.ip_hlen));
+  size_t off = write_transport(p, info, b, t.len);
+  store_le32(b + off, icrc_compute_inplace(l3, size_t(b + off - l3), t.ip_hlen));
+  return {BuildError::Ok, off + kIcrcSize};
 }
 
 }  // namespace uroce::proto

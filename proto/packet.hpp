@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "proto/checksum.hpp"
 #include "proto/headers.hpp"
 #include "proto/opcode.hpp"
 
@@ -161,5 +162,33 @@ struct BuildResult {
 // Writes the frame for `p` into `out`: headers from the opcode table, payload, zero pad,
 // IPv4 header checksum, UDP checksum (0 unless p.udp_checksum), ICRC.
 BuildResult build(const Packet& p, std::span<uint8_t> out);
+
+// The Ethernet, VLAN, IP and UDP headers of a sender whose addresses stay the same from packet
+// to packet (a connected QP), built once by make_template() from a Packet. build_from() copies
+// them and patches what varies per packet: the IP and UDP lengths, the TOS / traffic class
+// (from p.dscp and p.ecn) and the IPv4 checksum (incrementally); BTH, extension headers,
+// payload, pad and ICRC are written as build() writes them. The frame is byte for byte the one
+// build(p) writes, provided every other L2-L4 field of `p` equals that of the Packet the
+// template was made from (the caller's contract; tests/proto/template_test.cpp). A packet the
+// template cannot express (IPv4 options, a UDP checksum, an Ethernet trailer) goes to build().
+struct HeaderTemplate {
+  bool usable = false;
+  uint8_t ip_version = 4;
+  uint8_t l3_off = 0;     // Ethernet and VLAN tags
+  uint8_t ip_hlen = 0;    // 20 or 40
+  uint8_t len = 0;        // through the UDP header
+  OnesSum ip4_sum;        // IPv4: the header's sum with TOS, total length and checksum zero
+  std::array<uint8_t, 14 + 8 + 40 + 8> bytes{};
+};
+HeaderTemplate make_template(const Packet& p);
+// What build_from() writes: frame_len(p) when the template is usable and the packet has no
+// UDP checksum and no Ethernet trailer (the cases build_from() leaves to build()).
+inline size_t frame_len(const HeaderTemplate& t, const Packet& p) {
+  if (!t.usable || p.udp_checksum || !p.l2_trailer.empty()) [[unlikely]]
+    return frame_len(p);
+  return size_t(t.len) + BthView<const uint8_t>::kSize + p.info().ext_bytes() + p.payload.size() + p.pad_count() +
+         kIcrcSize;
+}
+BuildResult build_from(const HeaderTemplate& t, const Packet& p, std::span<uint8_t> out);
 
 }  // namespace uroce::proto

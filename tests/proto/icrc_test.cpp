@@ -136,6 +136,10 @@ TEST(Icrc, MasksExactlyTheVariantFields) {
         else masked = (i == 0 && bit < 4) || i == 1 || i == 2 || i == 3 || i == 7;
         masked = masked || i == hl + 6 || i == hl + 7 || i == hl + 8 + 4;
         EXPECT_EQ(icrc_compute(&g[l3], len, hl) == ref, masked) << "IPv" << v << " byte " << i << " bit " << bit;
+        // In place: the same value, and the frame unchanged afterwards.
+        const std::vector<uint8_t> before = g;
+        EXPECT_EQ(icrc_compute_inplace(&g[l3], len, hl), icrc_compute(&before[l3], len, hl));
+        ASSERT_EQ(g, before);
       }
     }
   }
