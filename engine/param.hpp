@@ -97,13 +97,21 @@ inline constexpr uint64_t kShimAppActiveNs = 5'000;
 // long after its last work before it naps (UROCE_SHIM_IDLE_SPIN_NS). A poller that shares its
 // core with a running application thread never spins: it naps at once and gives the core back.
 inline constexpr uint64_t kShimIdleSpinNs = 200'000;
-// One short nap. Every wake-up of a sleeping thread costs the thread it preempts: about 20 us of
+// One short nap (20 us; 5 us made ib_write_lat on a quiet machine take a scheduler tick, 4 ms, per
+// round trip: the waking poller did not get the core from the spinning application). Every wake-up of a sleeping thread costs the thread it preempts: about 20 us of
 // CPU time on the reference VM (docs/performance.md), so the poller checks rarely when it can.
-inline constexpr uint64_t kShimPollerNapNs = 5'000;
-// The poller found the application driving at this many successive checks: it checks only
-// every kShimPollerSteadyNapNs until it finds the application away (a bandwidth loop that
-// polls all the time then loses almost nothing to the poller's wake-ups).
+inline constexpr uint64_t kShimPollerNapNs = 20'000;
+// The most of a late wake-up that the poller credits to the application as time it may have
+// been preempted rather than away (verbs_shim/runtime.cpp).
+inline constexpr uint64_t kShimWakeSlackNs = 20'000;
+// The poller found the application driving and busy (at least kShimSteadyOps WRs posted or
+// completions taken since the previous check) at this many successive checks: it checks only
+// every kShimPollerSteadyNapNs until it finds the application away or idle (a bandwidth loop
+// then loses almost nothing to the poller's wake-ups). An application that polls for an answer
+// only the peer can give (a latency test) is not busy: its poller stays close, so that it is
+// there when the application turns to spin on memory.
 inline constexpr uint32_t kShimSteadyChecks = 16;
+inline constexpr uint64_t kShimSteadyOps = 8;
 inline constexpr uint64_t kShimPollerSteadyNapNs = 1'000'000;
 inline constexpr uint64_t kShimPollerLongIdleNs = 10'000'000;  // idle this long: naps get longer
 inline constexpr uint64_t kShimPollerLongNapNs = 200'000;   // one nap after kShimPollerLongIdleNs
@@ -113,7 +121,10 @@ inline constexpr uint64_t kShimInlineCheckNs = 1'000'000;
 // How often the poller reads the application thread's scheduler state (/proc/self/task/TID/stat)
 // to know whether it shares a core with it.
 inline constexpr uint64_t kShimAppStateCheckNs = 1'000'000;
-inline constexpr unsigned long kShimPollerTimerSlackNs = 1'000;  // PR_SET_TIMERSLACK of the poller
+inline constexpr unsigned long kShimPollerTimerSlackNs = 1'000;
+// The poller's scheduler slice (sched_setattr sched_runtime, Linux >= 6.12; the kernel's minimum
+// is 100 us): a short slice lets the waking poller preempt an application spinning on its core.
+inline constexpr uint64_t kShimPollerSliceNs = 100'000;
 inline constexpr uint32_t kShimTokenSpins = 256;    // ownership token: pause this often, then yield
 inline constexpr int kShimPollBatch = 32;           // engine completions converted per step of ibv_poll_cq
 inline constexpr uint32_t kShimWrBatchReserve = 64;  // ibv_wr_* batch entries reserved per QP

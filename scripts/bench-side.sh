@@ -36,11 +36,18 @@ command -v ib_write_bw > /dev/null || { echo "perftest is not installed (scripts
 export UROCE_VERBS_LIB=$BUILD/verbs_shim/liburoce-verbs.so
 
 LOG=$(mktemp -d /tmp/uroce-bench-side.XXXXXX)
-PIDS=()
+# Servers are started inside command substitutions (subshells): their PIDs go to a file, so that
+# the cleanup (and a failed measurement) can stop them.
 cleanup() {
-  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+  [ -f "$LOG/pids" ] && while read -r p; do kill "$p" 2>/dev/null || true; done < "$LOG/pids"
   wait 2>/dev/null || true
   rm -rf "$LOG"
+}
+track() { echo "$1" >> "$LOG/pids"; }
+fail() {  # fail FILE... : print the logs, stop everything
+  cat "$@" >&2
+  while read -r p; do kill "$p" 2>/dev/null || true; done < "$LOG/pids"
+  exit 1
 }
 trap cleanup EXIT INT TERM
 
@@ -57,7 +64,8 @@ lowest() { awk -v a="$1" -v b="$2" 'BEGIN { print (a == 0 || b < a ? b : a) }'; 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.0f%%", 100 * a / b; else print "-" }'; }
 
 raw_rate() {
-  nice -n $NICE taskset -c $SRV_CPU "$GEN" --config $SRV_CFG rx -t 3 > "$LOG/rx" 2>&1 & PIDS+=($!)
+  nice -n $NICE taskset -c $SRV_CPU "$GEN" --config $SRV_CFG rx -t 3 > "$LOG/rx" 2>&1 &
+  track $!
   local rx=$!
   wait_memif
   nice -n $NICE taskset -c $CLI_CPU "$GEN" --config $CLI_CFG tx -t 3 -s 64 > "$LOG/tx" 2>&1
@@ -68,11 +76,12 @@ raw_rate() {
 # perf MODE SIZE ITERS -> the client's result line
 perf() {
   local opts=(--test write --mode "$1" -s "$2" -n "$3" --timeout 90)
-  nice -n $NICE taskset -c $SRV_CPU "$PERF" --config $SRV_CFG "${opts[@]}" > "$LOG/psrv" 2>&1 & PIDS+=($!)
+  nice -n $NICE taskset -c $SRV_CPU "$PERF" --config $SRV_CFG "${opts[@]}" > "$LOG/psrv" 2>&1 &
+  track $!
   local srv=$!
   wait_memif
-  nice -n $NICE taskset -c $CLI_CPU "$PERF" --config $CLI_CFG "${opts[@]}" 127.0.0.1 > "$LOG/pcli" 2>&1 || { cat "$LOG/pcli" "$LOG/psrv" >&2; exit 1; }
-  wait $srv || { cat "$LOG/psrv" >&2; exit 1; }
+  nice -n $NICE taskset -c $CLI_CPU "$PERF" --config $CLI_CFG "${opts[@]}" 127.0.0.1 > "$LOG/pcli" 2>&1 || fail "$LOG/pcli" "$LOG/psrv"
+  wait $srv || fail "$LOG/psrv"
   grep -E "^ $2 " "$LOG/pcli"
 }
 
@@ -82,13 +91,14 @@ pt() {
   local tool=$1; shift
   PORT=$((PORT + 1))
   # shellcheck disable=SC2086
-  nice -n $NICE taskset -c $SRV_CPU $RUN --config $SRV_CFG -- "$tool" -d $SRV_DEV -p $PORT -F "$@" ${PERFTEST_OPTS:-} > "$LOG/ssrv" 2>&1 & PIDS+=($!)
+  nice -n $NICE taskset -c $SRV_CPU $RUN --config $SRV_CFG -- "$tool" -d $SRV_DEV -p $PORT -F "$@" ${PERFTEST_OPTS:-} > "$LOG/ssrv" 2>&1 &
+  track $!
   local srv=$!
-  wait_memif && wait_tcp $PORT || { cat "$LOG/ssrv" >&2; exit 1; }
+  wait_memif && wait_tcp $PORT || fail "$LOG/ssrv"
   # shellcheck disable=SC2086
   timeout 120 nice -n $NICE taskset -c $CLI_CPU $RUN --config $CLI_CFG -- "$tool" -d $CLI_DEV -p $PORT -F "$@" ${PERFTEST_OPTS:-} 127.0.0.1 > "$LOG/scli" 2>&1 \
-    || { echo "$tool $* failed:" >&2; cat "$LOG/scli" "$LOG/ssrv" >&2; exit 1; }
-  timeout 20 tail --pid=$srv -f /dev/null || true
+    || { echo "$tool $* failed:" >&2; fail "$LOG/scli" "$LOG/ssrv"; }
+  timeout 20 tail --pid=$srv -f /dev/null || kill $srv 2>/dev/null || true
   grep -E "^ *[0-9]+ +[0-9]+ +[0-9.]+" "$LOG/scli" | tail -1
 }
 

@@ -36,13 +36,15 @@ int op_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   UQp* q = uqp(qp);
   int rc = 0;
   Guard g;
-  for (; wr; wr = wr->next) {
+  uint64_t n = 0;
+  for (; wr; wr = wr->next, ++n) {
     rc = r.engine->post_send(q->e, to_engine(*wr, qp->qp_type));
     if (rc) {
       *bad = wr;
       break;
     }
   }
+  r.count_ops(n);
   // An application that is polling its CQ sends the frames with its next poll_cq (a progress()
   // per post would halve perftest's post-one/poll loops); one that is not (it waits on memory,
   // as ib_write_lat does, or on a completion channel) gets them sent now.
@@ -80,6 +82,7 @@ int op_poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
       total += k;
       if (k < param::kShimPollBatch) break;
     }
+    if (total) r.count_ops(uint64_t(total));
   }
   return total;
 }

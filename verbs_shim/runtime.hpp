@@ -9,7 +9,9 @@
 //     the data path (it spins on memory, as ib_write_lat does, or waits on a completion channel
 //     or a socket). The poller sleeps while the application drives, and checks rarely once the
 //     application has driven at many checks in a row, because each of its wake-ups costs the
-//     thread it preempts. After work it spins only when it has its core to itself (the
+//     thread it preempts (only while the application is busy: it posts or completes work at a
+//     good rate; an application polling for an answer that needs the peer is not). After work
+//     it spins only when it has its core to itself (the
 //     application thread is blocked or runs on another core); sharing a core with a running
 //     application it naps at once. So a process never has two busy threads on one core.
 //   inline: only the application's verbs calls (no polling thread work at all).
@@ -67,10 +69,12 @@ struct Runtime {
   std::atomic<uint32_t> waiters{0};     // threads waiting for the token (dedicated: the poller defers)
   std::atomic<uint64_t> app_poll_ns{0}; // the application's last data-path call (engine clock)
   std::atomic<int> app_tid{0};          // the thread that made it
+  std::atomic<uint64_t> app_ops{0};     // WRs posted and completions taken (approximate count)
   std::atomic<bool> stop{false};
   std::thread poller;
   uint64_t app_active_ns = param::kShimAppActiveNs;   // UROCE_SHIM_APP_ACTIVE_NS
   uint64_t idle_spin_ns = param::kShimIdleSpinNs;     // UROCE_SHIM_IDLE_SPIN_NS
+  bool share_check = true;   // no spinning on a core shared with the application (UROCE_SHIM_SHARE_CHECK=0: off)
   bool eager_post = false;   // post_send runs progress() itself (UROCE_SHIM_EAGER_POST=1)
   std::vector<UCq*> armed;   // CQs with a requested notification (under the token)
   // Asynchronous events (async.cpp), under the token: the open contexts (each has its event
@@ -84,6 +88,7 @@ struct Runtime {
 
   // Statistics (for docs and debugging; UROCE_SHIM_STATS=1 prints them at exit).
   std::atomic<uint64_t> poller_drives{0}, poller_naps{0}, app_drives{0};
+  bool poller_short_slice = false;  // the kernel took the poller's short scheduler slice
 
   void lock() {
     if (!owner.exchange(true, std::memory_order_acquire)) return;
@@ -107,6 +112,10 @@ struct Runtime {
   // The application's data-path call at `now` (engine clock): the poller's sign that the
   // application is driving, and which thread it is.
   void note_app(uint64_t now);
+  // `n` WRs posted or completions taken by the application (the poller's measure of a busy loop).
+  void count_ops(uint64_t n) {
+    app_ops.store(app_ops.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
   // With the token held, in a data-path call: run progress() here? (thread and inline modes:
   // yes; dedicated: the poller does.)
   bool calls_drive() const { return progress != Progress::Dedicated; }
