@@ -122,9 +122,6 @@ inline constexpr uint64_t kShimInlineCheckNs = 1'000'000;
 // to know whether it shares a core with it.
 inline constexpr uint64_t kShimAppStateCheckNs = 1'000'000;
 inline constexpr unsigned long kShimPollerTimerSlackNs = 1'000;
-// The poller's scheduler slice (sched_setattr sched_runtime, Linux >= 6.12; the kernel's minimum
-// is 100 us): a short slice lets the waking poller preempt an application spinning on its core.
-inline constexpr uint64_t kShimPollerSliceNs = 100'000;
 inline constexpr uint32_t kShimTokenSpins = 256;    // ownership token: pause this often, then yield
 inline constexpr int kShimPollBatch = 32;           // engine completions converted per step of ibv_poll_cq
 inline constexpr uint32_t kShimWrBatchReserve = 64;  // ibv_wr_* batch entries reserved per QP

@@ -9,8 +9,6 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -122,28 +120,8 @@ class AppWatch {
   uint64_t next_ns_ = 0;
 };
 
-// A short scheduler slice for the calling thread (Linux >= 6.12, EEVDF: sched_runtime of a
-// SCHED_OTHER thread; no privilege needed). A thread with a short slice preempts the running one
-// when it wakes: without it, a poller waking from a nap waits for the tick (4 ms) while the
-// application spins on memory on the same core. False where the kernel has no such slices.
-bool short_slice(uint64_t ns) {
-  struct {
-    uint32_t size, policy;
-    uint64_t flags;
-    int32_t nice;
-    uint32_t priority;
-    uint64_t runtime, deadline, period;
-  } a{};
-  a.size = sizeof a;
-  a.policy = SCHED_OTHER;
-  a.nice = getpriority(PRIO_PROCESS, 0);
-  a.runtime = ns;
-  return syscall(SYS_sched_setattr, 0, &a, 0) == 0;
-}
-
 void poller_loop(Runtime& r) {
   prctl(PR_SET_TIMERSLACK, param::kShimPollerTimerSlackNs, 0, 0, 0);
-  r.poller_short_slice = short_slice(param::kShimPollerSliceNs);
   if (r.progress == Runtime::Progress::Inline) {
     // Only keep the port alive (ARP/ND, a passive peer's requests) when the application has made
     // no data-path call for a whole check interval.
@@ -198,7 +176,7 @@ void poller_loop(Runtime& r) {
     }
     if (did) {
       last_work = now;  // more may follow at once
-    } else if (dedicated || (now - last_work < r.idle_spin_ns && !(r.share_check && watch.shares_core(r, now)))) {
+    } else if (dedicated || (now - last_work < r.idle_spin_ns && !watch.shares_core(r, now))) {
       __builtin_ia32_pause();
     } else {
       sleep(now, now - last_work > param::kShimPollerLongIdleNs ? param::kShimPollerLongNapNs : param::kShimPollerNapNs);
@@ -261,9 +239,9 @@ void shim_fini() {
   Runtime& r = rt();
   if (!r.started || !r.poller.joinable()) return;
   if (getenv("UROCE_SHIM_STATS"))
-    std::fprintf(stderr, "\nuroce-verbs: poller drives %lu naps %lu, application drives %lu; poller slice %s\n",
+    std::fprintf(stderr, "\nuroce-verbs: poller drives %lu naps %lu, application drives %lu\n",
                  (unsigned long)r.poller_drives.load(), (unsigned long)r.poller_naps.load(),
-                 (unsigned long)r.app_drives.load(), r.poller_short_slice ? "short" : "default");
+                 (unsigned long)r.app_drives.load());
   r.stop = true;
   r.poller.join();
   if (getenv("UROCE_SHIM_STATS") && r.engine) {
@@ -317,7 +295,6 @@ bool start_runtime() {
   if (const char* e = getenv("UROCE_SHIM_EAGER_POST")) r.eager_post = *e == '1';
   if (const char* e = getenv("UROCE_SHIM_APP_ACTIVE_NS")) r.app_active_ns = strtoull(e, nullptr, 0);
   if (const char* e = getenv("UROCE_SHIM_IDLE_SPIN_NS")) r.idle_spin_ns = strtoull(e, nullptr, 0);
-  if (const char* e = getenv("UROCE_SHIM_SHARE_CHECK")) r.share_check = *e != '0';
   std::promise<bool> ready;
   auto fut = ready.get_future();
   r.poller = std::thread(poller_main, &ready);

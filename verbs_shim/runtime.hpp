@@ -74,7 +74,6 @@ struct Runtime {
   std::thread poller;
   uint64_t app_active_ns = param::kShimAppActiveNs;   // UROCE_SHIM_APP_ACTIVE_NS
   uint64_t idle_spin_ns = param::kShimIdleSpinNs;     // UROCE_SHIM_IDLE_SPIN_NS
-  bool share_check = true;   // no spinning on a core shared with the application (UROCE_SHIM_SHARE_CHECK=0: off)
   bool eager_post = false;   // post_send runs progress() itself (UROCE_SHIM_EAGER_POST=1)
   std::vector<UCq*> armed;   // CQs with a requested notification (under the token)
   // Asynchronous events (async.cpp), under the token: the open contexts (each has its event
@@ -88,7 +87,6 @@ struct Runtime {
 
   // Statistics (for docs and debugging; UROCE_SHIM_STATS=1 prints them at exit).
   std::atomic<uint64_t> poller_drives{0}, poller_naps{0}, app_drives{0};
-  bool poller_short_slice = false;  // the kernel took the poller's short scheduler slice
 
   void lock() {
     if (!owner.exchange(true, std::memory_order_acquire)) return;
