@@ -137,7 +137,7 @@ void run_bench(benchmark::State& state, WrOpcode opc) {
   state.counters["msgs/s"] = benchmark::Counter(double(msgs), benchmark::Counter::kIsRate);
   state.counters["Gbit/s"] = benchmark::Counter(double(msgs) * len * 8 / 1e9, benchmark::Counter::kIsRate);
   const Counters c = bn.a.dev->counters();
-  state.counters["frames/msg"] = double(c.tx_packets + bn.b.dev->counters().tx_packets) / double(msgs + 1000);
+  state.counters["frames/msg"] = double(c.sent_pkts + bn.b.dev->counters().sent_pkts) / double(msgs + 1000);
 }
 
 void BM_Write(benchmark::State& s) { run_bench(s, WrOpcode::RdmaWrite); }

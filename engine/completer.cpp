@@ -204,7 +204,7 @@ void on_response(Device& dev, Qp& qp, const proto::Packet& p) {
         s = CompState::Idle;
         break;
       case CompState::RnrNak:
-        ++qp.ctr.rnr_naks_rcvd;
+        ++qp.ctr.rcvd_rnr_err;
         complete_acked(dev, qp, p.psn, false);
         if (t.sq.empty()) s = CompState::Idle;
         else if (!qp_ops::take_rnr_retry(qp)) {
@@ -228,7 +228,7 @@ void on_response(Device& dev, Qp& qp, const proto::Packet& p) {
           qp_ops::fail_wqe(qp, t.sq.front(), nak_status(syn.nak_code()));
           s = CompState::Error;
         } else {
-          ++qp.ctr.seq_naks_rcvd;
+          ++qp.ctr.rcvd_seq_err;
           if (!qp_ops::take_retry(qp)) {
             qp_ops::fail_wqe(qp, t.sq.front(), WcStatus::RetryExcErr);
             s = CompState::Error;

@@ -29,10 +29,10 @@ bool Device::progress() {
     if (s == QpState::Rtr || s == QpState::Rts || s == QpState::Sqd) responder::send_responses(*this, qp);
     did |= responder::flush_ack(*this, qp);
     if (s == QpState::Rts || s == QpState::Sqd) {
-      const uint64_t before = qp.ctr.tx_packets;
+      const uint64_t before = qp.ctr.sent_pkts;
       requester::check_timers(*this, qp);
       requester::run(*this, qp);
-      did |= qp.ctr.tx_packets != before;
+      did |= qp.ctr.sent_pkts != before;
     }
   }
   if (tx_.pending()) tx_.flush();
@@ -120,7 +120,7 @@ void Device::rx_frame(PacketBuf& b) {
     // A datagram only with the QP's Q_Key: no CNPs towards any address a forged frame names.
     if (tr != proto::Transport::UD || p.deth.qkey == qp->attrs.qkey) send_cnp(*qp, p);
   }
-  ++qp->ctr.rx_packets;
+  ++qp->ctr.rcvd_pkts;
   qp->ctr.rx_bytes += b.len;
   if (tr == proto::Transport::UD) responder::on_datagram(*this, *qp, p);
   else if (p.info().request) responder::on_request(*this, *qp, p);

@@ -199,6 +199,9 @@ void complete_wqe(Qp& qp, WcStatus st) {
   SendSide& t = qp.tx;
   SendWqe& w = t.sq.front();
   if (w.signaled || st != WcStatus::Success) qp.init.send_cq->push(send_wc(qp, w, st));
+  if (st == WcStatus::Success && (w.wr.opcode == WrOpcode::Send || w.wr.opcode == WrOpcode::SendWithImm ||
+                                  w.wr.opcode == WrOpcode::SendWithInv))
+    ++qp.ctr.rdma_sends;
   if (w.started && w.is_read_or_atomic() && t.rd_atomic_inflight) --t.rd_atomic_inflight;
   t.sq.pop();
   if (t.send_idx) --t.send_idx;
@@ -210,15 +213,23 @@ void fail_wqe(Qp& qp, SendWqe& w, WcStatus st) {
 }
 
 bool take_retry(Qp& qp) {
-  if (qp.attrs.retry_cnt == 7) return true;  // 7: retry for ever (as rxe)
-  if (qp.tx.retries_left == 0) return false;
-  --qp.tx.retries_left;
+  if (qp.attrs.retry_cnt != 7) {  // 7: retry for ever (as rxe)
+    if (qp.tx.retries_left == 0) {
+      ++qp.ctr.retry_exceeded_err;
+      return false;
+    }
+    --qp.tx.retries_left;
+  }
+  ++qp.ctr.completer_retry_err;
   return true;
 }
 
 bool take_rnr_retry(Qp& qp) {
   if (qp.attrs.rnr_retry == 7) return true;  // 7: retry for ever (IBA)
-  if (qp.tx.rnr_retries_left == 0) return false;
+  if (qp.tx.rnr_retries_left == 0) {
+    ++qp.ctr.retry_rnr_exceeded_err;
+    return false;
+  }
   --qp.tx.rnr_retries_left;
   return true;
 }

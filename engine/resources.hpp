@@ -219,12 +219,32 @@ class Srq {
 };
 
 // Counters, per QP and summed per device: what `rdma statistic` shows on a real RNIC.
+//
+// The first group carries the names of the kernel's rxe hw_counters (rxe_hw_counters.c) and
+// counts the same events, so that uroce and rxe compare side by side (docs/observability.md):
+//   sent_pkts / rcvd_pkts        every RoCE frame built / received and parsed (ACKs included)
+//   duplicate_request            responder: a request PSN already executed
+//   out_of_seq_request           responder: a PSN gap, answered by one sequence NAK (rxe counts
+//                                once per gap too; every packet ahead is in out_of_sequence)
+//   send_rnr_err / rcvd_rnr_err  RNR NAKs sent (no receive WQE) / received
+//   rcvd_seq_err                 sequence-error NAKs received
+//   completer_retry_err          retries started (an ACK timeout or a sequence NAK)
+//   retry_exceeded_err           retry_cnt exhausted: the WQE completes with RETRY_EXC_ERR
+//   retry_rnr_exceeded_err       rnr_retry exhausted: RNR_RETRY_EXC_ERR
+//   rdma_sends / rdma_recvs      successful SEND completions on the send / receive side
+//                                (rdma_recvs: every successful receive completion, as rxe)
+// rxe's ack_deferred (its completer task rescheduled) has no meaning here; send_err and
+// link_downed belong to the link (port/telemetry.cpp reports them).
 struct Counters {
-  uint64_t tx_packets = 0, tx_bytes = 0, rx_packets = 0, rx_bytes = 0;
+  uint64_t sent_pkts = 0, rcvd_pkts = 0, duplicate_request = 0, out_of_seq_request = 0;
+  uint64_t rcvd_rnr_err = 0, send_rnr_err = 0, rcvd_seq_err = 0;
+  uint64_t retry_exceeded_err = 0, retry_rnr_exceeded_err = 0, completer_retry_err = 0;
+  uint64_t rdma_sends = 0, rdma_recvs = 0;
+  // uroce's own.
+  uint64_t tx_bytes = 0, rx_bytes = 0;
   uint64_t retransmitted = 0, timeouts = 0;
-  uint64_t seq_naks_sent = 0, seq_naks_rcvd = 0, rnr_naks_sent = 0, rnr_naks_rcvd = 0;
   uint64_t other_naks_sent = 0, other_naks_rcvd = 0;
-  uint64_t duplicates = 0, out_of_sequence = 0;
+  uint64_t out_of_sequence = 0;
   uint64_t icrc_errors = 0, malformed = 0, dropped_not_for_us = 0, dropped_unknown_qp = 0;
   uint64_t dropped_bad_state = 0, dropped_pkey = 0;
   uint64_t acks_sent = 0, acks_rcvd = 0, implied_naks = 0;

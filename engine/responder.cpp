@@ -40,9 +40,9 @@ void send_ack(Device& dev, Qp& qp, Syndrome s, uint32_t psn) {
   p.aeth = {s.encode(), r.msn};
   switch (s.kind) {
     case proto::AckKind::Ack: ++qp.ctr.acks_sent; break;
-    case proto::AckKind::RnrNak: ++qp.ctr.rnr_naks_sent; break;
+    case proto::AckKind::RnrNak: ++qp.ctr.send_rnr_err; break;
     default:
-      if (s.nak_code() == NakCode::PsnSequenceError) ++qp.ctr.seq_naks_sent;
+      if (s.nak_code() == NakCode::PsnSequenceError) ++qp.ctr.out_of_seq_request;
       else ++qp.ctr.other_naks_sent;
       break;
   }
@@ -179,6 +179,7 @@ RespState exec_send(Device& dev, Qp& qp, const proto::Packet& p) {
     r.msn = (r.msn + 1) & proto::kPsnMask;
     r.msg = RespMsg::None;
     qp.init.recv_cq->push(wc);
+    ++qp.ctr.rdma_recvs;
   } else {
     r.msg = RespMsg::Send;
   }
@@ -233,6 +234,7 @@ RespState exec_write(Device& dev, Qp& qp, const proto::Packet& p) {
     wc.byte_len = r.write_total;  // byte_len of a WRITE with immediate: the bytes it wrote
     r.have_recv = false;
     qp.init.recv_cq->push(wc);
+    ++qp.ctr.rdma_recvs;
   }
   r.msn = (r.msn + 1) & proto::kPsnMask;
   r.msg = RespMsg::None;
@@ -359,7 +361,7 @@ void on_request(Device& dev, Qp& qp, const proto::Packet& p) {
         break;
       }
       case RespState::Duplicate:
-        ++qp.ctr.duplicates;
+        ++qp.ctr.duplicate_request;
         s = duplicate(qp, p);
         break;
       case RespState::OutOfSequence:
@@ -455,6 +457,7 @@ void on_datagram(Device& dev, Qp& qp, const proto::Packet& p) {
     wc.wc_flags |= kWcWithImm;
   }
   qp.init.recv_cq->push(wc);
+  ++qp.ctr.rdma_recvs;
 }
 
 bool flush_ack(Device& dev, Qp& qp) {

@@ -23,7 +23,7 @@ bool Tx::emit(Qp& qp, const proto::Packet& p, bool local) {
   } else {
     ++n_;
   }
-  ++qp.ctr.tx_packets;
+  ++qp.ctr.sent_pkts;
   qp.ctr.tx_bytes += r.len;
   return true;
 }

@@ -107,7 +107,7 @@ TEST(Cnp, ToALiveQpIsCountedAndChangesNothing) {
   EXPECT_EQ(c.icrc_errors, c0.icrc_errors);
   EXPECT_EQ(c.dropped_unknown_qp + c.dropped_bad_state + c.dropped_pkey + c.dropped_source + c.ghost_responses,
             c0.dropped_unknown_qp + c0.dropped_bad_state + c0.dropped_pkey + c0.dropped_source + c0.ghost_responses);
-  EXPECT_EQ(c.seq_naks_sent + c.other_naks_sent + c.rnr_naks_sent + c.acks_sent, 0u);
+  EXPECT_EQ(c.out_of_seq_request + c.other_naks_sent + c.send_rnr_err + c.acks_sent, 0u);
   EXPECT_EQ(pr.b.qp->state(), QpState::Rts);
   EXPECT_EQ(pr.b.qp->describe(), before);
   // The QP carries on: a WRITE from A lands and completes.
@@ -203,7 +203,7 @@ void check_cnp_interval(uint64_t interval_ns, bool set_in_config) {
   // The marked WRITEs themselves were executed and acknowledged as usual.
   EXPECT_EQ(pr.b.qp->expected_psn(), psn);
   EXPECT_GE(out.count(op::kAck), 1u);
-  EXPECT_EQ(qc.seq_naks_sent + qc.other_naks_sent, 0u);
+  EXPECT_EQ(qc.out_of_seq_request + qc.other_naks_sent, 0u);
 
   // What the CNP says: to A's QP on A's address, BECN, PSN 0, P_Key, no AckReq, 16 zero
   // bytes, B's UDP source port for this QP pair, DSCP 48, B's ECN (off: Not-ECT).

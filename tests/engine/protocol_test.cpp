@@ -103,7 +103,7 @@ TEST_F(Responder, GapGetsOneSequenceNakThenRecovers) {
   ASSERT_EQ(out.frames.size(), 2u);
   EXPECT_EQ(out.at(1).aeth.syndrome, 0x1F);
   EXPECT_EQ(out.at(1).psn, epsn);
-  EXPECT_EQ(pr->b.qp->counters().seq_naks_sent, 1u);
+  EXPECT_EQ(pr->b.qp->counters().out_of_seq_request, 1u);
   EXPECT_EQ(pr->b.qp->counters().out_of_sequence, 2u);
 }
 
@@ -119,7 +119,7 @@ TEST_F(Responder, DuplicateWriteIsAckedAgainNotReplayed) {
   EXPECT_EQ(out.at(1).psn, epsn);
   EXPECT_EQ(out.at(1).aeth.msn, 1u);
   EXPECT_EQ(pr->b.buf()[0], 0) << "a duplicate WRITE was executed again";
-  EXPECT_EQ(pr->b.qp->counters().duplicates, 1u);
+  EXPECT_EQ(pr->b.qp->counters().duplicate_request, 1u);
 }
 
 TEST_F(Responder, MiddleWithoutFirstIsInvalidRequest) {
@@ -426,7 +426,7 @@ TEST_F(AgainstRxe, RnrNakThenSuccess) {
   recv(64);
   finish();
   compare(wire, golden("send_rnr_nak.pcap"), "send_rnr_nak");
-  EXPECT_EQ(pr->a.qp->counters().rnr_naks_rcvd, 3u);
+  EXPECT_EQ(pr->a.qp->counters().rcvd_rnr_err, 3u);
 }
 
 TEST_F(AgainstRxe, RemoteAccessErrorNak) {

@@ -197,9 +197,9 @@ bool run_random(uint64_t seed, const FaultConfig& f, uint64_t nops, uint32_t max
     const Counters& rx = dir == 0 ? st.b : st.a;
     const FaultCounters& l = dir == 0 ? st.link_ab : st.link_ba;
     SCOPED_TRACE(dir == 0 ? "A->B" : "B->A");
-    EXPECT_EQ(tx.tx_packets, l.sent) << "every frame the engine built went to the link";
-    EXPECT_LE(tx.retransmitted, tx.tx_packets) << "retransmissions are frames sent";
-    const uint64_t processed = rx.rx_packets + rx.dropped_pkey + rx.dropped_bad_state + rx.icrc_errors +
+    EXPECT_EQ(tx.sent_pkts, l.sent) << "every frame the engine built went to the link";
+    EXPECT_LE(tx.retransmitted, tx.sent_pkts) << "retransmissions are frames sent";
+    const uint64_t processed = rx.rcvd_pkts + rx.dropped_pkey + rx.dropped_bad_state + rx.icrc_errors +
                                rx.malformed + rx.dropped_not_for_us + rx.dropped_unknown_qp;
     EXPECT_EQ(processed, l.delivered) << "every delivered frame was processed or counted as a drop";
     const uint64_t bad = rx.icrc_errors + rx.malformed + rx.dropped_not_for_us + rx.dropped_unknown_qp + rx.dropped_pkey;
@@ -287,13 +287,13 @@ TEST(Long, MillionOperations) {
                 (unsigned long long)l->duplicated, (unsigned long long)l->reordered, (unsigned long long)l->corrupted,
                 (unsigned long long)l->delayed);
   for (auto [name, c] : {std::pair{"A (requester)", &sum_a}, std::pair{"B (responder)", &sum_b}})
-    std::printf("%s: tx %llu rx %llu retransmitted %llu timeouts %llu seq_naks sent/rcvd %llu/%llu rnr sent/rcvd %llu/%llu "
-                "duplicates %llu out_of_sequence %llu icrc_errors %llu malformed %llu not_for_us %llu implied_naks %llu\n",
-                name, (unsigned long long)c->tx_packets, (unsigned long long)c->rx_packets,
+    std::printf("%s: sent_pkts %llu rcvd_pkts %llu retransmitted %llu timeouts %llu out_of_seq_request %llu rcvd_seq_err %llu "
+                "send_rnr_err %llu rcvd_rnr_err %llu duplicate_request %llu out_of_sequence %llu icrc_errors %llu malformed %llu not_for_us %llu implied_naks %llu\n",
+                name, (unsigned long long)c->sent_pkts, (unsigned long long)c->rcvd_pkts,
                 (unsigned long long)c->retransmitted, (unsigned long long)c->timeouts,
-                (unsigned long long)c->seq_naks_sent, (unsigned long long)c->seq_naks_rcvd,
-                (unsigned long long)c->rnr_naks_sent, (unsigned long long)c->rnr_naks_rcvd,
-                (unsigned long long)c->duplicates, (unsigned long long)c->out_of_sequence,
+                (unsigned long long)c->out_of_seq_request, (unsigned long long)c->rcvd_seq_err,
+                (unsigned long long)c->send_rnr_err, (unsigned long long)c->rcvd_rnr_err,
+                (unsigned long long)c->duplicate_request, (unsigned long long)c->out_of_sequence,
                 (unsigned long long)c->icrc_errors, (unsigned long long)c->malformed,
                 (unsigned long long)c->dropped_not_for_us, (unsigned long long)c->implied_naks);
 }
@@ -353,7 +353,7 @@ TEST_F(Scripted, AckLostAlone) {
   Wc wc;
   ASSERT_TRUE(pr->next_wc(pr->a.scq, wc));
   EXPECT_EQ(wc.status, WcStatus::Success);
-  EXPECT_EQ(pr->b.qp->counters().duplicates, 1u) << "the resent WRITE is a duplicate, acknowledged again";
+  EXPECT_EQ(pr->b.qp->counters().duplicate_request, 1u) << "the resent WRITE is a duplicate, acknowledged again";
   EXPECT_EQ(seen, 2);
 }
 
@@ -387,7 +387,7 @@ TEST_F(Scripted, AtomicReplayedExecutesOnce) {
   EXPECT_EQ(v, 1000u);
   std::memcpy(&v, pr->b.buf() + 4096, 8);
   EXPECT_EQ(v, 1007u) << "executed once, not twice";
-  EXPECT_EQ(pr->b.qp->counters().duplicates, 1u);
+  EXPECT_EQ(pr->b.qp->counters().duplicate_request, 1u);
 }
 
 TEST_F(Scripted, RnrRetryZeroFailsAtTheFirstRnrNak) {
@@ -405,7 +405,7 @@ TEST_F(Scripted, RnrRetryZeroFailsAtTheFirstRnrNak) {
   EXPECT_EQ(wc.status, WcStatus::WrFlushErr);
   EXPECT_EQ(wc.wr_id, 2u);
   EXPECT_EQ(pr->a.qp->state(), QpState::Err);
-  EXPECT_EQ(pr->a.qp->counters().rnr_naks_rcvd, 1u);
+  EXPECT_EQ(pr->a.qp->counters().rcvd_rnr_err, 1u);
 }
 
 TEST_F(Scripted, RnrRetrySevenWaitsForever) {
@@ -416,7 +416,7 @@ TEST_F(Scripted, RnrRetrySevenWaitsForever) {
   Sge s;
   ASSERT_EQ(pr->a.dev->post_send(pr->a.qp, wr(WrOpcode::Send, 10, s)), 0);
   // 40 RNR NAKs (more than any finite rnr_retry), then a receive appears.
-  ASSERT_TRUE(pr->run_until([&] { return pr->a.qp->counters().rnr_naks_rcvd >= 40; }));
+  ASSERT_TRUE(pr->run_until([&] { return pr->a.qp->counters().rcvd_rnr_err >= 40; }));
   Sge rs{pr->b.addr(), 64, pr->b.mr->lkey};
   RecvWr r{9, &rs, 1};
   ASSERT_EQ(pr->b.dev->post_recv(pr->b.qp, r), 0);

@@ -709,7 +709,7 @@ TEST(Flush, ErrFlushesEverySendAndRecvInPostingOrder) {
   EXPECT_TRUE(drain(a.scq).empty());
   EXPECT_TRUE(drain(a.rcq).empty());
   EXPECT_TRUE(drain(pr.b.rcq).empty());
-  EXPECT_EQ(a.dev->counters().tx_packets, 0u);
+  EXPECT_EQ(a.dev->counters().sent_pkts, 0u);
 }
 
 TEST(Flush, InFlightWqesAreFlushedToo) {
@@ -727,7 +727,7 @@ TEST(Flush, InFlightWqesAreFlushedToo) {
     ASSERT_EQ(a.dev->post_send(a.qp, w), 0);
   }
   a.dev->progress();  // some request packets out, nothing acknowledged
-  ASSERT_GT(a.dev->counters().tx_packets, 0u);
+  ASSERT_GT(a.dev->counters().sent_pkts, 0u);
   ASSERT_EQ(a.dev->modify_qp(a.qp, good_attr(QpState::Err), S), 0);
   std::vector<Wc> s = drain(a.scq);
   ASSERT_EQ(s.size(), 6u);
@@ -854,7 +854,7 @@ TEST(Sqd, SendsPostedInSqdWaitForRts) {
   w.rkey = pr.b.mr->rkey;
   ASSERT_EQ(a.dev->post_send(a.qp, w), 0);
   pr.run_until([] { return false; }, 1'000'000);
-  EXPECT_EQ(a.dev->counters().tx_packets, 0u) << "SQD must not start new WQEs";
+  EXPECT_EQ(a.dev->counters().sent_pkts, 0u) << "SQD must not start new WQEs";
   EXPECT_EQ(a.scq->size(), 0u);
   QpAttr at = good_attr(QpState::Rts);
   at.cur_qp_state = QpState::Sqd;

@@ -415,7 +415,7 @@ TEST(Uc, AMessageStalledForTransmitBuffersIsNeverResent) {
   EXPECT_EQ(wc.byte_len, 20u * 1024);
   EXPECT_EQ(qa->counters().retransmitted, 0u) << "UC has no retransmission";
   EXPECT_EQ(qa->counters().timeouts, 0u);
-  EXPECT_EQ(qa->counters().tx_packets, 20u);
+  EXPECT_EQ(qa->counters().sent_pkts, 20u);
 }
 
 // ---- Loopback -----------------------------------------------------------------------------------

@@ -331,7 +331,7 @@ def scenario_veth_arp_ping():
     check(lc["drop_not_our_ip"] >= 20, "frames for another IP not counted")
     check(lc["drop_udp_port"] >= 20, "frames for another UDP port not counted")
     ec = counters(stext, "engine")
-    check(ec["rx_packets"] >= 100, "engine saw too few packets")
+    check(ec["rcvd_pkts"] >= 100, "engine saw too few packets")
 
 
 def scenario_veth_flood():

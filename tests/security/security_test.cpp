@@ -366,7 +366,7 @@ TEST(Security9, ForgedRnrNaksStallButNeverHang) {
     EXPECT_EQ(pr.a.qp->req_state(), ReqState::WaitRnr);
     pr.wire.clock().advance(500'000'000);
   }
-  EXPECT_EQ(pr.a.qp->counters().rnr_naks_rcvd, 20u);
+  EXPECT_EQ(pr.a.qp->counters().rcvd_rnr_err, 20u);
   pr.wire.a().filter = nullptr;  // the attacker stops: the transfer completes
   Wc wc;
   ASSERT_TRUE(pr.next_wc(pr.a.scq, wc));
