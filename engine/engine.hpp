@@ -4,7 +4,8 @@
 //   ACKs / READ responses -> [completer] -> CQ
 //
 // Single-threaded by design: every call, including progress(), comes from one thread. No
-// locks. Queues, responder resources and transmit buffers are sized when a QP is created:
+// locks (the one exception, telemetry(), is a mailbox other threads post to and progress()
+// answers: engine/telemetry.hpp). Queues, responder resources and transmit buffers are sized when a QP is created:
 // modify_qp, posting and progress() allocate nothing.
 //
 // The files (docs/architecture.md): device.cpp (resources), qp.cpp (QP state shared by the
@@ -21,6 +22,7 @@
 #include "engine/param.hpp"
 #include "engine/qp.hpp"
 #include "engine/resources.hpp"
+#include "engine/telemetry.hpp"
 #include "engine/types.hpp"
 #include "proto/packet.hpp"
 
@@ -123,6 +125,10 @@ class Device {
   Counters counters() const;
   uint64_t now_ns() const { return clock_.now_ns(); }
   uint32_t mtu_limit() const;          // the largest path MTU the link can carry
+  // Live telemetry (engine/telemetry.hpp): another thread asks the mailbox for a snapshot,
+  // progress() fills it. qps(): every QP, for the snapshot (polling thread only).
+  SnapshotMailbox& telemetry() { return telemetry_; }
+  const std::vector<std::unique_ptr<Qp>>& qps() const { return qps_; }
 
   // ---- For the roles (engine/*.cpp) ----
   const MrTable& mrs() const { return mrs_; }
@@ -156,6 +162,7 @@ class Device {
   Counters dev_ctr_{};                     // device-level drops and destroyed QPs' counters
   std::array<PacketBuf, param::kRxBurstMax> rx_{};
   proto::Packet rx_pkt_{};                 // reused for every received frame
+  SnapshotMailbox telemetry_;              // telemetry requests from other threads
 };
 
 // ---- The roles and the QP operations they share (engine-internal) ----------------------------

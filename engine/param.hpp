@@ -74,6 +74,14 @@ inline constexpr uint32_t kLinkBurst = 64;           // frames per rte_eth_rx_bu
 inline constexpr uint32_t kMinFrame = 60;            // Ethernet minimum without FCS: shorter ones padded
 inline constexpr uint32_t kMemifCloseWaitMs = 2000;  // uroce-perf server: wait for a memif peer to close
 
+// ---- Telemetry (engine/telemetry.hpp, port/telemetry.cpp, docs/observability.md) -----------------
+// Fixed (no key). A telemetry command asks the thread that polls the engine for a snapshot and
+// waits at most this long for its next progress(); no progress by then: the answer is "busy".
+inline constexpr uint32_t kTelemetryWaitMs = 250;
+// /uroce/qps lists at most this many QPs (DPDK's telemetry reply is at most 16 KB; the rest are
+// counted in qps_total and reachable one by one with /uroce/qp,<qpn>).
+inline constexpr uint32_t kTelemetryMaxQpRows = 96;
+
 // ---- Verbs shim: progress policy ---------------------------------------------------------------
 // (verbs_shim/, docs/verbs_shim.md.) The two environment overrides are named at their values
 // (read when the runtime starts); every other value of this section is fixed at build time.

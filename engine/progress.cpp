@@ -36,6 +36,9 @@ bool Device::progress() {
     }
   }
   if (tx_.pending()) tx_.flush();
+  // A telemetry snapshot asked for by another thread (engine/telemetry.hpp): one relaxed load
+  // per call when nobody asks.
+  if (telemetry_.wanted()) [[unlikely]] telemetry_.serve(*this);
   return did;
 }
 

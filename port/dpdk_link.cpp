@@ -268,20 +268,39 @@ std::string DpdkLink::describe() const {
   return o.str();
 }
 
+const LinkCounterField kLinkCounterFields[] = {
+    {"rx_frames", &LinkCounters::rx_frames},
+    {"rx_roce", &LinkCounters::rx_roce},
+    {"tx_frames", &LinkCounters::tx_frames},
+    {"tx_refused", &LinkCounters::tx_refused},
+    {"alloc_failed", &LinkCounters::alloc_failed},
+    {"arp_requests", &LinkCounters::arp_requests},
+    {"arp_replies_sent", &LinkCounters::arp_replies_sent},
+    {"arp_replies_rcvd", &LinkCounters::arp_replies_rcvd},
+    {"icmp_echo", &LinkCounters::icmp_echo},
+    {"icmp_replies_sent", &LinkCounters::icmp_replies_sent},
+    {"nd_solicits", &LinkCounters::nd_solicits},
+    {"nd_adverts_sent", &LinkCounters::nd_adverts_sent},
+    {"nd_adverts_rcvd", &LinkCounters::nd_adverts_rcvd},
+    {"drop_not_our_mac", &LinkCounters::drop_not_our_mac},
+    {"drop_not_our_ip", &LinkCounters::drop_not_our_ip},
+    {"drop_udp_port", &LinkCounters::drop_udp_port},
+    {"drop_ip_proto", &LinkCounters::drop_ip_proto},
+    {"drop_ethertype", &LinkCounters::drop_ethertype},
+    {"drop_malformed", &LinkCounters::drop_malformed},
+    {"drop_multiseg", &LinkCounters::drop_multiseg},
+    {"drop_nd_hop_limit", &LinkCounters::drop_nd_hop_limit},
+    {"neigh_unsolicited", &LinkCounters::neigh_unsolicited},
+    {"neigh_mac_changed", &LinkCounters::neigh_mac_changed},
+};
+const size_t kLinkCounterFieldCount = sizeof kLinkCounterFields / sizeof kLinkCounterFields[0];
+static_assert(sizeof kLinkCounterFields / sizeof kLinkCounterFields[0] == sizeof(LinkCounters) / sizeof(uint64_t),
+              "every link counter is in kLinkCounterFields");
+
 std::string DpdkLink::counters_text() const {
-  const LinkCounters& c = ctr_;
   std::ostringstream o;
-  o << "rx_frames=" << c.rx_frames << " rx_roce=" << c.rx_roce << " tx_frames=" << c.tx_frames
-    << " tx_refused=" << c.tx_refused << " alloc_failed=" << c.alloc_failed << " arp_requests=" << c.arp_requests
-    << " arp_replies_sent=" << c.arp_replies_sent << " arp_replies_rcvd=" << c.arp_replies_rcvd
-    << " icmp_echo=" << c.icmp_echo << " icmp_replies_sent=" << c.icmp_replies_sent
-    << " nd_solicits=" << c.nd_solicits << " nd_adverts_sent=" << c.nd_adverts_sent
-    << " nd_adverts_rcvd=" << c.nd_adverts_rcvd << " drop_not_our_mac=" << c.drop_not_our_mac
-    << " drop_not_our_ip=" << c.drop_not_our_ip << " drop_udp_port=" << c.drop_udp_port
-    << " drop_ip_proto=" << c.drop_ip_proto << " drop_ethertype=" << c.drop_ethertype
-    << " drop_malformed=" << c.drop_malformed << " drop_multiseg=" << c.drop_multiseg
-    << " drop_nd_hop_limit=" << c.drop_nd_hop_limit << " neigh_unsolicited=" << c.neigh_unsolicited
-    << " neigh_mac_changed=" << c.neigh_mac_changed;
+  for (size_t i = 0; i < kLinkCounterFieldCount; ++i)
+    o << (i ? " " : "") << kLinkCounterFields[i].name << '=' << ctr_.*kLinkCounterFields[i].member;
   return o.str();
 }
 

@@ -40,6 +40,14 @@ struct LinkCounters {
   }
 };
 
+// Every link counter's name and member (counters_text, telemetry).
+struct LinkCounterField {
+  const char* name;
+  uint64_t LinkCounters::* member;
+};
+extern const LinkCounterField kLinkCounterFields[];
+extern const size_t kLinkCounterFieldCount;
+
 class DpdkLink : public engine::Link {
  public:
   // Starts the EAL (once per process) with cfg.eal plus `extra_eal`, then configures and starts

@@ -1,5 +1,7 @@
 #include "port/endpoint.hpp"
 
+#include "port/telemetry.hpp"
+
 namespace uroce::port {
 
 std::unique_ptr<Endpoint> Endpoint::open(const EndpointConfig& cfg, std::string& err,
@@ -21,10 +23,12 @@ std::unique_ptr<Endpoint> Endpoint::open(const EndpointConfig& cfg, std::string&
     err = "path mtu " + std::to_string(engine::mtu_bytes(cfg.path_mtu)) + " larger than the link carries";
     return nullptr;
   }
+  telemetry::add(*e->dev_, *e->link_, cfg.name);  // /uroce/* telemetry commands (port/telemetry.hpp)
   return e;
 }
 
 Endpoint::~Endpoint() {
+  if (dev_) telemetry::remove(*dev_);
   dev_.reset();
   link_.reset();
 }

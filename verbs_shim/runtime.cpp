@@ -198,7 +198,6 @@ void poller_main(std::promise<bool>* ready) {
     eal.push_back(cfg.eal[i]);
   }
   eal.push_back("--file-prefix=uroce-shim-" + std::to_string(getpid()));
-  eal.push_back("--no-telemetry");
   cfg.eal = eal;
   r.ep = port::Endpoint::open(cfg, r.start_err, r.dcfg);
   if (!r.ep) {
