@@ -5,7 +5,7 @@ set -euo pipefail
 
 pkgs=(
   build-essential meson ninja-build pkg-config clang
-  libdpdk-dev dpdk
+  libdpdk-dev dpdk dpdk-dev
   libibverbs-dev ibverbs-utils perftest rdma-core
   libgtest-dev libgmock-dev libbenchmark-dev
   libpcap-dev libisal-dev
