@@ -83,19 +83,19 @@ fi
 # ---- 2. its contents and dependencies -----------------------------------------------------
 dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' > "$work/files"
 multi=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
-for f in /usr/bin/uroce-run /usr/bin/uroce-perf /usr/bin/uroce-pktgen /usr/bin/uroce-dissect \
+for f in /usr/bin/uroce-run /usr/bin/uroce-perf /usr/bin/uroce-pktgen /usr/bin/uroce-dissect /usr/bin/uroce-stat \
          /usr/lib/$multi/uroce/liburoce-verbs.so /usr/libexec/uroce/uroce-check-config \
          /usr/share/uroce/examples/memif-server.conf /usr/share/uroce/examples/memif-client.conf \
          /usr/share/uroce/examples/README.md /usr/share/doc/uroce/copyright; do
   grep -qx "$f" "$work/files" || fail "package lacks $f"
 done
 grep -q '^/usr/share/doc/uroce/install.md' "$work/files" || fail "package lacks docs/install.md"
-for c in uroce-run uroce-perf uroce-pktgen uroce-dissect; do
+for c in uroce-run uroce-perf uroce-pktgen uroce-dissect uroce-stat; do
   grep -qx "/usr/share/man/man1/$c.1.gz" "$work/files" || fail "package lacks the manual page of $c"
 done
 if grep -E 'bench$|_test$|/interop|/include/' "$work/files"; then fail "package has test, bench or header files"; fi
 depends=$(dpkg-deb -f "$deb" Depends)
-for d in libibverbs1 libpcap0.8 librte-eal23 librte-net-memif23 librte-mempool-ring23; do
+for d in libibverbs1 libpcap0.8 librte-eal23 librte-net-memif23 librte-mempool-ring23 python3; do
   [[ "$depends" == *"$d"* ]] || fail "Depends lacks $d: $depends"
 done
 [[ "$depends" == *libisal2* ]] || fail "Depends lacks libisal2 (the ICRC): $depends"
@@ -116,7 +116,7 @@ ok "installed"
 # ---- 3. from the installed files ----------------------------------------------------------
 cd "$work"   # outside any source tree: nothing may come from $root
 ex=/usr/share/uroce/examples
-for c in uroce-run uroce-perf uroce-pktgen uroce-dissect; do
+for c in uroce-run uroce-perf uroce-pktgen uroce-dissect uroce-stat; do
   out=$(timeout 10 "/usr/bin/$c" --help 2>&1)
   rc=$?
   [ $rc -eq 0 ] && [[ "$out" == *usage*"$c"* || "$out" == *"$c ["* ]] || fail "$c --help (rc $rc): $out"
