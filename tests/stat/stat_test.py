@@ -154,6 +154,40 @@ def telemetry(prefix, cmd):
     return reply
 
 
+def other_dpdk_process(f):
+    """f(path) while a stand-in telemetry server at `path` answers every command with null."""
+    import tempfile
+    import threading
+    d = tempfile.mkdtemp(prefix="uroce-stat-other-")
+    path = os.path.join(d, "dpdk_telemetry.v2")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    srv.bind(path)
+    srv.listen(4)
+    srv.settimeout(10)
+
+    def serve():
+        try:
+            while True:
+                conn, _ = srv.accept()
+                conn.send(json.dumps({"version": "DPDK 22.11", "pid": 1, "max_output_len": 16384}).encode())
+                while True:
+                    cmd = conn.recv(1024).decode()
+                    if not cmd:
+                        break
+                    conn.send(json.dumps({cmd.split(",")[0]: None}).encode())
+                conn.close()
+        except OSError:
+            pass  # closed below, or nobody came
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        return f(path)
+    finally:
+        srv.close()
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def connected_pair(rows):
     """Two rows whose lqpn/rqpn point at each other."""
     for a in rows:
@@ -222,7 +256,10 @@ def sc_perf():
         check(q.get("status") == "no such qp", "/uroce/qp of a QP that does not exist: said so")
     q = telemetry("uroce-memif-s", "/uroce/qp,notanumber")
     check(q.get("/uroce/qp") is None, "/uroce/qp with a bad parameter: an error (null)")
-    # uroce-stat skips DPDK processes without the /uroce commands; a stale socket is skipped too.
+    # uroce-stat skips DPDK processes without the /uroce commands (here a stand-in speaking the
+    # telemetry protocol as DPDK does for an unknown command: null), and unreachable sockets.
+    rc, out = other_dpdk_process(lambda path: stat("--socket", path, "res", "qp"))
+    check(rc == 1 and out.strip() == "", "uroce-stat: a DPDK process without /uroce commands is skipped")
     check(stat("--socket", "/nonexistent/dpdk_telemetry.v2", "res", "qp")[0] == 1,
           "uroce-stat: an unreachable socket is skipped (exit 1, nothing found)")
 

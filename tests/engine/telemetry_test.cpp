@@ -1,0 +1,106 @@
+// The telemetry hand-off (engine/telemetry.hpp): another thread asks a Device's SnapshotMailbox
+// for a snapshot and the polling thread fills it at its next progress(); nobody polling means
+// "busy" after the bounded wait, and a withdrawn request is never written later.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "tests/support/harness.hpp"
+
+namespace uroce::test {
+namespace {
+
+// Asks `dev` for a snapshot from a second thread while this thread polls, until answered.
+bool ask_while_polling(Pair& p, Device& dev, const SnapshotRequest& req, Snapshot& out) {
+  std::atomic<bool> done{false};
+  bool served = false;
+  std::thread t([&] {
+    served = dev.telemetry().request(req, out, 10'000);
+    done = true;
+  });
+  while (!done) {
+    p.a.dev->progress();
+    p.b.dev->progress();
+  }
+  t.join();
+  return served;
+}
+
+TEST(Telemetry, SnapshotTakenByThePollingThread) {
+  Pair p;
+  // Some traffic first, so the counters have something to show.
+  Sge sge{p.a.addr(), 4096, p.a.mr->lkey};
+  ASSERT_EQ(p.a.dev->post_send(p.a.qp, wr_to(p.b, 1, WrOpcode::RdmaWrite, &sge)), 0);
+  Wc wc;
+  ASSERT_TRUE(p.next_wc(p.a.scq, wc));
+  ASSERT_EQ(wc.status, WcStatus::Success);
+
+  int extra_calls = 0;
+  p.a.dev->telemetry().set_extra([&](Snapshot& s) {
+    ++extra_calls;
+    s.extra.emplace_back("link_thing", 7);
+  });
+  Snapshot s;
+  ASSERT_TRUE(ask_while_polling(p, *p.a.dev, SnapshotRequest{false, 0, 16}, s));
+  EXPECT_EQ(extra_calls, 1);
+  ASSERT_EQ(s.extra.size(), 1u);
+  EXPECT_EQ(s.extra[0].second, 7u);
+  EXPECT_EQ(s.qp_total, 1u);
+  ASSERT_EQ(s.qps.size(), 1u);
+  const QpInfo& q = s.qps[0];
+  EXPECT_EQ(q.qpn, p.a.qp->qpn());
+  EXPECT_EQ(q.dest_qpn, p.b.qp->qpn());
+  EXPECT_EQ(q.state, QpState::Rts);
+  EXPECT_EQ(q.type, QpType::RC);
+  EXPECT_EQ(q.path_mtu, p.a.qp->mtu);
+  EXPECT_EQ(q.sq_psn, p.a.qp->next_send_psn());
+  EXPECT_EQ(q.sq_outstanding, 0u);
+  EXPECT_EQ(q.req_state, req_state_name(p.a.qp->req_state()));
+  EXPECT_EQ(q.comp_state, comp_state_name(p.a.qp->comp_state()));
+  EXPECT_EQ(q.resp_state, resp_state_name(p.a.qp->resp_state()));
+  EXPECT_FALSE(q.remote_gid.empty());
+  EXPECT_EQ(s.counters.sent_pkts, p.a.dev->counters().sent_pkts);
+  EXPECT_GE(s.counters.sent_pkts, 4u);      // 4 KiB at the default 1 KiB MTU
+  EXPECT_GE(q.counters.rcvd_pkts, 1u);      // the ACK
+  EXPECT_EQ(q.counters.rdma_sends, 0u);     // a WRITE is not a SEND
+}
+
+TEST(Telemetry, OneQpAndAnUnknownOne) {
+  Pair p;
+  Snapshot s;
+  ASSERT_TRUE(ask_while_polling(p, *p.b.dev, SnapshotRequest{true, p.b.qp->qpn(), 1}, s));
+  ASSERT_EQ(s.qps.size(), 1u);
+  EXPECT_EQ(s.qps[0].qpn, p.b.qp->qpn());
+  ASSERT_TRUE(ask_while_polling(p, *p.b.dev, SnapshotRequest{true, (p.b.qp->qpn() + 1) & 0xFFFFFF, 1}, s));
+  EXPECT_TRUE(s.qps.empty());
+  EXPECT_EQ(s.qp_total, 1u);
+}
+
+TEST(Telemetry, NobodyPollingIsBusyAndTheWithdrawnRequestIsNotWritten) {
+  Pair p;
+  Snapshot s;
+  s.qp_total = 12345;  // a marker: a late progress() must not overwrite the withdrawn request
+  EXPECT_FALSE(p.a.dev->telemetry().request(SnapshotRequest{false, 0, 16}, s, 20));
+  EXPECT_FALSE(p.a.dev->telemetry().wanted());
+  p.a.dev->progress();
+  EXPECT_EQ(s.qp_total, 12345u);
+  // And the mailbox still works afterwards.
+  ASSERT_TRUE(ask_while_polling(p, *p.a.dev, SnapshotRequest{false, 0, 16}, s));
+  EXPECT_EQ(s.qp_total, 1u);
+}
+
+TEST(Telemetry, RxeCounterNamesAreListed) {
+  // The names a user compares with rxe's hw_counters (docs/observability.md).
+  const char* rxe[] = {"sent_pkts", "rcvd_pkts", "duplicate_request", "out_of_seq_request", "rcvd_rnr_err",
+                       "send_rnr_err", "rcvd_seq_err", "retry_exceeded_err", "retry_rnr_exceeded_err",
+                       "completer_retry_err", "rdma_sends", "rdma_recvs"};
+  for (const char* n : rxe) {
+    bool found = false;
+    for (size_t i = 0; i < kCounterFieldCount; ++i) found |= std::string(kCounterFields[i].name) == n;
+    EXPECT_TRUE(found) << n;
+  }
+}
+
+}  // namespace
+}  // namespace uroce::test
