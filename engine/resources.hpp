@@ -233,8 +233,9 @@ class Srq {
 //   retry_rnr_exceeded_err       rnr_retry exhausted: RNR_RETRY_EXC_ERR
 //   rdma_sends / rdma_recvs      successful SEND completions on the send / receive side
 //                                (rdma_recvs: every successful receive completion, as rxe)
-// rxe's ack_deferred (its completer task rescheduled) has no meaning here; send_err and
-// link_downed belong to the link (port/telemetry.cpp reports them).
+// rxe's ack_deferred (its completer task rescheduled) has no meaning here; send_err belongs to
+// the link (port/telemetry.cpp reports the link's tx_refused under that name); link_downed is
+// not counted yet.
 struct Counters {
   uint64_t sent_pkts = 0, rcvd_pkts = 0, duplicate_request = 0, out_of_seq_request = 0;
   uint64_t rcvd_rnr_err = 0, send_rnr_err = 0, rcvd_seq_err = 0;
