@@ -2,7 +2,8 @@
 // (tests/support) with a seeded loss rate, for uroce-dissect --ladder's tests and for the
 // lessons. Test-only: built with the tests, never installed.
 //
-// What it does, in virtual time (the same bytes on every run and every machine):
+// What it does, in virtual time (the same frames on every run and every machine, but for the
+// RETH addresses, which are where the buffers happen to be, and so the ICRCs):
 //   1. no loss: A SENDs before B has posted a receive, so B answers with an RNR NAK; once A's
 //      tap has seen the RNR NAK, B posts the receive and A's retry gets through;
 //   2. with loss (kDropRate both ways, wire seed kSeed): three 8 KiB WRITEs (8 packets each at
@@ -11,9 +12,11 @@
 // Each end's tap sees every frame that end sends, before the fault stage: the capture is what
 // a switch in front of the lossy link would record, so dropped frames are in it too.
 //
-// The pcap has microsecond timestamps taken from the virtual clock. The program checks that the
+// The pcap has microsecond timestamps taken from the virtual clock. The last output line lists
+// the frames the fault stage dropped (the capture itself cannot say). The program checks that the
 // capture holds at least one RNR NAK, one sequence NAK and one repeated request PSN, and exits
 // 1 if not (a change in the engine's timing would then need another seed).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -72,8 +75,24 @@ int main(int argc, char** argv) {
   o.min_rnr_timer = 1;  // B's RNR NAKs ask for 10 us
   Pair pr(o);
   std::vector<Captured> cap;
-  for (FakeLink* l : {&pr.wire.a(), &pr.wire.b()})
-    l->tap = [&](const uint8_t* d, uint32_t n) { cap.push_back({pr.wire.clock().now_ns(), {d, d + n}}); };
+  // Which frames the fault stage dropped: it decides after the tap has seen a frame, so a
+  // link's drop counter that grew since its previous frame was tapped means that frame was lost.
+  std::vector<size_t> dropped;  // frame numbers in the capture, from 1
+  struct TapState {
+    uint64_t drops_seen = 0;
+    size_t last_frame = 0;
+  } tap_state[2];
+  auto note_drop = [&](FakeLink& l, TapState& t) {
+    if (l.counters.dropped != t.drops_seen) dropped.push_back(t.last_frame), t.drops_seen = l.counters.dropped;
+  };
+  for (int k = 0; k < 2; ++k) {
+    FakeLink& l = k ? pr.wire.b() : pr.wire.a();
+    l.tap = [&, k](const uint8_t* d, uint32_t n) {
+      note_drop(l, tap_state[k]);
+      cap.push_back({pr.wire.clock().now_ns(), {d, d + n}});
+      tap_state[k].last_frame = cap.size();
+    };
+  }
 
   Endpoint &a = pr.a, &b = pr.b;
   fill_pattern(a.buf(), 64 * 1024, 1);
@@ -126,6 +145,10 @@ int main(int argc, char** argv) {
   // Let the last ACKs and anything still in flight pass.
   pr.run_until([] { return false; }, 20'000'000);
 
+  note_drop(pr.wire.a(), tap_state[0]);
+  note_drop(pr.wire.b(), tap_state[1]);
+  std::sort(dropped.begin(), dropped.end());
+
   // The capture must show what it is for.
   size_t rnr = 0, seq = 0, repeated = 0;
   std::vector<uint32_t> sent;  // request PSNs from A
@@ -150,5 +173,8 @@ int main(int argc, char** argv) {
   const FaultCounters &ca = pr.wire.a().counters, &cb = pr.wire.b().counters;
   std::printf("%s: %zu frames; dropped %llu of A's, %llu of B's; %zu RNR NAK, %zu sequence NAK, %zu repeated request PSNs\n",
               argv[1], cap.size(), (unsigned long long)ca.dropped, (unsigned long long)cb.dropped, rnr, seq, repeated);
+  std::printf("dropped frames:");
+  for (size_t n : dropped) std::printf(" %zu", n);
+  std::printf("\n");
   return rnr && seq && repeated ? 0 : 1;
 }

@@ -343,6 +343,19 @@ def ladder_tests(exe, golden, work, make_lossy):
             retx = set(having("retx"))
             check(repeats and repeats <= retx, "lossy: repeated PSNs %s not all marked (%s)" % (sorted(repeats), sorted(retx)))
             check(not (retx & fresh), "lossy: fresh PSNs marked as retransmissions: %s" % sorted(retx & fresh))
+            # The generator says which frames were dropped: each dropped request's PSN is
+            # sent again later, and that later frame is marked.
+            dropped = [int(x) for l in p.stdout.splitlines() if l.startswith("dropped frames:") for x in l.split()[2:]]
+            check(dropped, "lossy: the generator lists its dropped frames")
+            for d in dropped:
+                f = lines[d].split()
+                if f[7] == "RC_ACKNOWLEDGE" or "READ_RESPONSE" in f[7]:
+                    continue
+                psn = int(f[f.index("psn") + 1])
+                again = [n for n in sorted(lines) if n > d and lines[n].split()[2] == f[2]
+                         and int(lines[n].split()[lines[n].split().index("psn") + 1]) == psn]
+                check(again and again[0] in retx, "lossy: dropped frame %d (psn %d) resent as %s, marked %s" % (
+                    d, psn, again[:1], sorted(retx)[:5]))
 
     # Bad input: a clean error, exit 2, no SVG claimed.
     garbage = os.path.join(work, "garbage.pcap")
