@@ -369,6 +369,12 @@ def ladder_tests(exe, golden, work, make_lossy):
     for args in ([garbage], [os.path.join(work, "missing.pcap")], ["--count", "0", cut], ["--from", "x", cut]):
         rc, _, err, _ = ladder(exe, work, *args)
         check(rc == 2 and err.startswith("uroce-dissect: "), "ladder %s: rc %d, stderr %r" % (args, rc, err))
+    # The mangled frames of the robustness check (cut at every length, bits flipped): drawn,
+    # one arrow each, no crash or sanitizer report.
+    mangled = os.path.join(work, "mangled.pcap")
+    rc, out, err, res = ladder(exe, work, mangled)
+    check(rc in (0, 1) and not err and res is not None and len(res[1]) == summary(out)[1],
+          "ladder of mangled frames: rc %d, %s, stderr %s" % (rc, out[-1:], err[:300]))
     rc, _, err, res = ladder(exe, work, cut)
     check(rc in (0, 1, 2) and not err.startswith("=="), "ladder of a cut capture: rc %d %r" % (rc, err))
     rc, _, err = run(exe, "--ladder", "/nonexistent-dir/x.svg", os.path.join(golden, "rxe/write_small.pcap"))
