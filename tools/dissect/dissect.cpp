@@ -72,7 +72,8 @@ constexpr const char* kUsage =
     "(ethertype 0x8915) are counted as roce and listed as \"RoCE v1, not decoded\"; they are\n"
     "neither icrc ok, icrc bad nor malformed. Other frames are counted and skipped.\n"
     "With --qp, roce and the counts after it cover that QP's packets only (RoCE v1 frames and\n"
-    "packets cut before the BTH have no QP to match and are left out).\n"
+    "packets cut before the BTH have no QP to match and are left out); with --ladder they\n"
+    "cover the whole capture, whatever is drawn.\n"
     "The last line is: N frames, N roce, N icrc ok, N icrc bad, N malformed\n"
     "Exit status: 0 all RoCE packets valid, 1 a malformed packet or bad ICRC, 2 usage or file error.\n";
 
