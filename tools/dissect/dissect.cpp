@@ -39,6 +39,9 @@
 #include "proto/packet.hpp"
 
 using namespace uroce::proto;
+using uroce::dissect::Conversation;
+using uroce::dissect::LadderFrame;
+using uroce::dissect::LadderOptions;
 
 namespace {
 
@@ -391,6 +394,77 @@ void print_layout(std::span<const uint8_t> f, const Located& o, const std::strin
     std::printf("  %04zx  %-12s      %zu bytes after the IP packet\n", ip_end, "trailer", f.size() - ip_end);
 }
 
+// ---- --ladder: what the ladder needs of each frame, and writing it --------------------------
+
+// A RoCE v1 frame: its GRH's GIDs as addresses, nothing else decoded.
+LadderFrame ladder_frame_v1(size_t number, double t, std::span<const uint8_t> f, const Located& o,
+                            const std::string& prefix) {
+  LadderFrame lf;
+  lf.number = number;
+  lf.time = t;
+  lf.status = LadderFrame::Status::RoceV1;
+  lf.src = lf.dst = "?";
+  if (f.size() >= o.l3 + 40) {
+    char a[INET6_ADDRSTRLEN], b[INET6_ADDRSTRLEN];
+    inet_ntop(AF_INET6, f.data() + o.l3 + 8, a, sizeof a);
+    inet_ntop(AF_INET6, f.data() + o.l3 + 24, b, sizeof b);
+    lf.src = a, lf.dst = b;
+  }
+  lf.line = prefix + "  RoCE v1 (ethertype 0x8915, GRH), not decoded";
+  return lf;
+}
+
+// A RoCEv2 frame after parse(): every field if it parsed completely (ICRC good or bad), else
+// the BTH fields the frame holds.
+LadderFrame ladder_frame(size_t number, double t, std::span<const uint8_t> f, const Located& o, const Packet& p,
+                         const ParseResult& r, const std::string& line) {
+  LadderFrame lf;
+  lf.number = number;
+  lf.time = t;
+  lf.src = ip_str(f, o, true);
+  lf.dst = ip_str(f, o, false);
+  lf.line = line;
+  const bool complete = r.ok() || r.error == ParseError::BadIcrc;
+  lf.status = r.ok() ? LadderFrame::Status::Ok : complete ? LadderFrame::Status::BadIcrc : LadderFrame::Status::Malformed;
+  lf.decoded = complete;
+  if (complete) {
+    lf.has_bth = true;
+    lf.opcode = p.opcode, lf.dest_qp = p.dest_qp, lf.psn = p.psn, lf.ack_req = p.ack_req, lf.ecn = p.ecn;
+    lf.syndrome = p.aeth.syndrome, lf.msn = p.aeth.msn, lf.reth_len = p.reth.dma_len, lf.imm = p.imm;
+    lf.src_qp = p.deth.src_qp, lf.payload = p.payload.size();
+  } else if (o.bth + 12 <= f.size()) {
+    lf.has_bth = true;
+    lf.opcode = f[o.bth], lf.dest_qp = load_be24(f.data() + o.bth + 5), lf.psn = load_be24(f.data() + o.bth + 9);
+  }
+  return lf;
+}
+
+// Reads the conversation, selects the frames, writes the SVG and one line saying what it shows.
+bool write_ladder(const Options& opt, const std::vector<LadderFrame>& frames) {
+  LadderOptions lo;
+  lo.have_qp = opt.have_qp, lo.qp = opt.qp, lo.from = opt.from, lo.count = opt.count;
+  const size_t slash = opt.file.find_last_of('/');
+  lo.title = slash == std::string::npos ? opt.file : opt.file.substr(slash + 1);
+  namespace ld = uroce::dissect;
+  const Conversation c = ld::read_conversation(frames);
+  const std::vector<size_t> sel = ld::select_frames(frames, c, lo);
+  std::ofstream out(opt.ladder, std::ios::binary | std::ios::trunc);
+  out << ld::render_svg(frames, c, sel, lo);
+  out.close();
+  if (!out) {
+    std::fprintf(stderr, "uroce-dissect: cannot write %s\n", opt.ladder.c_str());
+    return false;
+  }
+  size_t n_retx = 0, n_dup = 0, n_seq = 0, n_rnr = 0;
+  for (size_t k : sel) {
+    n_retx += c.marks[k].retransmission, n_dup += c.marks[k].duplicate;
+    n_seq += c.marks[k].seq_nak, n_rnr += c.marks[k].rnr_nak;
+  }
+  std::printf("ladder %s: %zu frames drawn, %zu retransmissions, %zu duplicates, %zu sequence NAKs, %zu RNR NAKs\n",
+              opt.ladder.c_str(), sel.size(), n_retx, n_dup, n_seq, n_rnr);
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -474,8 +548,7 @@ int main(int argc, char** argv) {
   size_t n_cnp = 0, n_ecn[4] = {};
   const double t0 = cap.frames.empty() ? 0 : cap.frames.front().time;
   std::vector<uint8_t> conv;
-  std::vector<uroce::dissect::LadderFrame> ladder_frames;  // --ladder: every RoCE frame
-  using LStatus = uroce::dissect::LadderFrame::Status;
+  std::vector<LadderFrame> ladder_frames;  // --ladder: every RoCE frame
   for (size_t i = 0; i < cap.frames.size(); ++i) {
     const auto& fr = cap.frames[i];
     ++n_frames;
@@ -498,20 +571,7 @@ int main(int argc, char** argv) {
       ++n_roce;
       ++n_v1;
       if (ladder) {
-        uroce::dissect::LadderFrame lf;
-        lf.number = i + 1;
-        lf.time = fr.time - t0;
-        lf.status = LStatus::RoceV1;
-        if (f.size() >= o.l3 + 40) {  // the GRH's GIDs
-          char a[INET6_ADDRSTRLEN], b[INET6_ADDRSTRLEN];
-          inet_ntop(AF_INET6, f.data() + o.l3 + 8, a, sizeof a);
-          inet_ntop(AF_INET6, f.data() + o.l3 + 24, b, sizeof b);
-          lf.src = a, lf.dst = b;
-        } else {
-          lf.src = lf.dst = "?";
-        }
-        lf.line = prefix + "  RoCE v1 (ethertype 0x8915, GRH), not decoded";
-        ladder_frames.push_back(std::move(lf));
+        ladder_frames.push_back(ladder_frame_v1(i + 1, fr.time - t0, f, o, prefix));
       } else if (!opt.errors_only) {
         std::printf("%s  RoCE v1 (ethertype 0x8915, GRH), not decoded\n", prefix.c_str());
       }
@@ -559,23 +619,7 @@ int main(int argc, char** argv) {
         line += fmt(" (capture snapped: %zu of %u bytes)", fr.bytes.size(), unsigned(fr.orig_len));
     }
     if (ladder) {
-      uroce::dissect::LadderFrame lf;
-      lf.number = i + 1;
-      lf.time = fr.time - t0;
-      lf.src = ip_str(f, o, true);
-      lf.dst = ip_str(f, o, false);
-      lf.line = line;
-      lf.status = r.ok() ? LStatus::Ok : complete ? LStatus::BadIcrc : LStatus::Malformed;
-      lf.has_bth = complete || bth_present;
-      lf.decoded = complete;
-      if (complete) {
-        lf.opcode = p.opcode, lf.dest_qp = p.dest_qp, lf.psn = p.psn, lf.ack_req = p.ack_req, lf.ecn = p.ecn;
-        lf.syndrome = p.aeth.syndrome, lf.msn = p.aeth.msn, lf.reth_len = p.reth.dma_len, lf.imm = p.imm;
-        lf.src_qp = p.deth.src_qp, lf.payload = p.payload.size();
-      } else if (bth_present) {
-        lf.opcode = f[b], lf.dest_qp = qp, lf.psn = load_be24(f.data() + b + 9);
-      }
-      ladder_frames.push_back(std::move(lf));
+      ladder_frames.push_back(ladder_frame(i + 1, fr.time - t0, f, o, p, r, line));
       continue;
     }
     const bool is_error = !r.ok();
@@ -588,30 +632,7 @@ int main(int argc, char** argv) {
       print_layout(f, o, verdict);
     }
   }
-  if (ladder) {
-    namespace ld = uroce::dissect;
-    ld::LadderOptions lo;
-    lo.have_qp = opt.have_qp, lo.qp = opt.qp, lo.from = opt.from, lo.count = opt.count;
-    const size_t slash = opt.file.find_last_of('/');
-    lo.title = slash == std::string::npos ? opt.file : opt.file.substr(slash + 1);
-    const ld::Conversation c = ld::read_conversation(ladder_frames);
-    const std::vector<size_t> sel = ld::select_frames(ladder_frames, c, lo);
-    const std::string svg = ld::render_svg(ladder_frames, c, sel, lo);
-    std::ofstream out(opt.ladder, std::ios::binary | std::ios::trunc);
-    out << svg;
-    out.close();
-    if (!out) {
-      std::fprintf(stderr, "uroce-dissect: cannot write %s\n", opt.ladder.c_str());
-      return 2;
-    }
-    size_t n_retx = 0, n_dup = 0, n_seq = 0, n_rnr = 0;
-    for (size_t k : sel) {
-      n_retx += c.marks[k].retransmission, n_dup += c.marks[k].duplicate;
-      n_seq += c.marks[k].seq_nak, n_rnr += c.marks[k].rnr_nak;
-    }
-    std::printf("ladder %s: %zu frames drawn, %zu retransmissions, %zu duplicates, %zu sequence NAKs, %zu RNR NAKs\n",
-                opt.ladder.c_str(), sel.size(), n_retx, n_dup, n_seq, n_rnr);
-  }
+  if (ladder && !write_ladder(opt, ladder_frames)) return 2;
   if (n_cnp || n_ecn[1] || n_ecn[2] || n_ecn[3])
     std::printf("(%zu CNP, ECN: %zu ECT0, %zu ECT1, %zu CE)\n", n_cnp, n_ecn[2], n_ecn[1], n_ecn[3]);
   if (n_v1) std::printf("(%zu RoCE v1 frame%s counted as roce, not decoded)\n", n_v1, n_v1 == 1 ? "" : "s");

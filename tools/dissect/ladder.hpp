@@ -4,8 +4,9 @@
 // Three steps, one file each:
 //   dissect.cpp        decodes every frame into a LadderFrame (the same decode as the line view)
 //   ladder_marks.cpp   reads the conversation: which frames are retransmissions, duplicates,
-//                      NAKs; which request PSNs each ACK covers; which QPs talk to which
-//   ladder_svg.cpp     selects the frames (--qp, --from, --count) and draws them as SVG text
+//                      NAKs; which request PSNs each ACK covers; which QPs talk to which;
+//                      and selects the frames to draw (--qp, --from, --count)
+//   ladder_svg.cpp     draws the selected frames as SVG text
 #pragma once
 #include <cstddef>
 #include <cstdint>
