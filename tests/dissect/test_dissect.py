@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tests of uroce-dissect, run by meson (suite proto).
 
-usage: test_dissect.py UROCE_DISSECT GOLDEN_DIR WORK_DIR
+usage: test_dissect.py UROCE_DISSECT GOLDEN_DIR WORK_DIR [MAKE_LOSSY_CAPTURE]
 
 1. Every golden capture: exit 0 and a summary whose roce / icrc ok counts match the per-file
    table of GOLDEN_DIR/INDEX.md (the frame count is checked against the pcap itself).
@@ -9,6 +9,11 @@ usage: test_dissect.py UROCE_DISSECT GOLDEN_DIR WORK_DIR
    a bad IPv4 checksum, as pcap and as pcapng: exit 1 and the right counts and messages.
 3. --errors, --qp (decimal and hex, against QP counts read here from the bytes), --bytes
    (exact lines for the RDMA WRITE Only of rxe/write_small.pcap) and usage errors.
+4. --ladder: the SVG parses, one arrow per selected frame, labels and tooltips match the line
+   view, --qp / --from / --count select the right frames, the golden captures show no
+   retransmission (except the RNR retries of rxe/send_rnr_nak.pcap), the lossy capture of
+   MAKE_LOSSY_CAPTURE shows retransmissions, sequence NAKs and the RNR NAK where its frames
+   say so, a bad ICRC is marked, 500 frames stay readable, bad input is a clean error.
 
 Only the standard library is used: pcap files are read and written with struct.
 """
@@ -25,6 +30,7 @@ def check(cond, what):
     if not cond:
         FAILURES.append(what)
         print("FAIL:", what)
+    return cond
 
 
 # ---- capture files -------------------------------------------------------------------------
@@ -164,6 +170,221 @@ WRITE_SMALL_BYTES = """\
 """.splitlines()
 
 
+# ---- the ladder diagram ---------------------------------------------------------------------
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def ladder(exe, work, *args):
+    """Runs --ladder; returns (rc, stdout lines, stderr, {frame number: <g> element} or None)."""
+    import xml.etree.ElementTree as ET
+    out_svg = os.path.join(work, "ladder.svg")
+    if os.path.exists(out_svg):
+        os.remove(out_svg)
+    rc, out, err = run(exe, "--ladder", out_svg, *args)
+    if not os.path.exists(out_svg):
+        return rc, out, err, None
+    try:
+        root = ET.parse(out_svg).getroot()
+    except ET.ParseError as e:
+        check(False, "ladder %s: SVG does not parse: %s" % (args, e))
+        return rc, out, err, None
+    frames = {}
+    for g in root.iter(SVG + "g"):
+        if "frame" in g.get("class", "").split():
+            frames[int(g.get("data-frame"))] = g
+    return rc, out, err, (root, frames)
+
+
+def classes(g):
+    return set(g.get("class", "").split())
+
+
+def arrows(g):
+    return [e for e in g if e.get("class") == "arrow"]
+
+
+def label_of(g):
+    return next(e.text for e in g if e.get("class") == "label")
+
+
+def line_view(exe, path):
+    """{frame number: line} of the line view."""
+    _, out, _ = run(exe, path)
+    return {int(l.split()[0]): l for l in out if l[:1] == " " and l.split()[0].isdigit()}
+
+
+def ladder_tests(exe, golden, work, make_lossy):
+    table = index_table(golden)
+    # Every golden capture: parses, one arrow per RoCE frame, tooltips are the line view, no
+    # retransmission or duplicate highlighted (rxe/send_rnr_nak.pcap: the retries after RNR NAKs).
+    for rel in sorted(table):
+        path = os.path.join(golden, rel)
+        rc, out, err, res = ladder(exe, work, path)
+        if not check(rc == 0 and res is not None, "ladder %s: rc %d %s" % (rel, rc, err)) and res is None:
+            continue
+        root, frames = res
+        lines = line_view(exe, path)
+        check(sorted(frames) == sorted(lines), "ladder %s: frames %s, line view %s" % (rel, sorted(frames)[:5], sorted(lines)[:5]))
+        check(all(len(arrows(g)) == 1 for g in frames.values()), "ladder %s: one arrow per frame" % rel)
+        check(all(g.find(SVG + "title").text == lines.get(n) for n, g in frames.items()),
+              "ladder %s: tooltips are the line view" % rel)
+        marked = sorted(n for n, g in frames.items() if classes(g) & {"retx", "dup"})
+        if rel == "rxe/send_rnr_nak.pcap":
+            rnr = sorted(n for n, l in lines.items() if "RNR NAK" in l)
+            check(rnr == [2, 4, 6] and sorted(n for n, g in frames.items() if "rnr" in classes(g)) == rnr,
+                  "send_rnr_nak: RNR NAKs %s" % rnr)
+            check(marked == [3, 5, 7], "send_rnr_nak: retries marked %s, want [3, 5, 7]" % marked)
+        else:
+            check(marked == [], "ladder %s: retransmission/duplicate marked on a clean capture: %s" % (rel, marked[:10]))
+
+    # Labels of rxe/write_small.pcap, and the ACK's coverage.
+    rc, out, _, (root, frames) = ladder(exe, work, os.path.join(golden, "rxe/write_small.pcap"))
+    check(label_of(frames[1]) == "RC_RDMA_WRITE_ONLY psn 256 len 64 A", "label 1: %r" % label_of(frames[1]))
+    check(label_of(frames[2]) == "RC_ACKNOWLEDGE psn 256 ACK msn 1", "label 2: %r" % label_of(frames[2]))
+    check(frames[2].get("data-acks") == "256..256", "ACK 2 covers psn 256: %r" % frames[2].get("data-acks"))
+    check(out[0].startswith("ladder ") and summary(out) == (4, 4, 4, 0, 0), "ladder stdout: %s" % out)
+    rc, out, _, (root, frames) = ladder(exe, work, os.path.join(golden, "rxe/write_imm_4k.pcap"))
+    last = [g for g in frames.values() if g.get("data-opcode") == "0x09"]
+    check(len(last) == 1 and "imm 0xc0de" in label_of(last[0]), "WRITE_LAST_IMM label shows the immediate")
+    ack = [g for g in frames.values() if g.get("data-opcode") == "0x11"]
+    check(len(ack) == 1 and ack[0].get("data-acked-packets") == "4", "the one ACK of write_imm_4k covers 4 requests")
+    # Endpoint columns: the two addresses with their QPs.
+    heads = [g.get("data-address") for g in root.iter(SVG + "g") if g.get("class") == "endpoint"]
+    check(heads == ["198.18.1.1", "198.18.1.2"], "columns: %s" % heads)
+
+    # --from / --count.
+    path = os.path.join(golden, "rxe/write_64k.pcap")
+    for args, want in ((["--from", "10", "--count", "5"], list(range(10, 15))),
+                       (["--from=60", "--count=100"], list(range(60, 66))),
+                       (["--count", "3"], [1, 2, 3]),
+                       (["--from", "1000"], [])):
+        rc, out, _, res = ladder(exe, work, *args, path)
+        got = sorted(res[1]) if res else None
+        check(rc == 0 and got == want, "ladder %s: frames %s, want %s" % (args, got, want))
+
+    # --qp: frames to the QP, and frames from it (to its peer). The peer's --qp gives the same
+    # set; the frames to the peer go the opposite way.
+    for rel in ("tutorial/rdma_cm.pcap", "tutorial/nccl/tree2_node1.pcap"):
+        path = os.path.join(golden, rel)
+        frames_all = read_pcap(path)
+        dq = {i + 1: dest_qp(fr) for i, fr in enumerate(frames_all) if dest_qp(fr) is not None}
+        for q in sorted(set(dq.values())):
+            rc, _, _, res = ladder(exe, work, "--qp", hex(q), path)
+            sel = set(res[1]) if res else set()
+            to_q = {n for n, x in dq.items() if x == q}
+            others = {dq[n] for n in sel - to_q}
+            check(rc == 0 and to_q <= sel and len(others) <= 1, "%s --qp %#x: %d frames, %d to it, others to %s" % (
+                rel, q, len(sel), len(to_q), others))
+            if len(others) == 1:
+                p = others.pop()
+                _, _, _, res2 = ladder(exe, work, "--qp", str(p), path)
+                check(res2 and set(res2[1]) == sel, "%s: --qp %#x and its peer %#x select the same frames" % (rel, q, p))
+        rc, _, _, res = ladder(exe, work, "--qp", "0x123456", path)
+        check(rc == 0 and res and not res[1], "%s --qp with no match draws nothing" % rel)
+
+    # A bad ICRC is highlighted (and the exit status says so, as in the line view).
+    ws = read_pcap(os.path.join(golden, "rxe/write_small.pcap"))
+    bad = os.path.join(work, "ladder_bad_icrc.pcap")
+    write_pcap(bad, [ws[0][:-1] + bytes([ws[0][-1] ^ 1]), ws[1]])
+    rc, _, _, res = ladder(exe, work, bad)
+    check(rc == 1 and res and "icrc-bad" in classes(res[1][1]) and "icrc-bad" not in classes(res[1][2]),
+          "bad ICRC: rc %d, classes %s" % (rc, res and classes(res[1][1])))
+
+    # 500 frames stay readable: evenly spaced rows at least 20 units apart, constant width.
+    many = []
+    for rel in ("rxe/write_64k.pcap", "rxe/read_64k.pcap", "rxe/perftest_read_bw.pcap", "tutorial/rdma_cm.pcap"):
+        many += read_pcap(os.path.join(golden, rel))
+    big = os.path.join(work, "ladder_500.pcap")
+    write_pcap(big, many[:500])
+    rc, _, _, res = ladder(exe, work, big)
+    if check(res is not None and len(res[1]) == 500, "500-frame ladder"):
+        ys = [float(next(e for e in g if e.get("class") == "label").get("y")) for _, g in sorted(res[1].items())]
+        check(all(b - a >= 20 for a, b in zip(ys, ys[1:])), "500 frames: labels at least 20 apart")
+        h, w = float(res[0].get("height")), float(res[0].get("width"))
+        ncols = sum(1 for g in res[0].iter(SVG + "g") if g.get("class") == "endpoint")
+        check(h >= 500 * 20 and w <= 400 + 700 * ncols, "500 frames, %d columns: %gx%g" % (ncols, w, h))
+    rc, _, _, res = ladder(exe, work, "--count", "4", big)
+    check(res is not None and float(res[0].get("height")) < 700, "4 frames: a small picture")
+
+    # The lossy capture (two engines on the FakeLink with seeded loss).
+    if make_lossy:
+        lossy = os.path.join(work, "lossy.pcap")
+        p = subprocess.run([make_lossy, lossy], capture_output=True, text=True, timeout=120)
+        check(p.returncode == 0, "make_lossy_capture: rc %d %s %s" % (p.returncode, p.stdout, p.stderr))
+        rc, _, _, res = ladder(exe, work, lossy)
+        lines = line_view(exe, lossy)
+        if check(rc == 0 and res is not None and sorted(res[1]) == sorted(lines), "lossy ladder: rc %d" % rc):
+            frames = res[1]
+            def having(cls):
+                return sorted(n for n, g in frames.items() if cls in classes(g))
+            seq = sorted(n for n, l in lines.items() if "NAK 0 (PSN sequence error)" in l)
+            rnr = sorted(n for n, l in lines.items() if "RNR NAK" in l)
+            check(seq and having("nak-seq") == seq, "lossy: sequence NAKs %s, marked %s" % (seq, having("nak-seq")))
+            check(rnr and having("rnr") == rnr, "lossy: RNR NAKs %s, marked %s" % (rnr, having("rnr")))
+            # Retransmissions: every request PSN sent again by the same side is marked, and no
+            # frame whose PSN is past everything its side sent before (READ responses count
+            # for the requester) is marked.
+            seen, top, repeats, fresh = {}, {}, set(), set()
+            for n in sorted(lines):
+                f = lines[n].split()
+                src, op, psn = f[2], f[7], int(f[f.index("psn") + 1])
+                if op == "RC_ACKNOWLEDGE":
+                    continue
+                side = src if "READ_RESPONSE" not in op else f[4]
+                if "READ_RESPONSE" not in op and (src, psn) in seen:
+                    repeats.add(n)
+                if side in top and psn <= top[side]:
+                    pass
+                else:
+                    fresh.add(n)
+                    top[side] = psn
+                seen[(src, psn)] = n
+            retx = set(having("retx"))
+            check(repeats and repeats <= retx, "lossy: repeated PSNs %s not all marked (%s)" % (sorted(repeats), sorted(retx)))
+            check(not (retx & fresh), "lossy: fresh PSNs marked as retransmissions: %s" % sorted(retx & fresh))
+            # The generator says which frames were dropped: each dropped request's PSN is
+            # sent again later, and that later frame is marked.
+            dropped = [int(x) for l in p.stdout.splitlines() if l.startswith("dropped frames:") for x in l.split()[2:]]
+            check(dropped, "lossy: the generator lists its dropped frames")
+            for d in dropped:
+                f = lines[d].split()
+                if f[7] == "RC_ACKNOWLEDGE" or "READ_RESPONSE" in f[7]:
+                    continue
+                psn = int(f[f.index("psn") + 1])
+                again = [n for n in sorted(lines) if n > d and lines[n].split()[2] == f[2]
+                         and int(lines[n].split()[lines[n].split().index("psn") + 1]) == psn]
+                check(again and again[0] in retx, "lossy: dropped frame %d (psn %d) resent as %s, marked %s" % (
+                    d, psn, again[:1], sorted(retx)[:5]))
+
+    # Bad input: a clean error, exit 2, no SVG claimed.
+    garbage = os.path.join(work, "garbage.pcap")
+    with open(garbage, "wb") as f:
+        f.write(b"this is not a capture file at all" * 10)
+    cut = os.path.join(work, "cut.pcap")
+    with open(os.path.join(golden, "rxe/write_small.pcap"), "rb") as f:
+        data = f.read()
+    with open(cut, "wb") as f:
+        f.write(data[:24 + 16 + 30])   # a record cut inside its frame
+    for args in ([garbage], [os.path.join(work, "missing.pcap")], ["--count", "0", cut], ["--from", "x", cut]):
+        rc, _, err, _ = ladder(exe, work, *args)
+        check(rc == 2 and err.startswith("uroce-dissect: "), "ladder %s: rc %d, stderr %r" % (args, rc, err))
+    # The mangled frames of the robustness check (cut at every length, bits flipped): drawn,
+    # one arrow each, no crash or sanitizer report.
+    mangled = os.path.join(work, "mangled.pcap")
+    rc, out, err, res = ladder(exe, work, mangled)
+    check(rc in (0, 1) and not err and res is not None and len(res[1]) == summary(out)[1],
+          "ladder of mangled frames: rc %d, %s, stderr %s" % (rc, out[-1:], err[:300]))
+    rc, _, err, res = ladder(exe, work, cut)
+    check(rc in (0, 1, 2) and not err.startswith("=="), "ladder of a cut capture: rc %d %r" % (rc, err))
+    rc, _, err = run(exe, "--ladder", "/nonexistent-dir/x.svg", os.path.join(golden, "rxe/write_small.pcap"))
+    check(rc == 2 and "cannot write" in err, "ladder to an unwritable path: rc %d %r" % (rc, err))
+    for args in (["--from", "3", cut], ["--ladder"], ["--ladder", os.path.join(work, "l.svg"), "--bytes", cut]):
+        rc, _, err = run(exe, *args)
+        check(rc == 2 and err, "args %s: rc %d, want 2 and a message" % (args, rc))
+    print("ladder: golden, labels, --from/--count, --qp, bad ICRC, 500 frames, lossy capture, bad input checked")
+
+
 def main():
     exe, golden, work = sys.argv[1], sys.argv[2], sys.argv[3]
     os.makedirs(work, exist_ok=True)
@@ -293,6 +514,8 @@ def main():
         check(rc == 2 and err, "args %s: rc %d, want 2 and a message" % (args, rc))
     rc, out, _ = run(exe, "--help")
     check(rc == 0 and out and out[0].startswith("usage: uroce-dissect"), "--help: rc %d" % rc)
+
+    ladder_tests(exe, golden, work, sys.argv[4] if len(sys.argv) > 4 else None)
 
     if FAILURES:
         print("dissect: %d failure(s)" % len(FAILURES))

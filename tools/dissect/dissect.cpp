@@ -25,11 +25,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "proto/aeth.hpp"
+#include "tools/dissect/ladder.hpp"
 #include "tools/pcap/pcapio.hpp"
 #include "proto/headers.hpp"
 #include "proto/locate.hpp"
@@ -37,11 +39,15 @@
 #include "proto/packet.hpp"
 
 using namespace uroce::proto;
+using uroce::dissect::Conversation;
+using uroce::dissect::LadderFrame;
+using uroce::dissect::LadderOptions;
 
 namespace {
 
 constexpr const char* kUsage =
     "usage: uroce-dissect [--qp N] [--errors] [--bytes] FILE\n"
+    "       uroce-dissect --ladder OUT.svg [--qp N] [--from N] [--count N] FILE\n"
     "\n"
     "Prints one line per RoCE packet of a pcap or pcapng capture (Ethernet or Linux cooked\n"
     "link type): frame number, time since the first frame, addresses, UDP source port, opcode,\n"
@@ -54,11 +60,23 @@ constexpr const char* kUsage =
     "  --bytes    under each packet, the byte layout of the BTH and every extension header\n"
     "  -h, --help this text\n"
     "\n"
+    "  --ladder OUT.svg  instead of lines, draw the ladder (sequence) diagram of the conversation\n"
+    "             as SVG: one column per endpoint, one arrow per RoCE frame, time running down,\n"
+    "             labelled with opcode, PSN, AETH syndrome and MSN, RETH length, immediate;\n"
+    "             retransmissions, duplicates, sequence NAKs, RNR NAKs, bad ICRCs and CNPs\n"
+    "             highlighted, each ACK with the request PSNs it acknowledges. With --ladder:\n"
+    "    --qp N     frames to or from QP N (either side's QPN; the sender's QPN is learnt\n"
+    "               from the responses, or the DETH)\n"
+    "    --from N   start at frame number N (numbers as in the line view)\n"
+    "    --count N  draw at most N RoCE frames\n"
+    "             Marks are worked out from the whole capture, whatever is drawn.\n"
+    "\n"
     "A RoCE frame is one with UDP destination port 4791 or ethertype 0x8915. RoCE v1 frames\n"
     "(ethertype 0x8915) are counted as roce and listed as \"RoCE v1, not decoded\"; they are\n"
     "neither icrc ok, icrc bad nor malformed. Other frames are counted and skipped.\n"
     "With --qp, roce and the counts after it cover that QP's packets only (RoCE v1 frames and\n"
-    "packets cut before the BTH have no QP to match and are left out).\n"
+    "packets cut before the BTH have no QP to match and are left out); with --ladder they\n"
+    "cover the whole capture, whatever is drawn.\n"
     "The last line is: N frames, N roce, N icrc ok, N icrc bad, N malformed\n"
     "Exit status: 0 all RoCE packets valid, 1 a malformed packet or bad ICRC, 2 usage or file error.\n";
 
@@ -68,16 +86,35 @@ struct Options {
   bool have_qp = false;
   uint32_t qp = 0;
   std::string file;
+  std::string ladder;  // --ladder OUT.svg
+  size_t from = 1, count = 0;
+  bool have_range = false;  // --from or --count given
 };
 
-bool parse_number(const char* s, uint32_t& out) {
+bool parse_number(const char* s, unsigned long long max, unsigned long long& out) {
   if (!s || !*s) return false;
   char* end = nullptr;
   errno = 0;
   unsigned long long v = std::strtoull(s, &end, (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) ? 16 : 10);
-  if (errno || *end || v > 0xFFFFFF || s[0] == '-') return false;
+  if (errno || *end || v > max || s[0] == '-') return false;
+  out = v;
+  return true;
+}
+
+bool parse_number(const char* s, uint32_t& out) {
+  unsigned long long v = 0;
+  if (!parse_number(s, 0xFFFFFF, v)) return false;
   out = uint32_t(v);
   return true;
+}
+
+// The value of an option given as "--name VALUE" or "--name=VALUE" (nullptr if missing).
+const char* option_value(std::string_view a, std::string_view name, int& i, int argc, char** argv) {
+  if (a == name) return i + 1 < argc ? argv[++i] : nullptr;
+  return argv[i] + name.size() + 1;
+}
+bool is_option(std::string_view a, std::string_view name) {
+  return a == name || (a.starts_with(name) && a.size() > name.size() && a[name.size()] == '=');
 }
 
 // ---- formatting helpers ------------------------------------------------------------------
@@ -357,6 +394,77 @@ void print_layout(std::span<const uint8_t> f, const Located& o, const std::strin
     std::printf("  %04zx  %-12s      %zu bytes after the IP packet\n", ip_end, "trailer", f.size() - ip_end);
 }
 
+// ---- --ladder: what the ladder needs of each frame, and writing it --------------------------
+
+// A RoCE v1 frame: its GRH's GIDs as addresses, nothing else decoded.
+LadderFrame ladder_frame_v1(size_t number, double t, std::span<const uint8_t> f, const Located& o,
+                            const std::string& prefix) {
+  LadderFrame lf;
+  lf.number = number;
+  lf.time = t;
+  lf.status = LadderFrame::Status::RoceV1;
+  lf.src = lf.dst = "?";
+  if (f.size() >= o.l3 + 40) {
+    char a[INET6_ADDRSTRLEN], b[INET6_ADDRSTRLEN];
+    inet_ntop(AF_INET6, f.data() + o.l3 + 8, a, sizeof a);
+    inet_ntop(AF_INET6, f.data() + o.l3 + 24, b, sizeof b);
+    lf.src = a, lf.dst = b;
+  }
+  lf.line = prefix + "  RoCE v1 (ethertype 0x8915, GRH), not decoded";
+  return lf;
+}
+
+// A RoCEv2 frame after parse(): every field if it parsed completely (ICRC good or bad), else
+// the BTH fields the frame holds.
+LadderFrame ladder_frame(size_t number, double t, std::span<const uint8_t> f, const Located& o, const Packet& p,
+                         const ParseResult& r, const std::string& line) {
+  LadderFrame lf;
+  lf.number = number;
+  lf.time = t;
+  lf.src = ip_str(f, o, true);
+  lf.dst = ip_str(f, o, false);
+  lf.line = line;
+  const bool complete = r.ok() || r.error == ParseError::BadIcrc;
+  lf.status = r.ok() ? LadderFrame::Status::Ok : complete ? LadderFrame::Status::BadIcrc : LadderFrame::Status::Malformed;
+  lf.decoded = complete;
+  if (complete) {
+    lf.has_bth = true;
+    lf.opcode = p.opcode, lf.dest_qp = p.dest_qp, lf.psn = p.psn, lf.ack_req = p.ack_req, lf.ecn = p.ecn;
+    lf.syndrome = p.aeth.syndrome, lf.msn = p.aeth.msn, lf.reth_len = p.reth.dma_len, lf.imm = p.imm;
+    lf.src_qp = p.deth.src_qp, lf.payload = p.payload.size();
+  } else if (o.bth + 12 <= f.size()) {
+    lf.has_bth = true;
+    lf.opcode = f[o.bth], lf.dest_qp = load_be24(f.data() + o.bth + 5), lf.psn = load_be24(f.data() + o.bth + 9);
+  }
+  return lf;
+}
+
+// Reads the conversation, selects the frames, writes the SVG and one line saying what it shows.
+bool write_ladder(const Options& opt, const std::vector<LadderFrame>& frames) {
+  LadderOptions lo;
+  lo.have_qp = opt.have_qp, lo.qp = opt.qp, lo.from = opt.from, lo.count = opt.count;
+  const size_t slash = opt.file.find_last_of('/');
+  lo.title = slash == std::string::npos ? opt.file : opt.file.substr(slash + 1);
+  namespace ld = uroce::dissect;
+  const Conversation c = ld::read_conversation(frames);
+  const std::vector<size_t> sel = ld::select_frames(frames, c, lo);
+  std::ofstream out(opt.ladder, std::ios::binary | std::ios::trunc);
+  out << ld::render_svg(frames, c, sel, lo);
+  out.close();
+  if (!out) {
+    std::fprintf(stderr, "uroce-dissect: cannot write %s\n", opt.ladder.c_str());
+    return false;
+  }
+  size_t n_retx = 0, n_dup = 0, n_seq = 0, n_rnr = 0;
+  for (size_t k : sel) {
+    n_retx += c.marks[k].retransmission, n_dup += c.marks[k].duplicate;
+    n_seq += c.marks[k].seq_nak, n_rnr += c.marks[k].rnr_nak;
+  }
+  std::printf("ladder %s: %zu frames drawn, %zu retransmissions, %zu duplicates, %zu sequence NAKs, %zu RNR NAKs\n",
+              opt.ladder.c_str(), sel.size(), n_retx, n_dup, n_seq, n_rnr);
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -370,8 +478,24 @@ int main(int argc, char** argv) {
       opt.bytes = true;
     } else if (a == "--errors") {
       opt.errors_only = true;
-    } else if (a == "--qp" || a.starts_with("--qp=")) {
-      const char* v = a == "--qp" ? (i + 1 < argc ? argv[++i] : nullptr) : argv[i] + 5;
+    } else if (is_option(a, "--ladder")) {
+      const char* v = option_value(a, "--ladder", i, argc, argv);
+      if (!v || !*v) {
+        std::fprintf(stderr, "uroce-dissect: --ladder needs an output file name\n");
+        return 2;
+      }
+      opt.ladder = v;
+    } else if (is_option(a, "--from") || is_option(a, "--count")) {
+      const bool from = is_option(a, "--from");
+      unsigned long long v = 0;
+      if (!parse_number(option_value(a, from ? "--from" : "--count", i, argc, argv), SIZE_MAX, v) || v == 0) {
+        std::fprintf(stderr, "uroce-dissect: %s needs a number from 1\n", from ? "--from" : "--count");
+        return 2;
+      }
+      (from ? opt.from : opt.count) = size_t(v);
+      opt.have_range = true;
+    } else if (is_option(a, "--qp")) {
+      const char* v = option_value(a, "--qp", i, argc, argv);
       if (!parse_number(v, opt.qp)) {
         std::fprintf(stderr, "uroce-dissect: --qp needs a QP number (0 to 0xffffff, decimal or 0x hex)\n");
         return 2;
@@ -389,6 +513,15 @@ int main(int argc, char** argv) {
   }
   if (opt.file.empty()) {
     std::fprintf(stderr, "uroce-dissect: no capture file given\n%s", kUsage);
+    return 2;
+  }
+  const bool ladder = !opt.ladder.empty();
+  if (!ladder && opt.have_range) {
+    std::fprintf(stderr, "uroce-dissect: --from and --count go with --ladder\n");
+    return 2;
+  }
+  if (ladder && (opt.bytes || opt.errors_only)) {
+    std::fprintf(stderr, "uroce-dissect: --ladder draws every frame; --bytes and --errors are for the line view\n");
     return 2;
   }
 
@@ -415,6 +548,7 @@ int main(int argc, char** argv) {
   size_t n_cnp = 0, n_ecn[4] = {};
   const double t0 = cap.frames.empty() ? 0 : cap.frames.front().time;
   std::vector<uint8_t> conv;
+  std::vector<LadderFrame> ladder_frames;  // --ladder: every RoCE frame
   for (size_t i = 0; i < cap.frames.size(); ++i) {
     const auto& fr = cap.frames[i];
     ++n_frames;
@@ -433,10 +567,14 @@ int main(int argc, char** argv) {
     const std::string prefix = line_prefix(i + 1, fr.time - t0, f, o);
 
     if (o.roce_v1()) {
-      if (opt.have_qp) continue;  // the QP of a RoCE v1 frame is not decoded
+      if (opt.have_qp && !ladder) continue;  // the QP of a RoCE v1 frame is not decoded
       ++n_roce;
       ++n_v1;
-      if (!opt.errors_only) std::printf("%s  RoCE v1 (ethertype 0x8915, GRH), not decoded\n", prefix.c_str());
+      if (ladder) {
+        ladder_frames.push_back(ladder_frame_v1(i + 1, fr.time - t0, f, o, prefix));
+      } else if (!opt.errors_only) {
+        std::printf("%s  RoCE v1 (ethertype 0x8915, GRH), not decoded\n", prefix.c_str());
+      }
       continue;
     }
 
@@ -446,7 +584,7 @@ int main(int argc, char** argv) {
     const size_t b = o.bth;
     const bool bth_present = b + 12 <= f.size();
     const uint32_t qp = bth_present ? load_be24(f.data() + b + 5) : 0;
-    if (opt.have_qp && (!bth_present || qp != opt.qp)) continue;
+    if (opt.have_qp && !ladder && (!bth_present || qp != opt.qp)) continue;
     ++n_roce;
 
     std::string line = prefix;
@@ -480,6 +618,10 @@ int main(int argc, char** argv) {
       if (fr.orig_len > fr.bytes.size())
         line += fmt(" (capture snapped: %zu of %u bytes)", fr.bytes.size(), unsigned(fr.orig_len));
     }
+    if (ladder) {
+      ladder_frames.push_back(ladder_frame(i + 1, fr.time - t0, f, o, p, r, line));
+      continue;
+    }
     const bool is_error = !r.ok();
     if (opt.errors_only && !is_error) continue;
     std::printf("%s\n", line.c_str());
@@ -490,6 +632,7 @@ int main(int argc, char** argv) {
       print_layout(f, o, verdict);
     }
   }
+  if (ladder && !write_ladder(opt, ladder_frames)) return 2;
   if (n_cnp || n_ecn[1] || n_ecn[2] || n_ecn[3])
     std::printf("(%zu CNP, ECN: %zu ECT0, %zu ECT1, %zu CE)\n", n_cnp, n_ecn[2], n_ecn[1], n_ecn[3]);
   if (n_v1) std::printf("(%zu RoCE v1 frame%s counted as roce, not decoded)\n", n_v1, n_v1 == 1 ? "" : "s");

@@ -1,0 +1,92 @@
+// The ladder diagram of a capture (uroce-dissect --ladder OUT.svg): one column per endpoint,
+// one arrow per RoCE frame from the sender's column to the receiver's, time running down.
+//
+// Three steps, one file each:
+//   dissect.cpp        decodes every frame into a LadderFrame (the same decode as the line view)
+//   ladder_marks.cpp   reads the conversation: which frames are retransmissions, duplicates,
+//                      NAKs; which request PSNs each ACK covers; which QPs talk to which;
+//                      and selects the frames to draw (--qp, --from, --count)
+//   ladder_svg.cpp     draws the selected frames as SVG text
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace uroce::dissect {
+
+// What the dissector learnt about one RoCE frame.
+struct LadderFrame {
+  enum class Status : uint8_t {
+    Ok,         // parses, ICRC verifies
+    BadIcrc,    // parses completely, ICRC does not verify (proto's parse() checks it)
+    Malformed,  // parse() rejects it for another reason; fields below only if has_bth
+    RoceV1,     // ethertype 0x8915: addresses are GIDs, nothing else decoded
+  };
+  size_t number = 0;  // frame number in the capture, from 1 (as in the line view)
+  double time = 0;    // seconds since the capture's first frame
+  std::string src, dst;  // IP addresses (GIDs for RoCE v1)
+  std::string line;      // the line view of this frame (the tooltip)
+  Status status = Status::Ok;
+  bool has_bth = false;  // opcode, dest_qp and psn are read from the frame
+  bool decoded = false;  // status Ok or BadIcrc: every field below is meaningful
+  uint8_t opcode = 0;
+  uint32_t dest_qp = 0;
+  uint32_t psn = 0;
+  bool ack_req = false;
+  uint8_t ecn = 0;          // the IP ECN field (3 = CE)
+  uint8_t syndrome = 0;     // AETH, if the opcode has one
+  uint32_t msn = 0;         // AETH
+  uint32_t reth_len = 0;    // RETH DMA length, if the opcode has one
+  uint32_t imm = 0;         // immediate data, if the opcode has it
+  uint32_t src_qp = 0;      // DETH source QP (UD), if the opcode has one
+  size_t payload = 0;       // payload bytes
+};
+
+// How the ladder reads one frame in its conversation (indexes match the LadderFrame vector).
+struct FrameMarks {
+  bool retransmission = false;  // the sender already sent this PSN (or a later one) on this flow;
+                                // READ responses count as PSNs the requester sent
+  bool duplicate = false;       // a request PSN the responder had already acknowledged
+  bool seq_nak = false;         // NAK, PSN sequence error
+  bool rnr_nak = false;         // RNR NAK
+  bool other_nak = false;       // NAK of another kind (access, invalid request, ...)
+  bool cnp = false;
+  bool repeated_ack = false;    // an ACK of a PSN already acknowledged (it answers a duplicate)
+  bool ce = false;              // the IP header says Congestion Experienced
+  // An ACK (or READ response / atomic ACK carrying an AETH with ACK syndrome) that newly
+  // acknowledges request PSNs: from acked_first to psn, acked_packets request frames of the capture.
+  bool acks_range = false;
+  uint32_t acked_first = 0;
+  size_t acked_packets = 0;
+  size_t acked_first_frame = 0;  // index of the request frame of acked_first
+  uint32_t sender_qp = 0;  // the sending QP, if known (learnt from the peer's frames or DETH)
+  bool sender_qp_known = false;
+};
+
+// The conversation read from all frames (not only those drawn: marks need the history).
+struct Conversation {
+  std::vector<FrameMarks> marks;
+  // Endpoint address -> the QPNs seen at it (as destination, or learnt as a sender).
+  std::vector<std::pair<std::string, std::vector<uint32_t>>> endpoints;  // in order of appearance
+};
+
+Conversation read_conversation(const std::vector<LadderFrame>& frames);
+
+struct LadderOptions {
+  bool have_qp = false;
+  uint32_t qp = 0;   // --qp: frames to or from this QP (either side's QPN)
+  size_t from = 1;   // --from: first frame number drawn
+  size_t count = 0;  // --count: at most this many frames drawn (0 = all)
+  std::string title; // shown at the top (the capture's file name)
+};
+
+// The frames drawn: indexes into `frames`, in capture order.
+std::vector<size_t> select_frames(const std::vector<LadderFrame>& frames, const Conversation& conv,
+                                  const LadderOptions& opt);
+
+// The SVG document of the selected frames.
+std::string render_svg(const std::vector<LadderFrame>& frames, const Conversation& conv,
+                       const std::vector<size_t>& selected, const LadderOptions& opt);
+
+}  // namespace uroce::dissect
