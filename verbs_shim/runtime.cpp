@@ -269,6 +269,11 @@ bool load_cfg() {
     std::fprintf(stderr, "uroce-verbs: no uroce device: %s (set UROCE_CONFIG=FILE)\n", r.cfg_err.c_str());
     return false;
   }
+  // UROCE_CAPTURE, UROCE_FAULT_DROP, ...: the capture and fault keys from the environment.
+  if (!port::apply_env(*c, getenv, r.cfg_err)) {
+    std::fprintf(stderr, "uroce-verbs: no uroce device: %s\n", r.cfg_err.c_str());
+    return false;
+  }
   r.cfg = *c;
   ibv_device& d = r.dev;
   d.node_type = IBV_NODE_CA;
