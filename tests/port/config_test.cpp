@@ -16,6 +16,7 @@
 #include <map>
 
 #include "port/capture.hpp"
+#include "tools/pcap/pcapio.hpp"
 #include "port/config.hpp"
 
 #ifndef UROCE_CONFIG_DIR
@@ -408,4 +409,32 @@ TEST(Capture, StopsAtTheSizeLimitAndCounts) {
   const std::vector<uint8_t> d = pcapng::read_all(path);
   std::remove(path.c_str());
   EXPECT_EQ(d.size(), 88u + 9 * 1044);
+}
+
+// What uroce-dissect and the tools read it with (tools/pcap/pcapio, libpcap underneath): every
+// frame, the nanosecond time, the snapped and wire lengths, the interface and the direction.
+TEST(Capture, PcapioReadsItBack) {
+  const std::string path = testing::TempDir() + "uroce-capture-read.pcapng";
+  const std::vector<uint8_t> w = pcapng::write_only(256);
+  {
+    port::Capture cap;
+    std::string err;
+    ASSERT_TRUE(cap.open(path, {}, err)) << err;
+    cap.write_at(w.data(), uint32_t(w.size()), port::Capture::Dir::Out, 1'700'000'000'000'000'123ull);
+    cap.write_at(w.data(), uint32_t(w.size()), port::Capture::Dir::In, 1'700'000'000'000'001'000ull);
+  }
+  pcapio::Capture c;
+  std::string err;
+  ASSERT_TRUE(pcapio::read_file(path, c, err)) << err;
+  std::remove(path.c_str());
+  EXPECT_EQ(c.linktype, 1);
+  ASSERT_EQ(c.frames.size(), 2u);
+  EXPECT_EQ(c.frames[0].dir, pcapio::Frame::Dir::Out);
+  EXPECT_EQ(c.frames[1].dir, pcapio::Frame::Dir::In);
+  EXPECT_EQ(c.frames[0].interface_id, 0u);
+  EXPECT_EQ(c.frames[0].bytes.size(), 70u + 64);
+  EXPECT_EQ(c.frames[0].orig_len, uint32_t(w.size()));
+  EXPECT_TRUE(std::equal(c.frames[0].bytes.begin(), c.frames[0].bytes.end(), w.begin()));
+  EXPECT_NEAR(c.frames[0].time, 1'700'000'000.0, 1e-6);
+  EXPECT_NEAR(c.frames[1].time - c.frames[0].time, 877e-9, 3e-7);  // a double near 1.7e9 s: 0.24 us steps
 }
