@@ -64,7 +64,7 @@ struct EndpointConfig {
   // Fault injection (port/fault_stage.hpp): per direction, RoCE frames only unless fault_all.
   engine::FaultConfig fault_rx, fault_tx;
   uint64_t fault_seed = param::kFaultSeed;
-  bool fault_all = false;
+  bool fault_all = false;             // also received ARP, ND, ICMP (the port sends its own without faults)
 
   uint32_t max_frame() const { return link_mtu + 14; }
 };

@@ -237,7 +237,8 @@ def scenario_memif_capture():
 
 def scenario_veth_lossy():
     """fault_drop = 0.01 at both ends of the af_packet pair: WRITEs complete with every byte
-    checked, the fault stages dropped frames and the engines retransmitted."""
+    checked, the fault stages dropped frames and the engines retransmitted. Then
+    fault_tx_corrupt = 0.01 at the client: every corrupted frame is an ICRC error at the server."""
     ns_up()
     a = with_keys(cfg("veth-a.conf"), "fault_drop = 0.01\nfault_seed = 1", "lossy-a.conf")
     b = with_keys(cfg("veth-b.conf"), "fault_drop = 0.01\nfault_seed = 2", "lossy-b.conf")
@@ -254,6 +255,15 @@ def scenario_veth_lossy():
             " ".join(f"{k}={eng.get(k, 0)}" for k in ("retransmitted", "timeouts", "seq_naks_sent", "seq_naks_rcvd",
                                                        "duplicates", "out_of_sequence")))
     check(dropped > 0 and retrans > 0, f"dropped {dropped}, retransmitted {retrans}")
+    # Corruption: the client's transmit stage flips a bit after the transport headers; the
+    # frames reach the server's engine, which counts ICRC errors (and the data still arrives).
+    a = with_keys(cfg("veth-a.conf"), "fault_tx_corrupt = 0.01", "corrupt-a.conf")
+    st, ct = perf_pair(NSB, NSA, cfg("veth-b.conf"), a, "198.18.0.2", ["--test", "write", "-s", "4096", "-n", "1000"],
+                       "veth-corrupt", timeout=90)
+    corrupted = counters(ct).get("tx_fault_corrupted", 0)
+    icrc = counters(st, "engine").get("icrc_errors", 0)
+    log(f"client tx_fault_corrupted={corrupted}, server engine icrc_errors={icrc}")
+    check(corrupted > 0 and icrc == corrupted, f"corrupted {corrupted}, server icrc_errors {icrc}")
 
 
 def scenario_veth_xdp():
