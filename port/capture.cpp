@@ -120,6 +120,7 @@ void Capture::write_at(const uint8_t* frame, uint32_t len, Dir dir, uint64_t tim
     ++skipped_;
     return;
   }
+  if (used_ + total > cap_) flush();  // whole blocks only: a file read while it grows is never cut mid-block
   Block h;  // the fixed part before the bytes
   h.u32(kEpb), h.u32(total), h.u32(0);  // interface 0
   h.u32(uint32_t(time_ns >> 32)), h.u32(uint32_t(time_ns));

@@ -77,6 +77,10 @@ class DpdkLink : public engine::Link {
   bool resolve(const proto::Ip6& gid, proto::Mac& out, const std::function<void()>& pump = {});
   bool lookup(const proto::Ip6& gid, proto::Mac& out) const;
 
+  // Writes what the capture buffer holds to its file. For programs that end without closing
+  // the link (the verbs shim at exit); the destructor does it too.
+  void flush_capture() { cap_.flush(); }
+
   const proto::Mac& mac() const { return mac_; }
   const proto::Ip6& gid() const { return gid_; }       // the default source GID (gid_index)
   const std::vector<proto::Ip6>& gids() const { return gids_; }  // the GID table (zero: unused)

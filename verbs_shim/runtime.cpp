@@ -244,6 +244,7 @@ void shim_fini() {
                  (unsigned long)r.app_drives.load());
   r.stop = true;
   r.poller.join();
+  if (r.link) r.link->flush_capture();  // the link is never closed: its capture buffer goes out here
   if (getenv("UROCE_SHIM_STATS") && r.engine) {
     std::fprintf(stderr, "uroce-verbs: engine %s\n", r.engine->counters().text().c_str());
     std::fprintf(stderr, "uroce-verbs: link %s\n", r.link->counters_text().c_str());
