@@ -59,6 +59,20 @@ inline constexpr uint16_t kTxDesc = 1024;            // tx ring, adjusted to the
 inline constexpr uint8_t kPrefix4 = 24;              // IPv4 prefix length (key ip = a.b.c.d/N)
 inline constexpr int kGidIndex = 1;                  // 0: IPv6, 1: IPv4-mapped (key gid_index)
 inline constexpr uint32_t kArpTimeoutMs = 3000;      // bound on ARP/ND resolution (key arp_timeout_ms)
+// Capture (port/capture.hpp; keys capture, capture_all, capture_snaplen, capture_max_mb).
+inline constexpr uint32_t kCaptureSnapPayload = 64;  // default snap: the frame's headers + this many bytes
+inline constexpr uint32_t kCaptureSnapMin = 64;      // the smallest capture_snaplen a config may set
+inline constexpr uint32_t kCaptureMaxMb = 1024;      // the file stops growing at this size (key capture_max_mb)
+inline constexpr uint32_t kCaptureMaxMbLimit = 1u << 20;  // the largest capture_max_mb (1 TiB)
+inline constexpr uint32_t kCaptureBuffer = 1u << 20; // bytes of blocks gathered before one write(2)
+inline constexpr uint64_t kCaptureFlushNs = 100'000'000;  // and written at least this often (when frames come)
+// Fault injection (port/fault_stage.hpp, engine/fault.hpp; keys fault_*).
+inline constexpr uint64_t kFaultSeed = 1;            // key fault_seed
+inline constexpr uint32_t kFaultReorderWindow = 4;   // a reordered frame goes after 1..4 later ones
+inline constexpr uint32_t kFaultDelayMaxUs = 1'000'000;  // the largest fault_delay_us
+inline constexpr uint32_t kFaultHold = 512;          // frames one direction holds back at most (delay,
+                                                     // reorder); more pass undelayed (counted)
+inline constexpr uint64_t kFaultReorderHoldNs = 100'000;  // a reordered frame waits no longer than this
 // Fixed (no key).
 inline constexpr uint32_t kArpRetryMs = 200;         // ARP request / neighbour solicitation re-sent
 inline constexpr uint32_t kNeighbours = 16;          // neighbour cache entries (ARP and ND)

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -71,6 +72,173 @@ proto::Ip6 link_local_from_mac(const proto::Mac& m) {
   return a;
 }
 
+namespace {
+
+bool parse_probability(const std::string& s, double& out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (*end != 0 || !(v >= 0 && v <= 1)) return false;
+  out = v;
+  return true;
+}
+
+// fault_KIND, fault_rx_KIND, fault_tx_KIND: the directions the key names (rx, tx or both) and KIND.
+bool fault_key(const std::string& key, bool& rx, bool& tx, std::string& kind) {
+  if (key.rfind("fault_", 0) != 0) return false;
+  kind = key.substr(6);
+  rx = tx = true;
+  if (kind.rfind("rx_", 0) == 0) tx = false, kind = kind.substr(3);
+  else if (kind.rfind("tx_", 0) == 0) rx = false, kind = kind.substr(3);
+  return kind == "drop" || kind == "duplicate" || kind == "reorder" || kind == "corrupt" || kind == "delay_us";
+}
+
+bool set_fault(EndpointConfig& c, bool rx, bool tx, const std::string& kind, const std::string& val, std::string& msg) {
+  for (engine::FaultConfig* f : {rx ? &c.fault_rx : nullptr, tx ? &c.fault_tx : nullptr}) {
+    if (!f) continue;
+    if (kind == "delay_us") {
+      uint32_t us = 0;
+      if (!parse_u32(val, us) || us > param::kFaultDelayMaxUs) {
+        msg = "bad delay (0.." + std::to_string(param::kFaultDelayMaxUs) + " microseconds)";
+        return false;
+      }
+      f->delay = us ? 1 : 0;  // every frame of the direction, by the same amount: the order is kept
+      f->min_delay_ns = f->max_delay_ns = uint64_t(us) * 1000;
+      continue;
+    }
+    double p = 0;
+    if (!parse_probability(val, p)) {
+      msg = "a probability from 0 to 1 (0.01: one frame in a hundred)";
+      return false;
+    }
+    if (kind == "drop") f->drop = p;
+    else if (kind == "duplicate") f->duplicate = p;
+    else if (kind == "reorder") f->reorder = p, f->reorder_window = param::kFaultReorderWindow;
+    else f->corrupt = p;
+  }
+  return true;
+}
+
+// Sets one key. False with `msg` when the value is bad; `unknown` when there is no such key.
+bool set_key(EndpointConfig& c, const std::string& key, const std::string& val, std::string& msg, bool& unknown) {
+  unknown = false;
+  bool rx = false, tx = false;
+  std::string kind;
+  if (fault_key(key, rx, tx, kind)) return set_fault(c, rx, tx, kind, val, msg);
+  uint32_t u = 0;
+  auto fail = [&](const std::string& m) {
+  msg = m;
+  return false;
+  };
+  if (key == "name") {
+    c.name = val;
+  } else if (key == "eal") {
+    std::istringstream ss(val);
+    std::string w;
+    while (ss >> w) c.eal.push_back(w);
+  } else if (key == "port") {
+    if (!parse_u32(val, u) || u > 0xFFFF) return fail("bad port id");
+    c.port = int(u);
+  } else if (key == "ip") {
+    std::string addr = val;
+    if (auto sl = val.find('/'); sl != std::string::npos) {
+      addr = val.substr(0, sl);
+      if (!parse_u32(val.substr(sl + 1), u) || u > 32) return fail("bad prefix length");
+      c.prefix4 = uint8_t(u);
+    }
+    if (!parse_ip4(addr, c.ip4)) return fail("bad IPv4 address");
+    c.have_ip4 = true;
+  } else if (key == "ip6") {
+    std::string addr = val.substr(0, val.find('/'));
+    proto::Ip6 a;
+    if (!parse_ip6(addr, a)) return fail("bad IPv6 address");
+    if (!c.have_ip6) c.ip6 = a;
+    c.have_ip6 = true;
+    c.ip6s.push_back(a);
+  } else if (key == "mac") {
+    if (val == "port") c.mac_from_port = true;
+    else if (parse_mac(val, c.mac)) c.mac_from_port = false;
+    else return fail("bad MAC (aa:bb:cc:dd:ee:ff or 'port')");
+  } else if (key == "mtu") {
+    const auto m = parse_u32(val, u) ? path_mtu_of(u) : std::nullopt;
+    if (!m) return fail("path mtu must be 256, 512, 1024, 2048 or 4096");
+    c.path_mtu = *m;
+  } else if (key == "link_mtu") {
+    if (!parse_u32(val, u) || u < 576 || u > 16000) return fail("bad link_mtu");
+    c.link_mtu = u;
+  } else if (key == "mbufs") {
+    if (!parse_u32(val, u) || u < 512) return fail("bad mbufs (>= 512)");
+    c.mbufs = u;
+  } else if (key == "mbuf_size") {
+    if (!parse_u32(val, u) || u < 1024 || u > 65000) return fail("bad mbuf_size");
+    c.mbuf_size = u;
+  } else if (key == "mbuf_cache") {
+    if (!parse_u32(val, u) || u > 512) return fail("bad mbuf_cache (<= 512)");
+    c.mbuf_cache = u;
+  } else if (key == "rx_desc" || key == "tx_desc") {
+    if (!parse_u32(val, u) || u < 64 || u > 32768) return fail("bad descriptor count");
+    (key == "rx_desc" ? c.rx_desc : c.tx_desc) = uint16_t(u);
+  } else if (key == "gid_index") {
+    if (!parse_u32(val, u) || u > 255) return fail("gid_index is 0 (IPv6 link-local), 1 (IPv4-mapped) or 2.. (each ip6)");
+    c.gid_index = int(u);
+  } else if (key == "dscp") {
+    if (!parse_u32(val, u) || u > 63) return fail("bad dscp");
+    c.dscp = uint8_t(u);
+  } else if (key == "ecn") {
+    if (val == "off") c.ecn = 0;
+    else if (val == "ect0") c.ecn = 2;
+    else if (val == "ect1") c.ecn = 1;
+    else return fail("ecn is off, ect0 or ect1");
+  } else if (key == "cnp_interval_us") {
+    if (!parse_u32(val, u) || u > param::kCnpIntervalMaxUs)
+      return fail("bad cnp_interval_us (0.." + std::to_string(param::kCnpIntervalMaxUs) + ")");
+    c.cnp_interval_us = u;
+  } else if (key == "cnp_dscp") {
+    if (!parse_u32(val, u) || u > 63) return fail("bad cnp_dscp");
+    c.cnp_dscp = uint8_t(u);
+  } else if (key == "hop_limit" || key == "ttl") {
+    if (!parse_u32(val, u) || u < 1 || u > 255) return fail("bad hop_limit");
+    c.hop_limit = uint8_t(u);
+  } else if (key == "flow_isolate") {
+    if (!parse_bool(val, c.flow_isolate)) return fail("flow_isolate is yes or no");
+  } else if (key == "promiscuous") {
+    if (!parse_bool(val, c.promiscuous)) return fail("promiscuous is yes or no");
+  } else if (key == "progress") {
+    if (val != "thread" && val != "inline" && val != "dedicated") return fail("progress is thread, inline or dedicated");
+    c.progress = val;
+  } else if (key == "capture") {
+    if (val.empty()) return fail("capture needs a file name");
+    c.capture = val;
+  } else if (key == "capture_all") {
+    if (!parse_bool(val, c.capture_all)) return fail("capture_all is yes or no");
+  } else if (key == "capture_snaplen") {
+    if (!parse_u32(val, u) || (u != 0 && u < param::kCaptureSnapMin) || u > 65535)
+      return fail("capture_snaplen is 0 (headers + " + std::to_string(param::kCaptureSnapPayload) + " bytes) or " +
+                  std::to_string(param::kCaptureSnapMin) + "..65535");
+    c.capture_snaplen = u;
+  } else if (key == "capture_max_mb") {
+    if (!parse_u32(val, u) || u < 1 || u > param::kCaptureMaxMbLimit)
+      return fail("capture_max_mb is 1.." + std::to_string(param::kCaptureMaxMbLimit));
+    c.capture_max_mb = u;
+  } else if (key == "fault_seed") {
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(val.c_str(), &end, 0);
+    if (val.empty() || *end != 0) return fail("fault_seed is a number");
+    c.fault_seed = v;
+  } else if (key == "fault_all") {
+    if (!parse_bool(val, c.fault_all)) return fail("fault_all is yes or no");
+  } else if (key == "arp_timeout_ms") {
+    if (!parse_u32(val, u)) return fail("bad arp_timeout_ms");
+    c.arp_timeout_ms = u;
+  } else {
+    unknown = true;
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 std::optional<EndpointConfig> load_config(const std::string& path, std::string& err) {
   std::ifstream in(path);
   if (!in) {
@@ -99,90 +267,10 @@ std::optional<EndpointConfig> load_config(const std::string& path, std::string& 
       return fail("expected key = value, got '" + line + "'");
     }
     key = trim(line.substr(0, eq)), val = trim(line.substr(eq + 1));
-    uint32_t u = 0;
-    if (key == "name") {
-      c.name = val;
-    } else if (key == "eal") {
-      std::istringstream ss(val);
-      std::string w;
-      while (ss >> w) c.eal.push_back(w);
-    } else if (key == "port") {
-      if (!parse_u32(val, u) || u > 0xFFFF) return fail("bad port id");
-      c.port = int(u);
-    } else if (key == "ip") {
-      std::string addr = val;
-      if (auto sl = val.find('/'); sl != std::string::npos) {
-        addr = val.substr(0, sl);
-        if (!parse_u32(val.substr(sl + 1), u) || u > 32) return fail("bad prefix length");
-        c.prefix4 = uint8_t(u);
-      }
-      if (!parse_ip4(addr, c.ip4)) return fail("bad IPv4 address");
-      c.have_ip4 = true;
-    } else if (key == "ip6") {
-      std::string addr = val.substr(0, val.find('/'));
-      proto::Ip6 a;
-      if (!parse_ip6(addr, a)) return fail("bad IPv6 address");
-      if (!c.have_ip6) c.ip6 = a;
-      c.have_ip6 = true;
-      c.ip6s.push_back(a);
-    } else if (key == "mac") {
-      if (val == "port") c.mac_from_port = true;
-      else if (parse_mac(val, c.mac)) c.mac_from_port = false;
-      else return fail("bad MAC (aa:bb:cc:dd:ee:ff or 'port')");
-    } else if (key == "mtu") {
-      const auto m = parse_u32(val, u) ? path_mtu_of(u) : std::nullopt;
-      if (!m) return fail("path mtu must be 256, 512, 1024, 2048 or 4096");
-      c.path_mtu = *m;
-    } else if (key == "link_mtu") {
-      if (!parse_u32(val, u) || u < 576 || u > 16000) return fail("bad link_mtu");
-      c.link_mtu = u;
-    } else if (key == "mbufs") {
-      if (!parse_u32(val, u) || u < 512) return fail("bad mbufs (>= 512)");
-      c.mbufs = u;
-    } else if (key == "mbuf_size") {
-      if (!parse_u32(val, u) || u < 1024 || u > 65000) return fail("bad mbuf_size");
-      c.mbuf_size = u;
-    } else if (key == "mbuf_cache") {
-      if (!parse_u32(val, u) || u > 512) return fail("bad mbuf_cache (<= 512)");
-      c.mbuf_cache = u;
-    } else if (key == "rx_desc" || key == "tx_desc") {
-      if (!parse_u32(val, u) || u < 64 || u > 32768) return fail("bad descriptor count");
-      (key == "rx_desc" ? c.rx_desc : c.tx_desc) = uint16_t(u);
-    } else if (key == "gid_index") {
-      if (!parse_u32(val, u) || u > 255) return fail("gid_index is 0 (IPv6 link-local), 1 (IPv4-mapped) or 2.. (each ip6)");
-      c.gid_index = int(u);
-    } else if (key == "dscp") {
-      if (!parse_u32(val, u) || u > 63) return fail("bad dscp");
-      c.dscp = uint8_t(u);
-    } else if (key == "ecn") {
-      if (val == "off") c.ecn = 0;
-      else if (val == "ect0") c.ecn = 2;
-      else if (val == "ect1") c.ecn = 1;
-      else return fail("ecn is off, ect0 or ect1");
-    } else if (key == "cnp_interval_us") {
-      if (!parse_u32(val, u) || u > param::kCnpIntervalMaxUs)
-        return fail("bad cnp_interval_us (0.." + std::to_string(param::kCnpIntervalMaxUs) + ")");
-      c.cnp_interval_us = u;
-    } else if (key == "cnp_dscp") {
-      if (!parse_u32(val, u) || u > 63) return fail("bad cnp_dscp");
-      c.cnp_dscp = uint8_t(u);
-    } else if (key == "hop_limit" || key == "ttl") {
-      if (!parse_u32(val, u) || u < 1 || u > 255) return fail("bad hop_limit");
-      c.hop_limit = uint8_t(u);
-    } else if (key == "flow_isolate") {
-      if (!parse_bool(val, c.flow_isolate)) return fail("flow_isolate is yes or no");
-    } else if (key == "promiscuous") {
-      if (!parse_bool(val, c.promiscuous)) return fail("promiscuous is yes or no");
-    } else if (key == "progress") {
-      if (val != "thread" && val != "inline" && val != "dedicated") return fail("progress is thread, inline or dedicated");
-      c.progress = val;
-    } else if (key == "capture") {
-      if (val.empty()) return fail("capture needs a file name");
-      c.capture = val;
-    } else if (key == "arp_timeout_ms") {
-      if (!parse_u32(val, u)) return fail("bad arp_timeout_ms");
-      c.arp_timeout_ms = u;
-    } else {
+    std::string msg;
+    bool unknown = false;
+    if (!set_key(c, key, val, msg, unknown)) {
+      if (!unknown) return fail(msg);
       const std::string k = key;
       key.clear();
       return fail("unknown key '" + k + "' (the keys: config/README.md)");
@@ -206,6 +294,32 @@ std::optional<EndpointConfig> load_config(const std::string& path, std::string& 
     return std::nullopt;
   }
   return c;
+}
+
+const std::vector<std::string>& env_keys() {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> k = {"capture", "capture_all", "capture_snaplen", "capture_max_mb", "fault_seed", "fault_all"};
+    for (const char* kind : {"drop", "duplicate", "reorder", "corrupt", "delay_us"})
+      for (const char* dir : {"", "rx_", "tx_"}) k.push_back(std::string("fault_") + dir + kind);
+    return k;
+  }();
+  return keys;
+}
+
+bool apply_env(EndpointConfig& c, char* (*getenv_fn)(const char*), std::string& err) {
+  for (const std::string& key : env_keys()) {
+    std::string name = "UROCE_";
+    for (char ch : key) name += char(std::toupper(static_cast<unsigned char>(ch)));
+    const char* v = getenv_fn(name.c_str());
+    if (!v) continue;
+    std::string msg;
+    bool unknown = false;
+    if (!set_key(c, key, trim(v), msg, unknown)) {
+      err = name + " = '" + v + "': " + msg;
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace uroce::port

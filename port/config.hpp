@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/fault.hpp"
 #include "engine/param.hpp"
 #include "engine/types.hpp"
 #include "proto/packet.hpp"
@@ -54,13 +55,30 @@ struct EndpointConfig {
   // (only the application's verbs calls; no polling thread) or "dedicated" (a polling thread
   // that never sleeps, for a spare core per process). UROCE_PROGRESS overrides it.
   std::string progress = "thread";
-  std::string capture;                 // pcap file of every RoCE frame received and sent (tests)
+  // Capture (port/capture.hpp, docs/observability-capture.md): a pcapng file of the frames
+  // received and sent. UROCE_CAPTURE etc. override these for programs run through the shim.
+  std::string capture;                 // the file; empty: no capture
+  bool capture_all = false;            // also ARP, ND, ICMP and every other frame, not only RoCE
+  uint32_t capture_snaplen = 0;        // bytes kept of each frame; 0: its headers + kCaptureSnapPayload
+  uint32_t capture_max_mb = param::kCaptureMaxMb;  // the file stops growing here (frames counted)
+  // Fault injection (port/fault_stage.hpp): per direction, RoCE frames only unless fault_all.
+  engine::FaultConfig fault_rx, fault_tx;
+  uint64_t fault_seed = param::kFaultSeed;
+  bool fault_all = false;             // also received ARP, ND, ICMP (the port sends its own without faults)
 
   uint32_t max_frame() const { return link_mtu + 14; }
 };
 
 // Reads a config file; on error returns nullopt and sets `err` ("file:line: message").
 std::optional<EndpointConfig> load_config(const std::string& path, std::string& err);
+
+// The keys the environment may override (for programs run through the shim): UROCE_CAPTURE,
+// UROCE_CAPTURE_ALL, UROCE_CAPTURE_SNAPLEN, UROCE_CAPTURE_MAX_MB, UROCE_FAULT_DROP,
+// UROCE_FAULT_RX_DROP, ... (every fault_* key, upper case, prefixed UROCE_). `getenv_fn` is
+// getenv in programs (a stand-in in tests). False and `err` ("UROCE_X = 'v': message") when a
+// value is bad.
+bool apply_env(EndpointConfig& c, char* (*getenv_fn)(const char*), std::string& err);
+const std::vector<std::string>& env_keys();
 
 // Text helpers, shared with uroce-perf.
 bool parse_mac(const std::string& s, proto::Mac& out);

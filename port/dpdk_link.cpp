@@ -1,6 +1,8 @@
 #include "port/dpdk_link.hpp"
 
 #include <rte_cycles.h>
+
+#include <cstddef>
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
@@ -8,11 +10,14 @@
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
+#include <rte_pdump.h>
 
 #include <cstring>
 #include <sstream>
+#include <tuple>
 
 #include "proto/headers.hpp"
+#include "proto/locate.hpp"
 
 namespace uroce::port {
 
@@ -22,6 +27,7 @@ constexpr uint32_t kMinFrame = param::kMinFrame;
 constexpr uint32_t kBurst = param::kLinkBurst;
 
 bool eal_started = false;
+bool pdump_started = false;
 
 rte_mbuf* M(void* p) { return static_cast<rte_mbuf*>(p); }
 
@@ -130,7 +136,22 @@ bool DpdkLink::setup(std::string& err) {
     if (rte_eth_dev_mac_addr_add(port_, &a, 0) != 0 && cfg_.promiscuous) rte_eth_promiscuous_enable(port_);
     if (cfg_.promiscuous) rte_eth_promiscuous_enable(port_);
   }
-  if (!cfg_.capture.empty() && !cap_.open(cfg_.capture, max_frame_, err)) return false;
+  if (!cfg_.capture.empty()) {
+    CaptureOptions co;
+    co.if_name = cfg_.name;
+    co.snaplen = cfg_.capture_snaplen;
+    co.max_frame = max_frame_;
+    co.max_bytes = uint64_t(cfg_.capture_max_mb) << 20;
+    if (!cap_.open(cfg_.capture, co, err)) return false;
+    cap_all_ = cfg_.capture_all;
+  }
+  rx_fault_.configure(cfg_.fault_rx, cfg_.fault_seed * 2 + 1, cfg_.fault_all);
+  tx_fault_.configure(cfg_.fault_tx, cfg_.fault_seed * 2 + 2, cfg_.fault_all);
+  // DPDK's packet capture framework, for dpdk-dumpcap (a secondary process that attaches to
+  // our hugepage memory and asks us for copies of the port's frames). Only a process with
+  // shared hugepage memory can have secondaries: not with --no-huge or --in-memory.
+  if (!pdump_started && rte_eal_has_hugepages() && rte_eal_process_type() == RTE_PROC_PRIMARY)
+    pdump_started = rte_pdump_init() == 0;
   have_ip4_ = cfg_.have_ip4;
   std::memcpy(ip4_, cfg_.ip4, 4);
   // The GID table: 0 the link-local address, 1 the IPv4-mapped address (zero: none), 2.. each
@@ -232,6 +253,11 @@ DpdkLink::~DpdkLink() {
   rte_flow_error fe{};
   for (void* f : flows_) rte_flow_destroy(port_, static_cast<rte_flow*>(f), &fe);
   for (; bl_n_; --bl_n_, bl_head_ = (bl_head_ + 1) % kBacklog) rte_pktmbuf_free(M(backlog_[bl_head_]));
+  void* held[kBurst];
+  for (FaultStage* st : {&rx_fault_, &tx_fault_})
+    while (size_t n = st->release_all(held, kBurst))
+      for (size_t i = 0; i < n; ++i) rte_pktmbuf_free(M(held[i]));
+  cap_.close();
   while (stash_n_) rte_pktmbuf_free(M(stash_[--stash_n_]));
   rte_eth_dev_stop(port_);
   rte_eth_dev_close(port_);
@@ -292,15 +318,25 @@ const LinkCounterField kLinkCounterFields[] = {
     {"drop_nd_hop_limit", &LinkCounters::drop_nd_hop_limit},
     {"neigh_unsolicited", &LinkCounters::neigh_unsolicited},
     {"neigh_mac_changed", &LinkCounters::neigh_mac_changed},
+    {"capture_frames", &LinkCounters::capture_frames},
+    {"capture_skipped", &LinkCounters::capture_skipped},
 };
 const size_t kLinkCounterFieldCount = sizeof kLinkCounterFields / sizeof kLinkCounterFields[0];
-static_assert(sizeof kLinkCounterFields / sizeof kLinkCounterFields[0] == sizeof(LinkCounters) / sizeof(uint64_t),
+// Every plain counter (those before the fault stages' counts, printed per direction) is in the table.
+static_assert(sizeof kLinkCounterFields / sizeof kLinkCounterFields[0] == offsetof(LinkCounters, rx_fault) / sizeof(uint64_t),
               "every link counter is in kLinkCounterFields");
 
 std::string DpdkLink::counters_text() const {
   std::ostringstream o;
   for (size_t i = 0; i < kLinkCounterFieldCount; ++i)
     o << (i ? " " : "") << kLinkCounterFields[i].name << '=' << ctr_.*kLinkCounterFields[i].member;
+  const LinkCounters& c = ctr_;
+  for (auto [dir, st, f] : {std::tuple{"rx", &rx_fault_, &c.rx_fault}, std::tuple{"tx", &tx_fault_, &c.tx_fault}}) {
+    if (!st->on()) continue;
+    o << " " << dir << "_fault_dropped=" << f->dropped << " " << dir << "_fault_duplicated=" << f->duplicated << " "
+      << dir << "_fault_reordered=" << f->reordered << " " << dir << "_fault_corrupted=" << f->corrupted << " " << dir
+      << "_fault_delayed=" << f->delayed << " " << dir << "_fault_hold_full=" << f->hold_full;
+  }
   return o.str();
 }
 
@@ -345,6 +381,7 @@ bool DpdkLink::drain_backlog() {
 }
 
 size_t DpdkLink::send(engine::PacketBuf* bufs, size_t n) {
+  if (tx_fault_.on()) return send_with_faults(bufs, n);
   rte_mbuf* ms[kBurst];
   size_t total = 0;
   const bool clear = drain_backlog();
@@ -361,7 +398,7 @@ size_t DpdkLink::send(engine::PacketBuf* bufs, size_t n) {
       m->data_len = uint16_t(len);
       m->pkt_len = len;
       ms[i] = m;
-      if (cap_.on()) cap_.write(b.data, len);
+      if (cap_.on()) capture(b.data, len, Capture::Dir::Out);
     }
     const uint16_t sent = clear ? rte_eth_tx_burst(port_, 0, ms, uint16_t(k)) : 0;
     ctr_.tx_frames += sent;
@@ -385,14 +422,14 @@ size_t DpdkLink::send(engine::PacketBuf* bufs, size_t n) {
           m->data_len = uint16_t(len);
           m->pkt_len = len;
           backlog_[(bl_head_ + bl_n_++) % kBacklog] = m;
-          if (cap_.on()) cap_.write(b.data, len);
+          if (cap_.on()) capture(b.data, len, Capture::Dir::Out);
         }
         if (total < n) ctr_.tx_refused += n - total;
         break;
       }
     }
   }
-  if (cap_.on()) cap_.flush();
+  if (cap_.on()) cap_.maybe_flush();
   return total;
 }
 
@@ -405,18 +442,118 @@ size_t DpdkLink::recv(engine::PacketBuf* bufs, size_t max) {
   rte_mbuf* ms[kBurst];
   size_t k = 0;
   if (bl_n_) drain_backlog();
-  const uint16_t n = rte_eth_rx_burst(port_, 0, ms, uint16_t(std::min<size_t>(max, kBurst)));
+  if (tx_fault_.holding()) release_tx_held();
+  const size_t want = std::min<size_t>(max, kBurst);
+  // Frames the receive fault stage held back and that are due now come first (they were
+  // captured and decided on when they arrived).
+  size_t first = 0;
+  if (rx_fault_.holding()) first = rx_fault_.release(clock_.now_ns(), reinterpret_cast<void**>(ms), want);
+  const uint16_t fresh = first < want ? rte_eth_rx_burst(port_, 0, ms + first, uint16_t(want - first)) : 0;
+  ctr_.rx_frames += fresh;
+  if (cap_.on()) {
+    for (size_t i = first; i < first + fresh; ++i) capture(rte_pktmbuf_mtod(ms[i], uint8_t*), ms[i]->data_len, Capture::Dir::In);
+    cap_.maybe_flush();
+  }
+  size_t n = first + fresh;
+  if (rx_fault_.on() && fresh) n = rx_faults(reinterpret_cast<void**>(ms), fresh, first, want);
   if (n) ctl_.set_time_ms(now_ms());  // the neighbour cache's clock
-  for (uint16_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < n; ++i) {
     if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(ms[i + 1], void*));
     classify(ms[i], bufs, k);
   }
-  ctr_.rx_frames += n;
-  if (cap_.on()) {
-    for (size_t i = 0; i < k; ++i) cap_.write(bufs[i].data, bufs[i].len);
-    cap_.flush();
-  }
   return k;
+}
+
+// ---- Capture and fault injection -----------------------------------------------------------------
+void DpdkLink::capture(const uint8_t* f, uint32_t len, Capture::Dir dir) {
+  if (!cap_all_ && !proto::locate({f, len}).roce_v2()) return;
+  cap_.write(f, len, dir);
+  ctr_.capture_frames = cap_.written();
+  ctr_.capture_skipped = cap_.skipped();
+}
+
+// The receive fault stage on the `fresh` frames at ms[first..]: drops, corrupts, duplicates
+// and holds back as the stage decides. The frames that go on now are left at ms[first..] in
+// order (at most `cap` in all); returns how many frames ms holds.
+size_t DpdkLink::rx_faults(void** ms, size_t fresh, size_t first, size_t cap) {
+  void* in[kBurst];
+  std::memcpy(in, ms + first, fresh * sizeof(void*));
+  size_t out = first;
+  const uint64_t now = clock_.now_ns();
+  for (size_t i = 0; i < fresh; ++i) {
+    rte_mbuf* m = M(in[i]);
+    const engine::FaultDecision d = rx_fault_.decide(rte_pktmbuf_mtod(m, uint8_t*), m->data_len);
+    if (d.drop) {
+      rte_pktmbuf_free(m);
+      continue;
+    }
+    // The copy of a duplicated frame goes on now, if the burst has room for it and everything
+    // after it.
+    if (d.duplicate && out + (fresh - i) < cap)
+      if (rte_mbuf* c = rte_pktmbuf_copy(m, static_cast<rte_mempool*>(pool_), 0, UINT32_MAX)) {
+        ms[out++] = c;
+        rx_fault_.count_duplicate();
+      }
+    if ((d.delay || d.reorder) && rx_fault_.hold(m, d, now)) continue;
+    ms[out++] = m;
+    rx_fault_.passed();
+  }
+  ctr_.rx_fault = rx_fault_.counts();
+  return out;
+}
+
+// send() with a transmit fault stage: each frame is dropped, corrupted, duplicated, held back
+// or sent as the stage decides. Everything to send goes behind the backlog (so a held frame
+// released later keeps its place); takes as many frames as the backlog has room for.
+size_t DpdkLink::send_with_faults(engine::PacketBuf* bufs, size_t n) {
+  drain_backlog();
+  release_tx_held();
+  const uint64_t now = clock_.now_ns();
+  size_t taken = 0;
+  for (; taken < n && kBacklog - bl_n_ >= 2; ++taken) {  // room for the frame and a copy
+    engine::PacketBuf& b = bufs[taken];
+    rte_mbuf* m = M(b.handle);
+    uint32_t len = b.len;
+    if (len < kMinFrame) {
+      std::memset(b.data + len, 0, kMinFrame - len);
+      len = kMinFrame;
+    }
+    m->data_len = uint16_t(len);
+    m->pkt_len = len;
+    const engine::FaultDecision d = tx_fault_.decide(b.data, len);
+    if (d.drop) {
+      rte_pktmbuf_free(m);
+      continue;
+    }
+    if (d.duplicate)
+      if (rte_mbuf* c = rte_pktmbuf_copy(m, static_cast<rte_mempool*>(pool_), 0, UINT32_MAX)) {
+        to_wire(c);
+        tx_fault_.count_duplicate();
+      }
+    if ((d.delay || d.reorder) && tx_fault_.hold(m, d, now)) continue;
+    to_wire(m);
+    tx_fault_.passed();
+    release_tx_held();  // reordered frames whose turn has come
+  }
+  drain_backlog();
+  ctr_.tx_fault = tx_fault_.counts();
+  if (cap_.on()) cap_.maybe_flush();
+  return taken;
+}
+
+void DpdkLink::to_wire(void* mp) {
+  rte_mbuf* m = M(mp);
+  if (cap_.on()) capture(rte_pktmbuf_mtod(m, uint8_t*), m->data_len, Capture::Dir::Out);
+  backlog_[(bl_head_ + bl_n_++) % kBacklog] = m;
+}
+
+// Held transmit frames that are due go behind the backlog (as many as it has room for).
+void DpdkLink::release_tx_held() {
+  void* out[kBurst];
+  const size_t room = std::min<size_t>(kBacklog - bl_n_, kBurst);
+  const size_t n = tx_fault_.release(clock_.now_ns(), out, room);
+  for (size_t i = 0; i < n; ++i) to_wire(out[i]);
+  if (n) drain_backlog();
 }
 
 // Sorts one received frame (ControlPlane::sort): RoCEv2 for us goes to out[k++]; ARP, ND and
@@ -457,6 +594,7 @@ bool DpdkLink::tx_one(void* mp) {
     m->data_len = uint16_t(kMinFrame);
     m->pkt_len = kMinFrame;
   }
+  if (cap_all_) capture(rte_pktmbuf_mtod(m, uint8_t*), m->data_len, Capture::Dir::Out);
   if (rte_eth_tx_burst(port_, 0, &m, 1) == 1) {
     ++ctr_.tx_frames;
     return true;

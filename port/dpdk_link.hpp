@@ -18,6 +18,7 @@
 #include "port/clock.hpp"  // TscClock, the Clock that goes with a DpdkLink
 #include "port/capture.hpp"
 #include "port/config.hpp"
+#include "port/fault_stage.hpp"
 #include "port/neigh.hpp"
 
 struct rte_mempool;  // DPDK's, declared only
@@ -34,6 +35,10 @@ struct LinkCounters {
            drop_malformed = 0, drop_multiseg = 0, drop_nd_hop_limit = 0;
   uint64_t neigh_unsolicited = 0;   // replies/advertisements nobody asked for: no entry created
   uint64_t neigh_mac_changed = 0;   // a known neighbour answered from another MAC (logged)
+  // Capture (key capture): frames in the file, frames not written (the file's size limit).
+  uint64_t capture_frames = 0, capture_skipped = 0;
+  // Fault injection (keys fault_*), per direction: what each stage did.
+  FaultCounts rx_fault, tx_fault;
   uint64_t dropped() const {
     return drop_not_our_mac + drop_not_our_ip + drop_udp_port + drop_ip_proto + drop_ethertype + drop_malformed +
            drop_multiseg + drop_nd_hop_limit;
@@ -80,6 +85,10 @@ class DpdkLink : public engine::Link {
   bool resolve(const proto::Ip6& gid, proto::Mac& out, const std::function<void()>& pump = {});
   bool lookup(const proto::Ip6& gid, proto::Mac& out) const;
 
+  // Writes what the capture buffer holds to its file. For programs that end without closing
+  // the link (the verbs shim at exit); the destructor does it too.
+  void flush_capture() { cap_.flush(); }
+
   const proto::Mac& mac() const { return mac_; }
   const proto::Ip6& gid() const { return gid_; }       // the default source GID (gid_index)
   const std::vector<proto::Ip6>& gids() const { return gids_; }  // the GID table (zero: unused)
@@ -113,7 +122,18 @@ class DpdkLink : public engine::Link {
   LinkCounters ctr_;
   ControlPlane ctl_;          // ARP, ND, ICMP and the neighbour cache (port/neigh.hpp)
   std::vector<void*> flows_;  // rte_flow* (flow isolation rules)
-  Capture cap_;               // config key capture: RoCE frames in and out, to a pcap file
+  // Capture (key capture): the frames at the wire, received (before the receive fault stage)
+  // and sent (after the transmit one). RoCE only unless capture_all.
+  Capture cap_;
+  bool cap_all_ = false;
+  void capture(const uint8_t* f, uint32_t len, Capture::Dir dir);
+  // Fault injection (keys fault_*): one stage per direction, off unless configured.
+  FaultStage rx_fault_, tx_fault_;
+  TscClock clock_;            // the held frames' time
+  size_t rx_faults(void** ms, size_t fresh, size_t first, size_t cap);
+  size_t send_with_faults(engine::PacketBuf* bufs, size_t n);
+  void to_wire(void* m);      // capture, then behind the backlog
+  void release_tx_held();
   // Frames the port's queue did not take yet, oldest first (a software extension of the tx
   // ring): sent before anything new, so a momentarily full ring does not become a loss.
   static constexpr uint32_t kBacklog = param::kTxBacklog;

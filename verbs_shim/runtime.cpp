@@ -243,6 +243,7 @@ void shim_fini() {
                  (unsigned long)r.app_drives.load());
   r.stop = true;
   r.poller.join();
+  if (r.link) r.link->flush_capture();  // the link is never closed: its capture buffer goes out here
   if (getenv("UROCE_SHIM_STATS") && r.engine) {
     std::fprintf(stderr, "uroce-verbs: engine %s\n", r.engine->counters().text().c_str());
     std::fprintf(stderr, "uroce-verbs: link %s\n", r.link->counters_text().c_str());
@@ -266,6 +267,11 @@ bool load_cfg() {
   auto c = port::load_config(path, r.cfg_err);
   if (!c) {
     std::fprintf(stderr, "uroce-verbs: no uroce device: %s (set UROCE_CONFIG=FILE)\n", r.cfg_err.c_str());
+    return false;
+  }
+  // UROCE_CAPTURE, UROCE_FAULT_DROP, ...: the capture and fault keys from the environment.
+  if (!port::apply_env(*c, getenv, r.cfg_err)) {
+    std::fprintf(stderr, "uroce-verbs: no uroce device: %s\n", r.cfg_err.c_str());
     return false;
   }
   r.cfg = *c;

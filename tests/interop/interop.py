@@ -254,7 +254,8 @@ class Runner:
         if self.local.capture == "uroce":
             fd, copy = tempfile.mkstemp(prefix="interop-", suffix=".conf", dir=self.capdir)
             with os.fdopen(fd, "w") as f:
-                f.write(open(conf).read() + f"\ncapture = {pcap}\n")
+                # Whole frames: uroce-dissect checks every ICRC (the default snap keeps 64 bytes).
+                f.write(open(conf).read() + f"\ncapture = {pcap}\ncapture_snaplen = 65535\n")
             if os.path.exists(pcap):
                 os.remove(pcap)
             return copy, None

@@ -13,7 +13,10 @@
 #include <fstream>
 #include <string>
 
+#include <map>
+
 #include "port/capture.hpp"
+#include "tools/pcap/pcapio.hpp"
 #include "port/config.hpp"
 
 #ifndef UROCE_CONFIG_DIR
@@ -184,35 +187,254 @@ TEST(Config, EcnCnpAndCaptureKeys) {
   EXPECT_EQ(c->capture, "/tmp/x.pcap");
 }
 
-// The capture file (config key capture): a classic pcap, Ethernet, one record per frame, cut
-// at the snap length; readable by libpcap (uroce-dissect reads it in the interop runs).
-TEST(Capture, WritesAPcapOfTheFrames) {
-  const std::string path = testing::TempDir() + "uroce-capture-test.pcap";
+// ---- Capture and fault keys; the environment ----
+
+TEST(Config, CaptureAndFaultKeys) {
+  std::string err;
+  auto d = ecn_keys::load_text("", err);
+  ASSERT_TRUE(d) << err;
+  EXPECT_FALSE(d->capture_all);
+  EXPECT_EQ(d->capture_snaplen, 0u);
+  EXPECT_EQ(d->capture_max_mb, param::kCaptureMaxMb);
+  EXPECT_FALSE(d->fault_rx.any());
+  EXPECT_FALSE(d->fault_tx.any());
+  EXPECT_EQ(d->fault_seed, param::kFaultSeed);
+  auto c = ecn_keys::load_text("capture = /tmp/x.pcapng\ncapture_all = yes\ncapture_snaplen = 200\ncapture_max_mb = 5\n"
+                               "fault_drop = 0.01\nfault_rx_duplicate = 0.5\nfault_tx_reorder = 0.25\n"
+                               "fault_corrupt = 0.001\nfault_tx_delay_us = 300\nfault_seed = 42\nfault_all = yes\n",
+                               err);
+  ASSERT_TRUE(c) << err;
+  EXPECT_TRUE(c->capture_all);
+  EXPECT_EQ(c->capture_snaplen, 200u);
+  EXPECT_EQ(c->capture_max_mb, 5u);
+  EXPECT_EQ(c->fault_rx.drop, 0.01);
+  EXPECT_EQ(c->fault_tx.drop, 0.01);
+  EXPECT_EQ(c->fault_rx.duplicate, 0.5);
+  EXPECT_EQ(c->fault_tx.duplicate, 0);
+  EXPECT_EQ(c->fault_tx.reorder, 0.25);
+  EXPECT_EQ(c->fault_rx.reorder, 0);
+  EXPECT_EQ(c->fault_rx.corrupt, 0.001);
+  EXPECT_EQ(c->fault_tx.delay, 1);  // every frame
+  EXPECT_EQ(c->fault_tx.min_delay_ns, 300'000u);
+  EXPECT_EQ(c->fault_tx.max_delay_ns, 300'000u);
+  EXPECT_EQ(c->fault_rx.delay, 0);
+  EXPECT_EQ(c->fault_seed, 42u);
+  EXPECT_TRUE(c->fault_all);
+  for (const char* bad : {"fault_drop = 1.5\n", "fault_drop = -0.1\n", "fault_drop = x\n", "fault_rx_delay_us = 2000000\n",
+                          "fault_seed = z\n", "fault_all = maybe\n", "capture_snaplen = 10\n", "capture_max_mb = 0\n",
+                          "capture_all = 2\n", "fault_up_drop = 0.1\n", "fault_lose = 0.1\n"}) {
+    EXPECT_FALSE(ecn_keys::load_text(bad, err)) << bad;
+    EXPECT_NE(err.find("key '"), std::string::npos) << err;
+  }
+}
+
+namespace env_keys {
+std::map<std::string, std::string> vars;
+char* get(const char* name) {
+  auto it = vars.find(name);
+  return it == vars.end() ? nullptr : it->second.data();
+}
+}  // namespace env_keys
+
+TEST(Config, TheEnvironmentOverridesCaptureAndFaults) {
+  std::string err;
+  auto c = ecn_keys::load_text("capture = /tmp/a.pcapng\nfault_drop = 0.5\n", err);
+  ASSERT_TRUE(c) << err;
+  env_keys::vars = {{"UROCE_CAPTURE", "/tmp/b.pcapng"}, {"UROCE_FAULT_RX_DROP", "0.02"}, {"UROCE_FAULT_SEED", "7"},
+                    {"UROCE_CAPTURE_ALL", "yes"}, {"UROCE_FAULT_TX_DELAY_US", "10"}};
+  ASSERT_TRUE(port::apply_env(*c, env_keys::get, err)) << err;
+  EXPECT_EQ(c->capture, "/tmp/b.pcapng");
+  EXPECT_TRUE(c->capture_all);
+  EXPECT_EQ(c->fault_rx.drop, 0.02);
+  EXPECT_EQ(c->fault_tx.drop, 0.5);  // the file's, untouched
+  EXPECT_EQ(c->fault_tx.min_delay_ns, 10'000u);
+  EXPECT_EQ(c->fault_seed, 7u);
+  env_keys::vars = {{"UROCE_FAULT_DROP", "lots"}};
+  EXPECT_FALSE(port::apply_env(*c, env_keys::get, err));
+  EXPECT_EQ(err.rfind("UROCE_FAULT_DROP = 'lots': ", 0), 0u) << err;
+  EXPECT_EQ(port::env_keys().size(), 6u + 15u);
+}
+
+// ---- The capture writer (pcapng) ----
+
+namespace pcapng {
+
+std::vector<uint8_t> read_all(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+uint32_t u32(const std::vector<uint8_t>& d, size_t at) {
+  uint32_t v;
+  std::memcpy(&v, &d[at], 4);
+  return v;
+}
+
+// An IPv4 RoCEv2 RDMA WRITE ONLY frame with `payload` bytes (fields other than the ones the
+// header walker needs are zero): Ethernet 14, IPv4 20, UDP 8, BTH 12, RETH 16, payload, ICRC 4.
+std::vector<uint8_t> write_only(uint32_t payload) {
+  std::vector<uint8_t> f(14 + 20 + 8 + 12 + 16 + payload + 4, 0x5A);
+  f[12] = 0x08, f[13] = 0x00;
+  f[14] = 0x45;
+  const uint16_t tot = uint16_t(f.size() - 14);
+  f[16] = uint8_t(tot >> 8), f[17] = uint8_t(tot);
+  f[23] = 17;
+  f[34] = 0xC0, f[35] = 0x00, f[36] = 0x12, f[37] = 0xB7;  // UDP 49152 -> 4791
+  f[42] = 0x0A;  // RC RDMA WRITE ONLY
+  return f;
+}
+
+}  // namespace pcapng
+
+// The section header and interface description blocks, byte for byte (little-endian host).
+TEST(Capture, WritesThePcapngHeaderBlocks) {
+  const std::string path = testing::TempDir() + "uroce-capture-hdr.pcapng";
   {
     port::Capture cap;
     std::string err;
-    ASSERT_TRUE(cap.open(path, 100, err)) << err;
-    std::vector<uint8_t> a(60, 0xAA), b(150, 0xBB);
-    cap.write(a.data(), uint32_t(a.size()));
-    cap.write(b.data(), uint32_t(b.size()));
+    port::CaptureOptions o;
+    o.if_name = "uroce0";
+    o.snaplen = 100;
+    ASSERT_TRUE(cap.open(path, o, err)) << err;
   }
-  std::ifstream f(path, std::ios::binary);
-  std::vector<uint8_t> d((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const std::vector<uint8_t> d = pcapng::read_all(path);
   std::remove(path.c_str());
-  ASSERT_EQ(d.size(), 24u + 16 + 60 + 16 + 100);
-  auto u32 = [&](size_t at) { uint32_t v; std::memcpy(&v, &d[at], 4); return v; };
-  EXPECT_EQ(u32(0), 0xa1b2c3d4u);
-  EXPECT_EQ(u32(16), 100u);  // snap length
-  EXPECT_EQ(u32(20), 1u);    // Ethernet
-  EXPECT_EQ(u32(24 + 8), 60u);
-  EXPECT_EQ(u32(24 + 12), 60u);
-  EXPECT_EQ(d[24 + 16], 0xAA);
-  const size_t r2 = 24 + 16 + 60;
-  EXPECT_EQ(u32(r2 + 8), 100u);   // captured
-  EXPECT_EQ(u32(r2 + 12), 150u);  // on the wire
-  EXPECT_EQ(d[r2 + 16 + 99], 0xBB);
+  const std::vector<uint8_t> want = {
+      // SHB: type, length 44, byte-order magic, version 1.0, section length -1
+      0x0A, 0x0D, 0x0D, 0x0A, 44, 0, 0, 0, 0x4D, 0x3C, 0x2B, 0x1A, 1, 0, 0, 0,
+      0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+      4, 0, 5, 0, 'u', 'r', 'o', 'c', 'e', 0, 0, 0,  // shb_userappl "uroce"
+      0, 0, 0, 0, 44, 0, 0, 0,                       // opt_endofopt, length
+      // IDB: type 1, length 44, LINKTYPE_ETHERNET, reserved, snap length 100
+      1, 0, 0, 0, 44, 0, 0, 0, 1, 0, 0, 0, 100, 0, 0, 0,
+      2, 0, 6, 0, 'u', 'r', 'o', 'c', 'e', '0', 0, 0,  // if_name
+      9, 0, 1, 0, 9, 0, 0, 0,                          // if_tsresol: 10^-9
+      0, 0, 0, 0, 44, 0, 0, 0};
+  EXPECT_EQ(d, want);
+}
+
+// Enhanced packet blocks: interface 0, the nanosecond time, the lengths, the bytes padded to 4
+// and epb_flags inbound (1) / outbound (2).
+TEST(Capture, WritesEnhancedPacketBlocksWithDirectionAndSnapLength) {
+  const std::string path = testing::TempDir() + "uroce-capture-epb.pcapng";
+  std::vector<uint8_t> a(61, 0xAA), b(150, 0xBB);
+  {
+    port::Capture cap;
+    std::string err;
+    port::CaptureOptions o;
+    o.snaplen = 100;
+    ASSERT_TRUE(cap.open(path, o, err)) << err;
+    cap.write_at(a.data(), uint32_t(a.size()), port::Capture::Dir::In, 0x0000000123456789ull);
+    cap.write_at(b.data(), uint32_t(b.size()), port::Capture::Dir::Out, 1'700'000'000'123'456'789ull);
+    EXPECT_EQ(cap.written(), 2u);
+  }
+  const std::vector<uint8_t> d = pcapng::read_all(path);
+  std::remove(path.c_str());
+  const size_t e1 = 44 + 44, len1 = 28 + 64 + 12 + 4;  // 61 bytes padded to 64
+  ASSERT_EQ(d.size(), e1 + len1 + 28 + 100 + 12 + 4);
+  using pcapng::u32;
+  EXPECT_EQ(u32(d, e1), 6u);
+  EXPECT_EQ(u32(d, e1 + 4), len1);
+  EXPECT_EQ(u32(d, e1 + 8), 0u);            // interface 0
+  EXPECT_EQ(u32(d, e1 + 12), 0x1u);         // time, high word
+  EXPECT_EQ(u32(d, e1 + 16), 0x23456789u);  // time, low word
+  EXPECT_EQ(u32(d, e1 + 20), 61u);          // captured
+  EXPECT_EQ(u32(d, e1 + 24), 61u);          // on the wire
+  EXPECT_EQ(d[e1 + 28], 0xAA);
+  EXPECT_EQ(d[e1 + 28 + 60], 0xAA);
+  EXPECT_EQ(d[e1 + 28 + 61], 0);            // padding
+  EXPECT_EQ(u32(d, e1 + 28 + 64), 2u | 4u << 16);  // option epb_flags, 4 bytes
+  EXPECT_EQ(u32(d, e1 + 28 + 68), 1u);             // inbound
+  EXPECT_EQ(u32(d, e1 + 28 + 72), 0u);             // end of options
+  EXPECT_EQ(u32(d, e1 + len1 - 4), len1);
+  const size_t e2 = e1 + len1;
+  EXPECT_EQ(uint64_t(u32(d, e2 + 12)) << 32 | u32(d, e2 + 16), 1'700'000'000'123'456'789ull);
+  EXPECT_EQ(u32(d, e2 + 20), 100u);  // cut at the snap length
+  EXPECT_EQ(u32(d, e2 + 24), 150u);
+  EXPECT_EQ(d[e2 + 28 + 99], 0xBB);
+  EXPECT_EQ(u32(d, e2 + 28 + 100 + 4), 2u);  // outbound
+
   std::string err;
   port::Capture bad;
-  EXPECT_FALSE(bad.open("/nonexistent-dir/x.pcap", 100, err));
+  EXPECT_FALSE(bad.open("/nonexistent-dir/x.pcapng", {}, err));
   EXPECT_NE(err.find("capture"), std::string::npos);
+}
+
+// The default snap length: the headers (proto::locate, the opcode's extension headers) and 64
+// bytes after them.
+TEST(Capture, DefaultSnapLengthIsTheHeadersAndSixtyFourBytes) {
+  const std::vector<uint8_t> w = pcapng::write_only(1024);
+  EXPECT_EQ(port::header_bytes(w), 14u + 20 + 8 + 12 + 16);
+  std::vector<uint8_t> udp = w;
+  udp[37] = 0x35;  // UDP port 53: the UDP header ends the headers
+  EXPECT_EQ(port::header_bytes(udp), 14u + 20 + 8);
+  std::vector<uint8_t> arp(60, 0);
+  arp[12] = 0x08, arp[13] = 0x06;
+  EXPECT_EQ(port::header_bytes(arp), 14u);
+  EXPECT_EQ(port::header_bytes(std::span<const uint8_t>(w.data(), 40)), 40u);  // never past the end
+  EXPECT_EQ(port::header_bytes(std::span<const uint8_t>(w.data(), 20)), 14u);  // the IP header incomplete
+
+  const std::string path = testing::TempDir() + "uroce-capture-snap.pcapng";
+  const std::vector<uint8_t> small = pcapng::write_only(16);
+  {
+    port::Capture cap;
+    std::string err;
+    ASSERT_TRUE(cap.open(path, {}, err)) << err;
+    cap.write_at(w.data(), uint32_t(w.size()), port::Capture::Dir::Out, 1);
+    cap.write_at(small.data(), uint32_t(small.size()), port::Capture::Dir::In, 2);
+  }
+  const std::vector<uint8_t> d = pcapng::read_all(path);
+  std::remove(path.c_str());
+  const size_t e1 = 88;
+  EXPECT_EQ(pcapng::u32(d, e1 + 20), 70u + 64);      // headers + 64
+  EXPECT_EQ(pcapng::u32(d, e1 + 24), uint32_t(w.size()));
+  const size_t e2 = e1 + pcapng::u32(d, e1 + 4);
+  EXPECT_EQ(pcapng::u32(d, e2 + 20), uint32_t(small.size()));  // shorter than that: whole
+}
+
+// The size limit: frames that would take the file past it are counted, not written.
+TEST(Capture, StopsAtTheSizeLimitAndCounts) {
+  const std::string path = testing::TempDir() + "uroce-capture-limit.pcapng";
+  std::vector<uint8_t> f(1000, 0x11);
+  {
+    port::Capture cap;
+    std::string err;
+    port::CaptureOptions o;
+    o.snaplen = 65535;
+    o.max_bytes = 10'000;
+    ASSERT_TRUE(cap.open(path, o, err)) << err;
+    for (int i = 0; i < 20; ++i) cap.write_at(f.data(), uint32_t(f.size()), port::Capture::Dir::In, uint64_t(i));
+    EXPECT_EQ(cap.written(), 9u);  // 88 + 9 * 1044 <= 10000 < 88 + 10 * 1044
+    EXPECT_EQ(cap.skipped(), 11u);
+  }
+  const std::vector<uint8_t> d = pcapng::read_all(path);
+  std::remove(path.c_str());
+  EXPECT_EQ(d.size(), 88u + 9 * 1044);
+}
+
+// What uroce-dissect and the tools read it with (tools/pcap/pcapio, libpcap underneath): every
+// frame, the nanosecond time, the snapped and wire lengths, the interface and the direction.
+TEST(Capture, PcapioReadsItBack) {
+  const std::string path = testing::TempDir() + "uroce-capture-read.pcapng";
+  const std::vector<uint8_t> w = pcapng::write_only(256);
+  {
+    port::Capture cap;
+    std::string err;
+    ASSERT_TRUE(cap.open(path, {}, err)) << err;
+    cap.write_at(w.data(), uint32_t(w.size()), port::Capture::Dir::Out, 1'700'000'000'000'000'123ull);
+    cap.write_at(w.data(), uint32_t(w.size()), port::Capture::Dir::In, 1'700'000'000'000'001'000ull);
+  }
+  pcapio::Capture c;
+  std::string err;
+  ASSERT_TRUE(pcapio::read_file(path, c, err)) << err;
+  std::remove(path.c_str());
+  EXPECT_EQ(c.linktype, 1);
+  ASSERT_EQ(c.frames.size(), 2u);
+  EXPECT_EQ(c.frames[0].dir, pcapio::Frame::Dir::Out);
+  EXPECT_EQ(c.frames[1].dir, pcapio::Frame::Dir::In);
+  EXPECT_EQ(c.frames[0].interface_id, 0u);
+  EXPECT_EQ(c.frames[0].bytes.size(), 70u + 64);
+  EXPECT_EQ(c.frames[0].orig_len, uint32_t(w.size()));
+  EXPECT_TRUE(std::equal(c.frames[0].bytes.begin(), c.frames[0].bytes.end(), w.begin()));
+  EXPECT_NEAR(c.frames[0].time, 1'700'000'000.0, 1e-6);
+  EXPECT_NEAR(c.frames[1].time - c.frames[0].time, 877e-9, 3e-7);  // a double near 1.7e9 s: 0.24 us steps
 }

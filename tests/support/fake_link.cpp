@@ -16,8 +16,8 @@ FakeWire::FakeWire(uint32_t frames, uint32_t frame_cap, uint64_t seed)
   }
   a_.peer_ = &b_;
   b_.peer_ = &a_;
-  a_.rng_.seed(seed * 2 + 1);
-  b_.rng_.seed(seed * 2 + 2);
+  a_.dice_.seed(seed * 2 + 1);
+  b_.dice_.seed(seed * 2 + 2);
 }
 
 uint32_t FakeWire::take_slot() {
@@ -65,7 +65,6 @@ void FakeLink::deliver(uint32_t slot, uint64_t due) {
 }
 
 size_t FakeLink::send(PacketBuf* bufs, size_t n) {
-  std::uniform_real_distribution<double> u(0, 1);
   const uint64_t now = wire_->clock_.now_ns();
   for (size_t i = 0; i < n; ++i) {
     PacketBuf& b = bufs[i];
@@ -78,23 +77,23 @@ size_t FakeLink::send(PacketBuf* bufs, size_t n) {
       wire_->give_slot(slot);
       continue;
     }
-    const FaultConfig& f = faults;
-    if (f.drop > 0 && u(rng_) < f.drop) {
+    // The decisions are engine/fault.hpp's (the same model as the DPDK port's fault stage).
+    const FaultDecision d = dice_.decide(faults, uint64_t(b.len) * 8, held_.empty());
+    if (d.drop) {
       ++counters.dropped;
       wire_->give_slot(slot);
       continue;
     }
-    if (f.corrupt > 0 && u(rng_) < f.corrupt && b.len > 0) {
-      uint32_t bit = uint32_t(rng_() % (uint64_t(b.len) * 8));
-      b.data[bit / 8] ^= uint8_t(1u << (bit % 8));
+    if (d.corrupt) {
+      b.data[d.corrupt_bit / 8] ^= uint8_t(1u << (d.corrupt_bit % 8));
       ++counters.corrupted;
     }
     uint64_t due = now + wire_->latency_ns;
-    if (f.delay > 0 && u(rng_) < f.delay) {
-      due += rng_() % (f.max_delay_ns + 1);
+    if (d.delay) {
+      due += d.delay_ns;
       ++counters.delayed;
     }
-    if (f.duplicate > 0 && u(rng_) < f.duplicate) {
+    if (d.duplicate) {
       uint32_t copy = wire_->take_slot();
       if (copy != UINT32_MAX) {
         std::memcpy(wire_->slot_data(copy), b.data, b.len);
@@ -103,9 +102,9 @@ size_t FakeLink::send(PacketBuf* bufs, size_t n) {
         deliver(copy, due + 1);
       }
     }
-    if (f.reorder > 0 && u(rng_) < f.reorder && held_.empty()) {
+    if (d.reorder) {
       held_.push_back({due, slot});
-      held_countdown_ = 1 + uint32_t(rng_() % std::max<uint32_t>(1, f.reorder_window));
+      held_countdown_ = d.reorder_after;
       ++counters.reordered;
       continue;
     }

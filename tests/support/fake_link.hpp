@@ -8,9 +8,9 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <random>
 #include <vector>
 
+#include "engine/fault.hpp"  // FaultConfig and the decisions, shared with the DPDK port
 #include "engine/link.hpp"
 
 namespace uroce::engine {
@@ -23,16 +23,6 @@ class VirtualClock : public Clock {
 
  private:
   uint64_t now_ = 1'000'000;
-};
-
-struct FaultConfig {
-  double drop = 0;        // probability a frame is lost
-  double duplicate = 0;   // probability a frame is delivered twice
-  double reorder = 0;     // probability a frame is held back behind up to reorder_window later ones
-  uint32_t reorder_window = 4;
-  double corrupt = 0;     // probability one random bit of the frame is flipped
-  double delay = 0;       // probability a frame is delayed by up to max_delay_ns extra
-  uint64_t max_delay_ns = 50'000;
 };
 
 // What the fault stage did, per direction.
@@ -73,7 +63,7 @@ class FakeLink : public Link {
   std::deque<InFlight> rx_;        // frames on their way to this end, in arrival order
   std::vector<InFlight> held_;     // reordered frames waiting behind later ones
   uint32_t held_countdown_ = 0;
-  std::mt19937_64 rng_;
+  FaultDice dice_;
   void deliver(uint32_t slot, uint64_t due);
 };
 

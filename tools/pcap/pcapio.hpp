@@ -8,9 +8,13 @@
 namespace uroce::pcapio {
 
 struct Frame {
-  double time = 0;  // seconds since the epoch
+  double time = 0;  // seconds since the epoch (read at ns precision; a double today keeps ~0.24 us)
   std::vector<uint8_t> bytes;
   uint32_t orig_len = 0;  // length on the wire (> bytes.size() when the capture was snapped)
+  // pcapng only (0 in a classic pcap): the interface the frame was captured on and its
+  // direction from epb_flags (uroce's own captures set it for every frame).
+  uint32_t interface_id = 0;
+  enum class Dir : uint8_t { Unknown = 0, In = 1, Out = 2 } dir = Dir::Unknown;
 };
 
 struct Capture {
@@ -18,7 +22,8 @@ struct Capture {
   std::vector<Frame> frames;
 };
 
-// Reads every frame. Returns false and sets `error` if the file cannot be read.
+// Reads every frame of a pcap or pcapng file. Returns false and sets `error` if the file
+// cannot be read.
 bool read_file(const std::string& path, Capture& out, std::string& error);
 
 // Writes Ethernet frames to a pcap file. Returns false and sets `error` on failure.
