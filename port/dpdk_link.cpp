@@ -1,8 +1,6 @@
 #include "port/dpdk_link.hpp"
 
 #include <rte_cycles.h>
-
-#include <cstddef>
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
@@ -12,6 +10,7 @@
 #include <rte_mempool.h>
 #include <rte_pdump.h>
 
+#include <cstddef>
 #include <cstring>
 #include <sstream>
 #include <tuple>

@@ -252,8 +252,8 @@ def scenario_veth_lossy():
         dropped += link["rx_fault_dropped"] + link["tx_fault_dropped"]
         retrans += eng.get("retransmitted", 0)  # the engine prints only its nonzero counters
         log(f"{side}: " + " ".join(f"{k}={v}" for k, v in faults.items() if v) + " | engine " +
-            " ".join(f"{k}={eng.get(k, 0)}" for k in ("retransmitted", "timeouts", "seq_naks_sent", "seq_naks_rcvd",
-                                                       "duplicates", "out_of_sequence")))
+            " ".join(f"{k}={eng.get(k, 0)}" for k in ("retransmitted", "timeouts", "out_of_seq_request", "rcvd_seq_err",
+                                                       "duplicate_request", "out_of_sequence")))
     check(dropped > 0 and retrans > 0, f"dropped {dropped}, retransmitted {retrans}")
     # Corruption: the client's transmit stage flips a bit after the transport headers; the
     # frames reach the server's engine, which counts ICRC errors (and the data still arrives).
