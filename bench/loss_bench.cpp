@@ -44,6 +44,7 @@ Mtu mtu_enum(uint32_t bytes) {
 bool apply_knob(Device::Config& c, const std::string& k, uint64_t v) {
   if (k == "max_unacked_psns") c.max_unacked_psns = uint32_t(v);
   else if (k == "ack_req_every") c.ack_req_every = uint32_t(v);
+  else if (k == "probe_floor_us") c.probe_floor_ns = v * 1000;
   else return false;
   return true;
 }
@@ -237,7 +238,7 @@ FaultConfig reorder(double p) {
 int usage() {
   std::fprintf(stderr,
                "usage: loss_bench [--rate-gbps G] [--latency-ns N] [--mtu BYTES] [--scale F] [--case NAME]\n"
-               "                  [--set max_unacked_psns=N] [--set ack_req_every=N]\n");
+               "                  [--set max_unacked_psns=N] [--set ack_req_every=N] [--set probe_floor_us=N]\n");
   return 2;
 }
 
@@ -277,8 +278,8 @@ int main(int argc, char** argv) {
   std::printf("link %.1f Gbit/s each way, %" PRIu64 " ns propagation, path MTU %u, %u WRs in flight, QP timeout 14 (67 ms)\n",
               o.rate_gbps, o.latency_ns, o.mtu, kSqDepth);
   std::printf("| workload | link | goodput | of link | of clean | frames/MiB | x clean | resent | timeouts |"
-              " seq NAKs rcvd |\n");
-  std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+              " seq NAKs rcvd | restarts | NAKs ignored | probes |\n");
+  std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   int failed = 0;
   for (const Workload& w : workloads) {
     if (!o.only.empty() && std::string(w.name).find(o.only) == std::string::npos) continue;
@@ -302,9 +303,10 @@ int main(int argc, char** argv) {
       char good[32];
       if (w.kind == Kind::FetchAdd) std::snprintf(good, sizeof good, "%.3f Mop/s", rate / 1e6);
       else std::snprintf(good, sizeof good, "%.2f Gbit/s", rate / 1e9);
-      std::printf("| %s | %s | %s | %.3f | %.3f | %.0f | %.2f | %" PRIu64 " | %" PRIu64 " | %" PRIu64 " |\n",
+      std::printf("| %s | %s | %s | %.3f | %.3f | %.0f | %.2f | %" PRIu64 " | %" PRIu64 " | %" PRIu64 " | %" PRIu64
+                  " | %" PRIu64 " | %" PRIu64 " |\n",
                   w.name, f.name, good, bits / secs / (o.rate_gbps * 1e9), rate / clean_rate, fpm, fpm / clean_fpm,
-                  r.a.retransmitted, r.a.timeouts, r.a.seq_naks_rcvd);
+                  r.a.retransmitted, r.a.timeouts, r.a.seq_naks_rcvd, r.a.gap_restarts, r.a.naks_ignored, r.a.probes);
       std::fflush(stdout);
     }
   }

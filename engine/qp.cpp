@@ -103,6 +103,10 @@ void reset(Qp& qp) {
   t.rnr_until_ns = 0;
   t.read_retry_psn = UINT32_MAX;
   t.acked_valid = false;
+  t.gap_valid = t.rtt_timing = false;
+  t.srtt_ns = t.rttvar_ns = 0;
+  t.probes = 0;
+  t.probe_from_ns = 0;
   t.req_state = ReqState::Idle;
   t.comp_state = CompState::Idle;
   RecvSide& r = qp.rx;
