@@ -59,7 +59,8 @@ class Device {
     uint32_t max_qp_wr = param::kMaxQpWr;
     uint32_t max_rd_atomic = param::kMaxRdAtomic;
     uint32_t max_unacked_psns = param::kMaxUnackedPsns;
-    uint32_t ack_req_every = param::kAckReqEvery;
+    uint32_t ack_req_every = param::kAckReqEvery;   // requester: AckReq at least this often
+    uint32_t ack_every = param::kAckEvery;           // responder: ACK at least this often (0: when asked)
     // Tail-loss probe floor (0: no probes; the QP timer alone recovers a tail loss).
     uint64_t probe_floor_ns = param::kProbeFloorNs;
     uint16_t pkey = param::kDefaultPkey;

@@ -33,6 +33,11 @@ inline constexpr uint32_t kMaxUnackedPsnsMax = 1u << 22;  // half of the 24-bit 
 // it: it acknowledges at AckReq packets, once per receive burst). Key ack_req_every (1..65536).
 inline constexpr uint32_t kAckReqEvery = 64;
 inline constexpr uint32_t kAckReqEveryMax = 65536;
+// ACK coalescing at the responder: it acknowledges at packets with AckReq, one ACK per QP per
+// receive burst (at most kRxBurst packets). With ack_every N > 0 it also acknowledges at least
+// every N in-order SEND/WRITE packets without waiting to be asked. Key ack_every (0..65536).
+inline constexpr uint32_t kAckEvery = 0;
+inline constexpr uint32_t kAckEveryMax = 65536;
 // ---- Engine: loss recovery (docs/reliability.md) ----------------------------------------------
 // Tail-loss probe: packets in flight and nothing heard from the responder for the probe time
 // (2 * smoothed RTT + 4 * RTT variation, measured per QP from ACK timing, at least this floor):

@@ -113,7 +113,7 @@ void reset(Qp& qp) {
   r.state = RespState::Idle;
   r.msg = RespMsg::None;
   r.seq_nak_sent = r.have_recv = r.ack_pending = r.uc_dropping = false;
-  r.recv_off = r.write_left = 0;
+  r.recv_off = r.write_left = r.unacked = 0;
   r.write_rkey = 0;
   r.write_va = 0;
   r.msn = 0;

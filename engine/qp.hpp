@@ -172,6 +172,7 @@ struct RecvSide {
   uint32_t write_total = 0;
   bool ack_pending = false;
   uint32_t ack_psn = 0;
+  uint32_t unacked = 0;            // in-order SEND/WRITE packets since the last ACK (ack_every)
   std::vector<RdAtomicRes> res;    // kMaxRdAtomic slots, allocated with the QP
   uint32_t res_n = 1;              // slots in use: max_dest_rd_atomic
   uint32_t res_next = 0;

@@ -38,6 +38,7 @@ void send_ack(Device& dev, Qp& qp, Syndrome s, uint32_t psn) {
   p.payload = {};
   p.psn = psn;
   p.aeth = {s.encode(), r.msn};
+  r.unacked = 0;  // any ACK or NAK acknowledges what came before it
   switch (s.kind) {
     case proto::AckKind::Ack: ++qp.ctr.acks_sent; break;
     case proto::AckKind::RnrNak: ++qp.ctr.rnr_naks_sent; break;
@@ -396,7 +397,8 @@ void on_request(Device& dev, Qp& qp, const proto::Packet& p) {
         s = s == RespState::ExecSend ? exec_send(dev, qp, p) : exec_write(dev, qp, p);
         if (s != RespState::Idle) break;
         r.epsn = psn_add(r.epsn, 1);
-        if (p.ack_req && qp.init.qp_type == QpType::RC) {
+        if (qp.init.qp_type == QpType::RC &&
+            (p.ack_req || (dev.config().ack_every && ++r.unacked >= dev.config().ack_every))) {
           r.ack_pending = true;
           r.ack_psn = p.psn;
         }

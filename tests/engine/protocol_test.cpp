@@ -455,6 +455,42 @@ TEST_F(AgainstRxe, RemoteAccessErrorNak) {
 }
 
 
+// ACK coalescing (config key ack_every): without AckReq the responder still acknowledges every
+// N in-order packets; by default (0) only when asked.
+TEST(AckEvery, TheResponderAcknowledgesEveryNPackets) {
+  for (uint32_t every : {0u, 2u}) {
+    SCOPED_TRACE("ack_every " + std::to_string(every));
+    PairOptions o;
+    o.mtu = Mtu::M256;
+    o.config_b = [every](Device::Config& c) { c.ack_every = every; };
+    Pair pr(o);
+    std::vector<proto::Packet> acks;
+    pr.wire.b().tap = [&](const uint8_t* d, uint32_t n) {
+      proto::Packet p;
+      if (proto::parse({d, n}, p).ok()) acks.push_back(p);
+    };
+    const uint32_t epsn = pr.b.qp->expected_psn();
+    std::vector<uint8_t> data(256, 0x5A);
+    const uint8_t ops[] = {op::kWriteFirst, op::kWriteMiddle, op::kWriteMiddle, op::kWriteMiddle, op::kWriteLast};
+    for (uint32_t i = 0; i < 5; ++i) {
+      proto::Packet p = forge(pr.a, pr.b, ops[i], proto::psn_add(epsn, i));
+      p.ack_req = i == 4;
+      p.reth = {pr.b.addr(), pr.b.mr->rkey, 5 * 256};
+      p.payload = {data.data(), 256};
+      inject(pr.wire.b(), p);
+      pr.b.dev->progress();
+      pr.b.dev->progress();
+    }
+    std::vector<int32_t> psns;
+    for (const auto& a : acks) {
+      EXPECT_EQ(a.aeth.syndrome, 0x1F);
+      psns.push_back(proto::psn_diff(a.psn, epsn));
+    }
+    const std::vector<int32_t> want = every == 0 ? std::vector<int32_t>{4} : std::vector<int32_t>{1, 3, 4};
+    EXPECT_EQ(psns, want);
+  }
+}
+
 // ---- The requester's loss recovery (docs/reliability.md) -----------------------------------
 // A's frames are captured and never reach B; the test plays the responder by injecting ACKs
 // and NAKs into A.
