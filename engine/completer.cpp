@@ -84,8 +84,16 @@ void complete_acked(Device& dev, Qp& qp, uint32_t psn, bool inclusive) {
     progress = true;
   }
   if (progress) {
+    const bool probing = t.probes > 0;
     made_progress(dev, qp, covered);
     t.rnr_retries_left = qp.attrs.rnr_retry;
+    // The answer to a probe stops short of what we sent: the responder expects the next PSN
+    // and dropped everything after it (its NAK was lost). Resend from there.
+    if (probing && inclusive && !t.sq.empty()) {
+      const SendWqe& head = t.sq.front();
+      if (head.started && !head.is_read_or_atomic() && (head.next_pkt > head.rcvd_pkts || t.send_idx > 0))
+        requester::restart_for_gap(dev, qp, psn_add(head.first_psn, head.rcvd_pkts));
+    }
   }
 }
 

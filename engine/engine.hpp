@@ -175,6 +175,7 @@ bool restart_for_gap(Device& dev, Qp& qp, uint32_t psn);
 void begin_resend(Device& dev, Qp& qp, uint32_t psn);
 void acked_through(Device& dev, Qp& qp, uint32_t psn);
 uint64_t answer_time_ns(const Device& dev, const Qp& qp);
+uint32_t window(const Device& dev, const Qp& qp);  // PSNs a QP may have in flight now
 bool resolve_sges(Device& dev, Qp& qp, SendWqe& w);  // false: LOC_PROT_ERR, the QP is in ERR
 }  // namespace requester
 namespace completer {

@@ -46,6 +46,11 @@ inline constexpr uint32_t kAckEveryMax = 65536;
 inline constexpr uint64_t kProbeFloorNs = 50'000;
 inline constexpr uint32_t kProbeFloorMaxUs = 1'000'000;   // the largest probe_floor_us a config may set
 inline constexpr uint64_t kProbeInitialNs = 1'000'000;    // the probe time before any RTT sample
+// Loss window: each go-back-N restart (a gap, or the QP timer) halves the PSNs a QP may have in
+// flight, down to this many; each ACK that makes progress gives one back, up to
+// max_unacked_psns. Go-back-N resends what is in flight behind a loss: on a lossy path the
+// window shrinks until a loss costs little, on a clean one it stays at max_unacked_psns.
+inline constexpr uint32_t kLossWindowMin = 8;
 inline constexpr uint16_t kDefaultPkey = 0xFFFF;
 inline constexpr uint32_t kRxBurst = 32;             // frames taken from the link per progress()
 inline constexpr uint32_t kRxBurstMax = 64;          // the most a Device::Config may ask for

@@ -105,7 +105,7 @@ void reset(Qp& qp) {
   t.acked_valid = false;
   t.gap_valid = t.rtt_timing = false;
   t.srtt_ns = t.rttvar_ns = 0;
-  t.probes = 0;
+  t.probes = t.loss_window = 0;
   t.probe_from_ns = 0;
   t.req_state = ReqState::Idle;
   t.comp_state = CompState::Idle;

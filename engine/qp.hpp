@@ -145,6 +145,7 @@ struct SendSide {
   uint64_t rtt_sent_ns = 0;
   bool rtt_timing = false;
   // Tail-loss probes sent since the responder was last heard from (each doubles the wait).
+  uint32_t loss_window = 0;        // PSNs allowed in flight after losses (0: max_unacked_psns)
   uint32_t probes = 0;
   uint64_t probe_from_ns = 0;      // the probe timer runs from here (progress, a restart, a probe)
   ReqState req_state = ReqState::Idle;

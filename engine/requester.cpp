@@ -42,6 +42,12 @@ bool resolve_sges(Device& dev, Qp& qp, SendWqe& w) {
   return true;
 }
 
+// The send window now: max_unacked_psns, or less after losses (the loss window).
+uint32_t window(const Device& dev, const Qp& qp) {
+  const uint32_t max = dev.config().max_unacked_psns;
+  return qp.tx.loss_window ? std::min(qp.tx.loss_window, max) : max;
+}
+
 namespace {
 
 // A new WQE: its buffers checked and its PSNs assigned.
@@ -148,8 +154,15 @@ bool send_packet(Device& dev, Qp& qp, SendWqe& w, bool probe = false) {
   ++t.pkts_since_ackreq;
   // RC: AckReq on the last packet of every message (READ requests and atomics included, as
   // rxe does) and at least every ack_req_every packets inside long ones. UC and UD: never.
+  // RC: AckReq also on the packet that fills the send window (its ACK opens the window again).
+  bool fills_window = false;
+  if (qp.init.qp_type == QpType::RC) {
+    const SendWqe& head = t.sq.front();
+    fills_window = psn_diff(psn_add(p.psn, 1), psn_add(head.first_psn, head.rcvd_pkts)) >= int32_t(window(dev, qp));
+  }
   p.ack_req = qp.init.qp_type == QpType::RC &&
-              (last || probe || w.is_read_or_atomic() || t.pkts_since_ackreq >= dev.config().ack_req_every);
+              (last || probe || fills_window || w.is_read_or_atomic() ||
+               t.pkts_since_ackreq >= dev.config().ack_req_every);
   p.solicited = last && (wr.send_flags & kSendSolicited) &&
                 (wr.opcode == WrOpcode::Send || wr.opcode == WrOpcode::SendWithImm ||
                  wr.opcode == WrOpcode::SendWithInv || wr.opcode == WrOpcode::RdmaWriteWithImm);
@@ -210,8 +223,7 @@ void run(Device& dev, Qp& qp) {
         const SendWqe& head = t.sq.front();
         const uint32_t una = psn_add(head.first_psn, head.rcvd_pkts);
         const uint32_t psn = psn_add(w->first_psn, w->next_pkt);
-        s = psn_diff(psn, una) >= int32_t(dev.config().max_unacked_psns) ? ReqState::WaitWindow
-                                                                          : ReqState::SendPacket;
+        s = psn_diff(psn, una) >= int32_t(window(dev, qp)) ? ReqState::WaitWindow : ReqState::SendPacket;
         break;
       }
       case ReqState::SendPacket:
@@ -266,6 +278,7 @@ void begin_resend(Device& dev, Qp& qp, uint32_t psn) {
   t.gap_until_ns = now + answer_time_ns(dev, qp);
   t.rtt_timing = false;  // Karn: an ACK from now on may answer either copy
   t.probe_from_ns = now;
+  t.loss_window = std::max(param::kLossWindowMin, window(dev, qp) / 2);
   go_back_n(qp, psn);
 }
 
@@ -291,6 +304,7 @@ void acked_through(Device& dev, Qp& qp, uint32_t psn) {
   const uint64_t now = dev.clock().now_ns();
   t.probes = 0;
   t.probe_from_ns = now;
+  if (t.loss_window && ++t.loss_window >= dev.config().max_unacked_psns) t.loss_window = 0;  // back to full
   if (!t.rtt_timing || psn_diff(psn, t.rtt_psn) < 0) return;
   // RFC 6298's estimator: variation 1/4, mean 1/8 of each new sample.
   const uint64_t r = now - t.rtt_sent_ns;
