@@ -562,6 +562,29 @@ TEST_F(Recovery, OneResendPerGapAndTheWindowRefilled) {
   EXPECT_EQ(wc.wr_id, 1u);
 }
 
+// The loss window: a restart halves the PSNs in flight (here 32 -> 16), each ACK that makes
+// progress gives one back; the packet that fills the window asks for an ACK.
+TEST_F(Recovery, ARestartHalvesTheWindowAndAcksReopenIt) {
+  make(32);
+  post_write(64 * 256, 1);
+  turn();
+  ASSERT_EQ(sent.size(), 32u);
+  EXPECT_TRUE(sent[31].ack_req) << "the packet that fills the window";
+  EXPECT_FALSE(sent[30].ack_req);
+  answer(0x60, proto::psn_add(first, 4));
+  turn();
+  std::vector<int32_t> want;
+  for (int32_t i = 4; i < 20; ++i) want.push_back(i);
+  EXPECT_EQ(psns(32), want) << "16 PSNs from the gap";
+  EXPECT_EQ(pr->a.qp->tx.loss_window, 16u);
+  const size_t n = sent.size();
+  answer(0x1F, proto::psn_add(first, 19));
+  turn();
+  want.clear();
+  for (int32_t i = 20; i < 37; ++i) want.push_back(i);
+  EXPECT_EQ(psns(n), want) << "17 PSNs: one more after the ACK";
+}
+
 // The last packets of a burst unanswered: long before the QP timer (67 ms here), the last
 // packet is sent again with AckReq; the next probe (after twice the wait) resends the oldest
 // unacknowledged one, in case the gap's NAK was lost. Probes take no retry.
