@@ -57,6 +57,15 @@ void ack_now(Device& dev, Qp& qp) {
   send_ack(dev, qp, Syndrome::ack(), qp.rx.ack_psn);
 }
 
+// Before the responses to a new READ or atomic: a coalesced ACK for earlier SEND/WRITEs goes
+// out now, unless responses to an earlier READ/atomic are still owed. Those must come first
+// (an ACK beyond a READ whose responses have not all come tells the requester they were lost),
+// and the new responses acknowledge the earlier requests anyway: the ACK is not needed.
+void ack_before_responses(Device& dev, Qp& qp) {
+  if (qp.rx.res_pending == 0) ack_now(dev, qp);
+  else qp.rx.ack_pending = false;
+}
+
 // UC has no NAKs: a message that cannot be received is discarded, with the rest of its
 // packets (until the next FIRST or ONLY), and counted. A partly filled receive WQE is reused.
 RespState uc_discard(Qp& qp, uint32_t psn, uint64_t& counter) {
@@ -252,7 +261,7 @@ RespState exec_read(Device& dev, Qp& qp, const proto::Packet& p) {
       return nak_and_error(dev, qp, NakCode::RemoteAccessError, p.psn);
     host = c.host;
   }
-  ack_now(dev, qp);  // an ACK for earlier requests goes before the responses
+  ack_before_responses(dev, qp);
   const uint32_t npkts = len == 0 ? 1 : uint32_t((uint64_t(len) + qp.mtu - 1) / qp.mtu);
   RdAtomicRes* res = take_res(qp, p.psn, npkts);
   if (!res) return nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);
@@ -279,7 +288,7 @@ RespState exec_atomic(Device& dev, Qp& qp, const proto::Packet& p) {
   const uint64_t val = p.info().op == Operation::CmpSwap ? (cur == p.atomic.compare ? p.atomic.swap_add : cur)
                                                          : cur + p.atomic.swap_add;
   std::memcpy(c.host, &val, 8);
-  ack_now(dev, qp);
+  ack_before_responses(dev, qp);
   RdAtomicRes* res = take_res(qp, p.psn, 1);  // the ATOMIC ACKNOWLEDGE goes out in order with READ responses
   res->atomic = true;
   res->orig = cur;

@@ -455,6 +455,38 @@ TEST_F(AgainstRxe, RemoteAccessErrorNak) {
 }
 
 
+// READ, WRITE, READ in one receive burst: the WRITE's coalesced ACK must not overtake the first
+// READ's responses (an ACK beyond a READ whose responses have not all come means to the
+// requester that they were lost). The second READ's responses acknowledge the WRITE.
+TEST_F(Responder, NoAckOvertakesOwedReadResponses) {
+  auto frame = [](const proto::Packet& p) {
+    std::vector<uint8_t> f(proto::frame_len(p));
+    EXPECT_TRUE(proto::build(p, f).ok());
+    return f;
+  };
+  proto::Packet r1 = request(op::kReadRequest, epsn);
+  r1.reth = {pr->b.addr(), pr->b.mr->rkey, 4 * 256};
+  proto::Packet w = request(op::kWriteOnly, proto::psn_add(epsn, 4));
+  w.reth = {pr->b.addr() + 8192, pr->b.mr->rkey, 16};
+  w.payload = {data.data(), 16};
+  proto::Packet r2 = request(op::kReadRequest, proto::psn_add(epsn, 5));
+  r2.reth = {pr->b.addr(), pr->b.mr->rkey, 256};
+  for (const proto::Packet* p : {&r1, &w, &r2}) {
+    auto f = frame(*p);
+    pr->wire.b().inject(f.data(), uint32_t(f.size()));
+  }
+  for (int i = 0; i < 4; ++i) pr->b.dev->progress();
+  std::vector<uint8_t> ops;
+  std::vector<int32_t> psns;
+  for (size_t i = 0; i < out.frames.size(); ++i) {
+    ops.push_back(out.at(i).opcode);
+    psns.push_back(proto::psn_diff(out.at(i).psn, epsn));
+  }
+  EXPECT_EQ(ops, (std::vector<uint8_t>{op::kReadRespFirst, op::kReadRespMiddle, op::kReadRespMiddle, op::kReadRespLast,
+                                        op::kReadRespOnly}));
+  EXPECT_EQ(psns, (std::vector<int32_t>{0, 1, 2, 3, 5}));
+}
+
 // ACK coalescing (config key ack_every): without AckReq the responder still acknowledges every
 // N in-order packets; by default (0) only when asked.
 TEST(AckEvery, TheResponderAcknowledgesEveryNPackets) {

@@ -288,14 +288,16 @@ TEST(Long, MillionOperations) {
                 (unsigned long long)l->delayed);
   for (auto [name, c] : {std::pair{"A (requester)", &sum_a}, std::pair{"B (responder)", &sum_b}})
     std::printf("%s: tx %llu rx %llu retransmitted %llu timeouts %llu seq_naks sent/rcvd %llu/%llu rnr sent/rcvd %llu/%llu "
-                "duplicates %llu out_of_sequence %llu icrc_errors %llu malformed %llu not_for_us %llu implied_naks %llu\n",
+                "duplicates %llu out_of_sequence %llu icrc_errors %llu malformed %llu not_for_us %llu implied_naks %llu "
+                "gap_restarts %llu naks_ignored %llu probes %llu\n",
                 name, (unsigned long long)c->tx_packets, (unsigned long long)c->rx_packets,
                 (unsigned long long)c->retransmitted, (unsigned long long)c->timeouts,
                 (unsigned long long)c->seq_naks_sent, (unsigned long long)c->seq_naks_rcvd,
                 (unsigned long long)c->rnr_naks_sent, (unsigned long long)c->rnr_naks_rcvd,
                 (unsigned long long)c->duplicates, (unsigned long long)c->out_of_sequence,
                 (unsigned long long)c->icrc_errors, (unsigned long long)c->malformed,
-                (unsigned long long)c->dropped_not_for_us, (unsigned long long)c->implied_naks);
+                (unsigned long long)c->dropped_not_for_us, (unsigned long long)c->implied_naks,
+                (unsigned long long)c->gap_restarts, (unsigned long long)c->naks_ignored, (unsigned long long)c->probes);
 }
 
 // ---- Scripted faults -----------------------------------------------------------------------
