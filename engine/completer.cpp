@@ -256,8 +256,7 @@ void on_response(Device& dev, Qp& qp, const proto::Packet& p) {
           s = CompState::Error;
         } else {
           ++qp.ctr.seq_naks_rcvd;
-          const bool repeat = t.gap_valid && t.gap_psn == p.psn && dev.clock().now_ns() < t.gap_until_ns;
-          if (repeat) {
+          if (requester::same_gap(dev, qp, p.psn)) {
             ++qp.ctr.naks_ignored;  // the same gap, before our resend could have been answered
             s = CompState::Idle;
           } else if (!qp_ops::take_retry(qp)) {

@@ -172,6 +172,7 @@ void go_back_n(Qp& qp, uint32_t psn);          // resend from `psn`
 // uses it too). acked_through: the responder answered up to `psn` (progress): the probe timer
 // starts again and the RTT is sampled. answer_time_ns: about when a resend can be answered.
 bool restart_for_gap(Device& dev, Qp& qp, uint32_t psn);
+bool same_gap(Device& dev, const Qp& qp, uint32_t psn);  // a restart from `psn` is on its way
 void begin_resend(Device& dev, Qp& qp, uint32_t psn);
 void acked_through(Device& dev, Qp& qp, uint32_t psn);
 uint64_t answer_time_ns(const Device& dev, const Qp& qp);

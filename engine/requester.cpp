@@ -153,8 +153,8 @@ bool send_packet(Device& dev, Qp& qp, SendWqe& w, bool probe = false) {
   p.payload = sge_gather(w, off, len, dev.scratch());
   ++t.pkts_since_ackreq;
   // RC: AckReq on the last packet of every message (READ requests and atomics included, as
-  // rxe does) and at least every ack_req_every packets inside long ones. UC and UD: never.
-  // RC: AckReq also on the packet that fills the send window (its ACK opens the window again).
+  // rxe does), at least every ack_req_every packets inside long ones, and on the packet that
+  // fills the send window (its ACK opens the window again). UC and UD: never.
   bool fills_window = false;
   if (qp.init.qp_type == QpType::RC) {
     const SendWqe& head = t.sq.front();
@@ -282,9 +282,13 @@ void begin_resend(Device& dev, Qp& qp, uint32_t psn) {
   go_back_n(qp, psn);
 }
 
+bool same_gap(Device& dev, const Qp& qp, uint32_t psn) {
+  const SendSide& t = qp.tx;
+  return t.gap_valid && t.gap_psn == psn && dev.clock().now_ns() < t.gap_until_ns;
+}
+
 bool restart_for_gap(Device& dev, Qp& qp, uint32_t psn) {
-  SendSide& t = qp.tx;
-  if (t.gap_valid && t.gap_psn == psn && dev.clock().now_ns() < t.gap_until_ns) {
+  if (same_gap(dev, qp, psn)) {
     ++qp.ctr.naks_ignored;  // the resend from psn is on its way: this NAK came before it
     return false;
   }
@@ -370,7 +374,7 @@ void check_timers(Device& dev, Qp& qp) {
   if (t.rnr_until_ns) return;                                     // waiting for an RNR timer
   const uint64_t timeout = proto::local_ack_timeout_ns(qp.attrs.timeout);
   const uint64_t now = dev.clock().now_ns();
-  // The QP timer (IBA 9.7.6.1.3): nothing acknowledged for the local ACK timeout. It alone
+  // The QP timer (the local ACK timeout of the IBA): nothing acknowledged for the local ACK timeout. It alone
   // takes retry_cnt; probes neither take a retry nor restart it, so a dead peer fails after
   // retry_cnt + 1 timeouts exactly as without probes.
   if (timeout != 0 && now - t.last_progress_ns >= timeout) {
