@@ -193,7 +193,7 @@ void run(Device& dev, Qp& qp) {
       return;
     }
     t.rnr_until_ns = 0;
-    t.last_progress_ns = dev.clock().now_ns();  // the ACK timer starts again with the resend
+    t.last_progress_ns = t.probe_from_ns = dev.clock().now_ns();  // the timers start again with the resend
   }
   const uint32_t max_rd = std::max<uint32_t>(1, qp.attrs.max_rd_atomic);
   SendWqe* w = nullptr;
