@@ -18,19 +18,34 @@ using proto::psn_diff;
 
 namespace {
 
-// An ACK (or anything that implies one) made progress: the retry counters start again.
-void made_progress(Device& dev, Qp& qp) {
+// An ACK (or anything that implies one) made progress, up to `psn`: the retry counters and
+// the timers start again, and the round trip may be sampled.
+void made_progress(Device& dev, Qp& qp, uint32_t psn) {
   qp.tx.retries_left = qp.attrs.retry_cnt;
   qp.tx.last_progress_ns = dev.clock().now_ns();
+  requester::acked_through(dev, qp, psn);
 }
 
-// Asks again for a READ's (or atomic's) responses from packet rcvd_pkts on, once per gap.
-void reissue(Qp& qp, const SendWqe& w) {
+// An implied NAK: asks again for a READ's (or atomic's) responses from packet rcvd_pkts on,
+// once per gap (later implied NAKs for it are counted as ignored).
+void reissue(Device& dev, Qp& qp, const SendWqe& w) {
   const uint32_t again = psn_add(w.first_psn, w.rcvd_pkts);
-  if (qp.tx.read_retry_psn == again) return;
+  if (qp.tx.read_retry_psn == again) {
+    ++qp.ctr.naks_ignored;
+    return;
+  }
+  if (!requester::restart_for_gap(dev, qp, again)) return;
   qp.tx.read_retry_psn = again;
   ++qp.ctr.implied_naks;
-  requester::go_back_n(qp, again);
+}
+
+// A response to a later READ or atomic came while the oldest one still waits for its own:
+// responses come in order, so the oldest one's were lost (an implied NAK).
+void earlier_lost(Device& dev, Qp& qp, const SendWqe* target) {
+  SendSide& t = qp.tx;
+  if (t.sq.empty() || &t.sq.front() == target) return;
+  const SendWqe& head = t.sq.front();
+  if (head.started && head.is_read_or_atomic() && head.rcvd_pkts < head.npkts) reissue(dev, qp, head);
 }
 
 // Completes SEND/WRITE WQEs acknowledged up to `psn` (inclusive) or before it (exclusive).
@@ -53,7 +68,7 @@ void complete_acked(Device& dev, Qp& qp, uint32_t psn, bool inclusive) {
     if (d < 0) break;
     if (w.is_read_or_atomic()) {
       // An ACK beyond a READ or atomic whose responses never came: they were lost.
-      if (uint32_t(d) >= w.npkts && inclusive) reissue(qp, w);
+      if (uint32_t(d) >= w.npkts && inclusive) reissue(dev, qp, w);
       break;
     }
     if (uint32_t(d) + 1 < w.npkts || !w.all_sent()) {
@@ -69,8 +84,16 @@ void complete_acked(Device& dev, Qp& qp, uint32_t psn, bool inclusive) {
     progress = true;
   }
   if (progress) {
-    made_progress(dev, qp);
+    const bool probing = t.probes > 0;
+    made_progress(dev, qp, covered);
     t.rnr_retries_left = qp.attrs.rnr_retry;
+    // The answer to a probe stops short of what we sent: the responder expects the next PSN
+    // and dropped everything after it (its NAK was lost). Resend from there.
+    if (probing && inclusive && !t.sq.empty()) {
+      const SendWqe& head = t.sq.front();
+      if (head.started && !head.is_read_or_atomic() && (head.next_pkt > head.rcvd_pkts || t.send_idx > 0))
+        requester::restart_for_gap(dev, qp, psn_add(head.first_psn, head.rcvd_pkts));
+    }
   }
 }
 
@@ -111,14 +134,17 @@ CompState read_response(Device& dev, Qp& qp, const proto::Packet& p) {
   const SendWqe* target = answered(qp, p.psn, false);
   if (!target) return CompState::Ghost;
   complete_acked(dev, qp, p.psn, false);  // a response implies every earlier SEND/WRITE arrived
-  if (t.sq.empty() || &t.sq.front() != target) return CompState::Ghost;  // an earlier READ/atomic waits
+  if (t.sq.empty() || &t.sq.front() != target) {  // an earlier READ/atomic waits: its answer was lost
+    earlier_lost(dev, qp, target);
+    return CompState::Ghost;
+  }
   SendWqe& w = t.sq.front();
   const int32_t d = psn_diff(p.psn, w.first_psn);
   if (d < 0 || uint32_t(d) >= w.npkts || uint32_t(d) < w.rcvd_pkts) return CompState::Ghost;
   if (uint32_t(d) > w.rcvd_pkts) {
     // A gap: responses were lost. Ask again for the rest, once per gap.
     ++qp.ctr.out_of_sequence;
-    reissue(qp, w);
+    reissue(dev, qp, w);
     return CompState::Idle;
   }
   // In order. The opcode must fit the position and the length the expected size.
@@ -143,7 +169,7 @@ CompState read_response(Device& dev, Qp& qp, const proto::Packet& p) {
   sge_scatter(w, off, p.payload.data(), expect);
   ++w.rcvd_pkts;
   t.read_retry_psn = UINT32_MAX;
-  made_progress(dev, qp);
+  made_progress(dev, qp, p.psn);
   if (w.rcvd_pkts == w.npkts) finish_rd_atomic(dev, qp);
   return CompState::Idle;
 }
@@ -153,6 +179,7 @@ CompState atomic_ack(Device& dev, Qp& qp, const proto::Packet& p) {
   const SendWqe* target = answered(qp, p.psn, true);
   if (!target) return CompState::Ghost;
   complete_acked(dev, qp, p.psn, false);
+  if (!t.sq.empty() && &t.sq.front() != target) earlier_lost(dev, qp, target);
   if (t.sq.empty() || &t.sq.front() != target || target->rcvd_pkts) return CompState::Ghost;
   SendWqe& w = t.sq.front();
   if (!requester::resolve_sges(dev, qp, w)) return CompState::Error;
@@ -160,7 +187,7 @@ CompState atomic_ack(Device& dev, Qp& qp, const proto::Packet& p) {
   const uint64_t orig = p.atomic_ack_orig;
   sge_scatter(w, 0, reinterpret_cast<const uint8_t*>(&orig), 8);
   w.rcvd_pkts = 1;
-  made_progress(dev, qp);
+  made_progress(dev, qp, p.psn);
   finish_rd_atomic(dev, qp);
   return CompState::Idle;
 }
@@ -229,11 +256,14 @@ void on_response(Device& dev, Qp& qp, const proto::Packet& p) {
           s = CompState::Error;
         } else {
           ++qp.ctr.rcvd_seq_err;
-          if (!qp_ops::take_retry(qp)) {
+          if (requester::same_gap(dev, qp, p.psn)) {
+            ++qp.ctr.naks_ignored;  // the same gap, before our resend could have been answered
+            s = CompState::Idle;
+          } else if (!qp_ops::take_retry(qp)) {
             qp_ops::fail_wqe(qp, t.sq.front(), WcStatus::RetryExcErr);
             s = CompState::Error;
           } else {
-            requester::go_back_n(qp, p.psn);
+            requester::restart_for_gap(dev, qp, p.psn);
             s = CompState::Idle;
           }
         }

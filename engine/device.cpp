@@ -44,6 +44,9 @@ Device::Device(Link& link, Clock& clock, const Config& cfg)
       recent_qpns_(param::kRecentQpns, 0),
       scratch_(param::kScratchBytes) {
   cfg_.rx_burst = std::min<uint32_t>(cfg_.rx_burst, param::kRxBurstMax);
+  cfg_.max_unacked_psns = std::clamp<uint32_t>(cfg_.max_unacked_psns, 1, param::kMaxUnackedPsnsMax);
+  cfg_.ack_req_every = std::clamp<uint32_t>(cfg_.ack_req_every, 1, param::kAckReqEveryMax);
+  cfg_.ack_every = std::min<uint32_t>(cfg_.ack_every, param::kAckEveryMax);
   if (cfg_.ecn > 2) cfg_.ecn = 0;  // CE is a switch's mark, never an endpoint's
   cfg_.cnp_dscp &= 0x3F;
   if (cfg_.gids.empty()) cfg_.gids.push_back(cfg_.gid);

@@ -61,7 +61,10 @@ class Device {
     uint32_t max_qp_wr = param::kMaxQpWr;
     uint32_t max_rd_atomic = param::kMaxRdAtomic;
     uint32_t max_unacked_psns = param::kMaxUnackedPsns;
-    uint32_t ack_req_every = param::kAckReqEvery;
+    uint32_t ack_req_every = param::kAckReqEvery;   // requester: AckReq at least this often
+    uint32_t ack_every = param::kAckEvery;           // responder: ACK at least this often (0: when asked)
+    // Tail-loss probe floor (0: no probes; the QP timer alone recovers a tail loss).
+    uint64_t probe_floor_ns = param::kProbeFloorNs;
     uint16_t pkey = param::kDefaultPkey;
     uint32_t rx_burst = param::kRxBurst;
     uint64_t seed = 0;             // keys and QP numbers; 0: from std::random_device (tests fix it)
@@ -170,6 +173,17 @@ namespace requester {
 void run(Device& dev, Qp& qp);                 // send what the window and limits allow
 void check_timers(Device& dev, Qp& qp);        // the retransmission (ACK) timer
 void go_back_n(Qp& qp, uint32_t psn);          // resend from `psn`
+// Loss recovery (docs/reliability.md). restart_for_gap: a sequence NAK or an implied NAK for
+// `psn`: resend from there, unless a resend from `psn` was started less than an answer time ago
+// (then the NAK is ignored and counted; false). begin_resend: the restart itself (the QP timer
+// uses it too). acked_through: the responder answered up to `psn` (progress): the probe timer
+// starts again and the RTT is sampled. answer_time_ns: about when a resend can be answered.
+bool restart_for_gap(Device& dev, Qp& qp, uint32_t psn);
+bool same_gap(Device& dev, const Qp& qp, uint32_t psn);  // a restart from `psn` is on its way
+void begin_resend(Device& dev, Qp& qp, uint32_t psn);
+void acked_through(Device& dev, Qp& qp, uint32_t psn);
+uint64_t answer_time_ns(const Device& dev, const Qp& qp);
+uint32_t window(const Device& dev, const Qp& qp);  // PSNs a QP may have in flight now
 bool resolve_sges(Device& dev, Qp& qp, SendWqe& w);  // false: LOC_PROT_ERR, the QP is in ERR
 }  // namespace requester
 namespace completer {

@@ -24,8 +24,33 @@ inline constexpr uint32_t kRecentQpns = 4096;        // destroyed QP numbers nev
 inline constexpr uint32_t kRespBurst = 64;           // response packets one QP emits per progress()
 
 // ---- Engine: transport defaults ---------------------------------------------------------------
-inline constexpr uint32_t kMaxUnackedPsns = 128;     // send window in packets (rxe uses 128 too)
-inline constexpr uint32_t kAckReqEvery = 64;         // AckReq at least this often inside long messages
+// Send window in packets: PSNs sent beyond the oldest unacknowledged one (rxe uses 128 too).
+// Key max_unacked_psns (1..kMaxUnackedPsnsMax). Go-back-N resends what is in flight behind a
+// loss, so a window much larger than the bandwidth-delay product costs frames under loss.
+inline constexpr uint32_t kMaxUnackedPsns = 128;
+inline constexpr uint32_t kMaxUnackedPsnsMax = 1u << 22;  // half of the 24-bit PSN space at most
+// AckReq at least this often inside long messages (the responder's ACK coalescing is bounded by
+// it: it acknowledges at AckReq packets, once per receive burst). Key ack_req_every (1..65536).
+inline constexpr uint32_t kAckReqEvery = 64;
+inline constexpr uint32_t kAckReqEveryMax = 65536;
+// ACK coalescing at the responder: it acknowledges at packets with AckReq, one ACK per QP per
+// receive burst (at most kRxBurst packets). With ack_every N > 0 it also acknowledges at least
+// every N in-order SEND/WRITE packets without waiting to be asked. Key ack_every (0..65536).
+inline constexpr uint32_t kAckEvery = 0;
+inline constexpr uint32_t kAckEveryMax = 65536;
+// ---- Engine: loss recovery (docs/reliability.md) ----------------------------------------------
+// Tail-loss probe: packets in flight and nothing heard from the responder for the probe time
+// (2 * smoothed RTT + 4 * RTT variation, measured per QP from ACK timing, at least this floor):
+// the requester resends one packet with AckReq set, a duplicate the responder must answer,
+// long before the QP timer (4.096 us * 2^timeout) fires. Key probe_floor_us (0: no probes).
+inline constexpr uint64_t kProbeFloorNs = 50'000;
+inline constexpr uint32_t kProbeFloorMaxUs = 1'000'000;   // the largest probe_floor_us a config may set
+inline constexpr uint64_t kProbeInitialNs = 1'000'000;    // the probe time before any RTT sample
+// Loss window: each go-back-N restart (a gap, or the QP timer) halves the PSNs a QP may have in
+// flight, down to this many; each ACK that makes progress gives one back, up to
+// max_unacked_psns. Go-back-N resends what is in flight behind a loss: on a lossy path the
+// window shrinks until a loss costs little, on a clean one it stays at max_unacked_psns.
+inline constexpr uint32_t kLossWindowMin = 8;
 inline constexpr uint16_t kDefaultPkey = 0xFFFF;
 inline constexpr uint32_t kRxBurst = 32;             // frames taken from the link per progress()
 inline constexpr uint32_t kRxBurstMax = 64;          // the most a Device::Config may ask for

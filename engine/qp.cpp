@@ -103,13 +103,17 @@ void reset(Qp& qp) {
   t.rnr_until_ns = 0;
   t.read_retry_psn = UINT32_MAX;
   t.acked_valid = false;
+  t.gap_valid = t.rtt_timing = false;
+  t.srtt_ns = t.rttvar_ns = 0;
+  t.probes = t.loss_window = 0;
+  t.probe_from_ns = 0;
   t.req_state = ReqState::Idle;
   t.comp_state = CompState::Idle;
   RecvSide& r = qp.rx;
   r.state = RespState::Idle;
   r.msg = RespMsg::None;
   r.seq_nak_sent = r.have_recv = r.ack_pending = r.uc_dropping = false;
-  r.recv_off = r.write_left = 0;
+  r.recv_off = r.write_left = r.unacked = 0;
   r.write_rkey = 0;
   r.write_va = 0;
   r.msn = 0;

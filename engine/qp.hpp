@@ -132,6 +132,22 @@ struct SendSide {
   uint32_t read_retry_psn = UINT32_MAX;  // a READ re-issue already asked for this PSN
   uint32_t acked_psn = 0;          // highest PSN the responder has acknowledged
   bool acked_valid = false;
+  // Loss recovery (docs/reliability.md). The gap being repaired: a go-back-N restart from
+  // gap_psn was made; another NAK (or implied NAK) for the same PSN before gap_until_ns comes
+  // from before the resend could have been answered, and is ignored.
+  uint32_t gap_psn = 0;
+  bool gap_valid = false;
+  uint64_t gap_until_ns = 0;
+  // Round-trip time, from one timed AckReq packet at a time (never a resent one: Karn's rule).
+  uint64_t srtt_ns = 0;            // smoothed RTT; 0: no sample yet
+  uint64_t rttvar_ns = 0;          // RTT variation
+  uint32_t rtt_psn = 0;            // the packet being timed
+  uint64_t rtt_sent_ns = 0;
+  bool rtt_timing = false;
+  // Tail-loss probes sent since the responder was last heard from (each doubles the wait).
+  uint32_t loss_window = 0;        // PSNs allowed in flight after losses (0: max_unacked_psns)
+  uint32_t probes = 0;
+  uint64_t probe_from_ns = 0;      // the probe timer runs from here (progress, a restart, a probe)
   ReqState req_state = ReqState::Idle;
   CompState comp_state = CompState::Idle;
 };
@@ -157,6 +173,7 @@ struct RecvSide {
   uint32_t write_total = 0;
   bool ack_pending = false;
   uint32_t ack_psn = 0;
+  uint32_t unacked = 0;            // in-order SEND/WRITE packets since the last ACK (ack_every)
   std::vector<RdAtomicRes> res;    // kMaxRdAtomic slots, allocated with the QP
   uint32_t res_n = 1;              // slots in use: max_dest_rd_atomic
   uint32_t res_next = 0;

@@ -42,6 +42,12 @@ bool resolve_sges(Device& dev, Qp& qp, SendWqe& w) {
   return true;
 }
 
+// The send window now: max_unacked_psns, or less after losses (the loss window).
+uint32_t window(const Device& dev, const Qp& qp) {
+  const uint32_t max = dev.config().max_unacked_psns;
+  return qp.tx.loss_window ? std::min(qp.tx.loss_window, max) : max;
+}
+
 namespace {
 
 // A new WQE: its buffers checked and its PSNs assigned.
@@ -86,8 +92,9 @@ uint8_t message_opcode(WrOpcode o, bool first, bool last) {
 }
 
 // Builds and emits packet `next_pkt` of the WQE. False: no transmit buffer now, or the QP
-// went to ERR (its local buffers are gone).
-bool send_packet(Device& dev, Qp& qp, SendWqe& w) {
+// went to ERR (its local buffers are gone). `probe`: a tail-loss probe (AckReq set; neither the
+// QP timer nor the send point moves).
+bool send_packet(Device& dev, Qp& qp, SendWqe& w, bool probe = false) {
   SendSide& t = qp.tx;
   proto::Packet& p = qp.req_pkt;  // addresses are set; every per-packet field is set below
   const uint32_t k = w.next_pkt;
@@ -146,16 +153,30 @@ bool send_packet(Device& dev, Qp& qp, SendWqe& w) {
   p.payload = sge_gather(w, off, len, dev.scratch());
   ++t.pkts_since_ackreq;
   // RC: AckReq on the last packet of every message (READ requests and atomics included, as
-  // rxe does) and at least every ack_req_every packets inside long ones. UC and UD: never.
+  // rxe does), at least every ack_req_every packets inside long ones, and on the packet that
+  // fills the send window (its ACK opens the window again). UC and UD: never.
+  bool fills_window = false;
+  if (qp.init.qp_type == QpType::RC) {
+    const SendWqe& head = t.sq.front();
+    fills_window = psn_diff(psn_add(p.psn, 1), psn_add(head.first_psn, head.rcvd_pkts)) >= int32_t(window(dev, qp));
+  }
   p.ack_req = qp.init.qp_type == QpType::RC &&
-              (last || w.is_read_or_atomic() || t.pkts_since_ackreq >= dev.config().ack_req_every);
+              (last || probe || fills_window || w.is_read_or_atomic() ||
+               t.pkts_since_ackreq >= dev.config().ack_req_every);
   p.solicited = last && (wr.send_flags & kSendSolicited) &&
                 (wr.opcode == WrOpcode::Send || wr.opcode == WrOpcode::SendWithImm ||
                  wr.opcode == WrOpcode::SendWithInv || wr.opcode == WrOpcode::RdmaWriteWithImm);
-  const bool nothing_in_flight = t.send_idx == 0 && k == w.rcvd_pkts;
+  const bool nothing_in_flight = !probe && t.send_idx == 0 && k == w.rcvd_pkts;
   if (!dev.tx().emit(qp, p, ud && w.ah_local)) return false;
+  const uint64_t now = dev.clock().now_ns();
   if (p.ack_req) t.pkts_since_ackreq = 0;
-  if (nothing_in_flight) t.last_progress_ns = dev.clock().now_ns();
+  if (nothing_in_flight) t.last_progress_ns = t.probe_from_ns = now;  // the timers start
+  // Time one AckReq packet at a time, never a resent one (its ACK may answer the first copy).
+  if (p.ack_req && k >= w.sent_max && !t.rtt_timing && qp.init.qp_type == QpType::RC) {
+    t.rtt_timing = true;
+    t.rtt_psn = p.psn;
+    t.rtt_sent_ns = now;
+  }
   w.next_pkt = wr.opcode == WrOpcode::RdmaRead ? w.npkts : k + 1;
   if (k < w.sent_max) ++qp.ctr.retransmitted;  // this PSN went out before
   w.sent_max = std::max(w.sent_max, w.next_pkt);
@@ -172,7 +193,7 @@ void run(Device& dev, Qp& qp) {
       return;
     }
     t.rnr_until_ns = 0;
-    t.last_progress_ns = dev.clock().now_ns();  // the ACK timer starts again with the resend
+    t.last_progress_ns = t.probe_from_ns = dev.clock().now_ns();  // the timers start again with the resend
   }
   const uint32_t max_rd = std::max<uint32_t>(1, qp.attrs.max_rd_atomic);
   SendWqe* w = nullptr;
@@ -202,8 +223,7 @@ void run(Device& dev, Qp& qp) {
         const SendWqe& head = t.sq.front();
         const uint32_t una = psn_add(head.first_psn, head.rcvd_pkts);
         const uint32_t psn = psn_add(w->first_psn, w->next_pkt);
-        s = psn_diff(psn, una) >= int32_t(dev.config().max_unacked_psns) ? ReqState::WaitWindow
-                                                                          : ReqState::SendPacket;
+        s = psn_diff(psn, una) >= int32_t(window(dev, qp)) ? ReqState::WaitWindow : ReqState::SendPacket;
         break;
       }
       case ReqState::SendPacket:
@@ -248,6 +268,104 @@ void go_back_n(Qp& qp, uint32_t psn) {
   }
 }
 
+// Restart at `psn` with the gap bookkeeping: a NAK for the same PSN within the answer time
+// (about one round trip) is about packets sent before this restart.
+void begin_resend(Device& dev, Qp& qp, uint32_t psn) {
+  SendSide& t = qp.tx;
+  const uint64_t now = dev.clock().now_ns();
+  t.gap_valid = true;
+  t.gap_psn = psn;
+  t.gap_until_ns = now + answer_time_ns(dev, qp);
+  t.rtt_timing = false;  // Karn: an ACK from now on may answer either copy
+  t.probe_from_ns = now;
+  t.loss_window = std::max(param::kLossWindowMin, window(dev, qp) / 2);
+  go_back_n(qp, psn);
+}
+
+bool same_gap(Device& dev, const Qp& qp, uint32_t psn) {
+  const SendSide& t = qp.tx;
+  return t.gap_valid && t.gap_psn == psn && dev.clock().now_ns() < t.gap_until_ns;
+}
+
+bool restart_for_gap(Device& dev, Qp& qp, uint32_t psn) {
+  if (same_gap(dev, qp, psn)) {
+    ++qp.ctr.naks_ignored;  // the resend from psn is on its way: this NAK came before it
+    return false;
+  }
+  ++qp.ctr.gap_restarts;
+  begin_resend(dev, qp, psn);
+  return true;
+}
+
+uint64_t answer_time_ns(const Device& dev, const Qp& qp) {
+  const SendSide& t = qp.tx;
+  const uint64_t rtt = t.srtt_ns ? 2 * t.srtt_ns + 4 * t.rttvar_ns : param::kProbeInitialNs;
+  return std::max(rtt, dev.config().probe_floor_ns);
+}
+
+void acked_through(Device& dev, Qp& qp, uint32_t psn) {
+  SendSide& t = qp.tx;
+  const uint64_t now = dev.clock().now_ns();
+  t.probes = 0;
+  t.probe_from_ns = now;
+  if (t.loss_window && ++t.loss_window >= dev.config().max_unacked_psns) t.loss_window = 0;  // back to full
+  if (!t.rtt_timing || psn_diff(psn, t.rtt_psn) < 0) return;
+  // RFC 6298's estimator: variation 1/4, mean 1/8 of each new sample.
+  const uint64_t r = now - t.rtt_sent_ns;
+  t.rtt_timing = false;
+  ++qp.ctr.rtt_samples;
+  if (t.srtt_ns == 0) {
+    t.srtt_ns = std::max<uint64_t>(r, 1);
+    t.rttvar_ns = r / 2;
+  } else {
+    const uint64_t dev_ns = r > t.srtt_ns ? r - t.srtt_ns : t.srtt_ns - r;
+    t.rttvar_ns = (3 * t.rttvar_ns + dev_ns) / 4;
+    t.srtt_ns = std::max<uint64_t>((7 * t.srtt_ns + r) / 8, 1);
+  }
+}
+
+namespace {
+
+// The packet a tail-loss probe resends: the last one sent (it reveals a tail loss: in
+// sequence it is acknowledged with everything before it; out of sequence it draws the
+// sequence NAK for the gap), or, at every second probe, the oldest unacknowledged one (the
+// gap's NAK was lost: the responder stays silent about later packets until this one comes).
+// READ: the request for the responses still missing; atomic: the request again.
+SendWqe* probe_target(Qp& qp, bool oldest, uint32_t& k) {
+  SendSide& t = qp.tx;
+  SendWqe* w = nullptr;
+  if (oldest) {
+    w = &t.sq.front();
+  } else if (t.send_idx < t.sq.size() && t.sq.at(t.send_idx).started && t.sq.at(t.send_idx).next_pkt > 0) {
+    w = &t.sq.at(t.send_idx);
+  } else if (t.send_idx > 0) {
+    w = &t.sq.at(t.send_idx - 1);
+  } else {
+    w = &t.sq.front();
+  }
+  if (w->is_read_or_atomic()) k = w->rcvd_pkts;
+  else if (oldest) k = w->rcvd_pkts;
+  else k = (w->next_pkt > 0 ? w->next_pkt : w->npkts) - 1;
+  return w;
+}
+
+void probe(Device& dev, Qp& qp) {
+  SendSide& t = qp.tx;
+  uint32_t k = 0;
+  SendWqe* w = probe_target(qp, t.probes % 2 == 1, k);
+  if (!w->started || k >= w->npkts) return;
+  const uint32_t next = w->next_pkt;
+  w->next_pkt = k;
+  const bool sent = send_packet(dev, qp, *w, true);
+  w->next_pkt = next;  // the send point does not move
+  if (!sent) return;   // no transmit buffer: the next progress() tries again
+  ++qp.ctr.probes;
+  ++t.probes;
+  t.probe_from_ns = dev.clock().now_ns();
+}
+
+}  // namespace
+
 void check_timers(Device& dev, Qp& qp) {
   SendSide& t = qp.tx;
   if (t.sq.empty() || qp.init.qp_type != QpType::RC) return;  // UC and UD never resend
@@ -255,16 +373,24 @@ void check_timers(Device& dev, Qp& qp) {
   if (!head.started || head.next_pkt <= head.rcvd_pkts) return;  // nothing in flight
   if (t.rnr_until_ns) return;                                     // waiting for an RNR timer
   const uint64_t timeout = proto::local_ack_timeout_ns(qp.attrs.timeout);
-  if (timeout == 0) return;
   const uint64_t now = dev.clock().now_ns();
-  if (now - t.last_progress_ns < timeout) return;
-  ++qp.ctr.timeouts;
-  t.last_progress_ns = now;
-  if (!qp_ops::take_retry(qp)) {
-    qp_ops::fail_wqe(qp, head, WcStatus::RetryExcErr);
+  // The QP timer (the local ACK timeout of the IBA): nothing acknowledged for the local ACK timeout. It alone
+  // takes retry_cnt; probes neither take a retry nor restart it, so a dead peer fails after
+  // retry_cnt + 1 timeouts exactly as without probes.
+  if (timeout != 0 && now - t.last_progress_ns >= timeout) {
+    ++qp.ctr.timeouts;
+    t.last_progress_ns = now;
+    if (!qp_ops::take_retry(qp)) {
+      qp_ops::fail_wqe(qp, head, WcStatus::RetryExcErr);
+      return;
+    }
+    begin_resend(dev, qp, psn_add(head.first_psn, head.rcvd_pkts));
     return;
   }
-  go_back_n(qp, psn_add(head.first_psn, head.rcvd_pkts));
+  // The tail-loss probe: nothing heard for the answer time, doubled after each probe.
+  if (dev.config().probe_floor_ns == 0) return;
+  const uint64_t wait = answer_time_ns(dev, qp) << std::min<uint32_t>(t.probes, 16);
+  if (now - t.probe_from_ns >= wait) probe(dev, qp);
 }
 
 }  // namespace uroce::engine::requester

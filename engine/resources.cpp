@@ -137,6 +137,10 @@ const CounterField kCounterFields[] = {
     {"cnp_rcvd", &Counters::cnp_rcvd},
     {"cnp_sent", &Counters::cnp_sent},
     {"ecn_ce_rcvd", &Counters::ecn_ce_rcvd},
+    {"gap_restarts", &Counters::gap_restarts},
+    {"naks_ignored", &Counters::naks_ignored},
+    {"probes", &Counters::probes},
+    {"rtt_samples", &Counters::rtt_samples},
 };
 const size_t kCounterFieldCount = sizeof kCounterFields / sizeof kCounterFields[0];
 static_assert(sizeof kCounterFields / sizeof kCounterFields[0] == sizeof(Counters) / sizeof(uint64_t),

@@ -261,6 +261,11 @@ struct Counters {
   uint64_t cnp_rcvd = 0;           // CNPs accepted (counted only: no rate reaction yet)
   uint64_t cnp_sent = 0;           // CNPs sent for CE-marked frames
   uint64_t ecn_ce_rcvd = 0;        // frames received marked CE (ECN 3)
+  // Loss recovery (requester; docs/reliability.md).
+  uint64_t gap_restarts = 0;       // go-back-N restarts made for a sequence NAK or an implied NAK
+  uint64_t naks_ignored = 0;       // sequence/implied NAKs for a gap whose resend could not have been answered yet
+  uint64_t probes = 0;             // tail-loss probes: one packet resent with AckReq before the QP timer
+  uint64_t rtt_samples = 0;        // round-trip times measured
 
   void add(const Counters& o);
   // "name=value" for every counter that is not zero, in declaration order ("(all zero)" if none).

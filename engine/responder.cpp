@@ -38,6 +38,7 @@ void send_ack(Device& dev, Qp& qp, Syndrome s, uint32_t psn) {
   p.payload = {};
   p.psn = psn;
   p.aeth = {s.encode(), r.msn};
+  r.unacked = 0;  // any ACK or NAK acknowledges what came before it
   switch (s.kind) {
     case proto::AckKind::Ack: ++qp.ctr.acks_sent; break;
     case proto::AckKind::RnrNak: ++qp.ctr.send_rnr_err; break;
@@ -54,6 +55,15 @@ void ack_now(Device& dev, Qp& qp) {
   if (!qp.rx.ack_pending) return;
   qp.rx.ack_pending = false;
   send_ack(dev, qp, Syndrome::ack(), qp.rx.ack_psn);
+}
+
+// Before the responses to a new READ or atomic: a coalesced ACK for earlier SEND/WRITEs goes
+// out now, unless responses to an earlier READ/atomic are still owed. Those must come first
+// (an ACK beyond a READ whose responses have not all come tells the requester they were lost),
+// and the new responses acknowledge the earlier requests anyway: the ACK is not needed.
+void ack_before_responses(Device& dev, Qp& qp) {
+  if (qp.rx.res_pending == 0) ack_now(dev, qp);
+  else qp.rx.ack_pending = false;
 }
 
 // UC has no NAKs: a message that cannot be received is discarded, with the rest of its
@@ -253,7 +263,7 @@ RespState exec_read(Device& dev, Qp& qp, const proto::Packet& p) {
       return nak_and_error(dev, qp, NakCode::RemoteAccessError, p.psn);
     host = c.host;
   }
-  ack_now(dev, qp);  // an ACK for earlier requests goes before the responses
+  ack_before_responses(dev, qp);
   const uint32_t npkts = len == 0 ? 1 : uint32_t((uint64_t(len) + qp.mtu - 1) / qp.mtu);
   RdAtomicRes* res = take_res(qp, p.psn, npkts);
   if (!res) return nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);
@@ -280,7 +290,7 @@ RespState exec_atomic(Device& dev, Qp& qp, const proto::Packet& p) {
   const uint64_t val = p.info().op == Operation::CmpSwap ? (cur == p.atomic.compare ? p.atomic.swap_add : cur)
                                                          : cur + p.atomic.swap_add;
   std::memcpy(c.host, &val, 8);
-  ack_now(dev, qp);
+  ack_before_responses(dev, qp);
   RdAtomicRes* res = take_res(qp, p.psn, 1);  // the ATOMIC ACKNOWLEDGE goes out in order with READ responses
   res->atomic = true;
   res->orig = cur;
@@ -398,7 +408,8 @@ void on_request(Device& dev, Qp& qp, const proto::Packet& p) {
         s = s == RespState::ExecSend ? exec_send(dev, qp, p) : exec_write(dev, qp, p);
         if (s != RespState::Idle) break;
         r.epsn = psn_add(r.epsn, 1);
-        if (p.ack_req && qp.init.qp_type == QpType::RC) {
+        if (qp.init.qp_type == QpType::RC &&
+            (p.ack_req || (dev.config().ack_every && ++r.unacked >= dev.config().ack_every))) {
           r.ack_pending = true;
           r.ack_psn = p.psn;
         }

@@ -193,6 +193,22 @@ bool set_key(EndpointConfig& c, const std::string& key, const std::string& val, 
     if (!parse_u32(val, u) || u > param::kCnpIntervalMaxUs)
       return fail("bad cnp_interval_us (0.." + std::to_string(param::kCnpIntervalMaxUs) + ")");
     c.cnp_interval_us = u;
+  } else if (key == "max_unacked_psns") {
+    if (!parse_u32(val, u) || u < 1 || u > param::kMaxUnackedPsnsMax)
+      return fail("bad max_unacked_psns (1.." + std::to_string(param::kMaxUnackedPsnsMax) + ")");
+    c.max_unacked_psns = u;
+  } else if (key == "ack_req_every") {
+    if (!parse_u32(val, u) || u < 1 || u > param::kAckReqEveryMax)
+      return fail("bad ack_req_every (1.." + std::to_string(param::kAckReqEveryMax) + ")");
+    c.ack_req_every = u;
+  } else if (key == "ack_every") {
+    if (!parse_u32(val, u) || u > param::kAckEveryMax)
+      return fail("bad ack_every (0.." + std::to_string(param::kAckEveryMax) + ")");
+    c.ack_every = u;
+  } else if (key == "probe_floor_us") {
+    if (!parse_u32(val, u) || u > param::kProbeFloorMaxUs)
+      return fail("bad probe_floor_us (0.." + std::to_string(param::kProbeFloorMaxUs) + ")");
+    c.probe_floor_us = u;
   } else if (key == "cnp_dscp") {
     if (!parse_u32(val, u) || u > 63) return fail("bad cnp_dscp");
     c.cnp_dscp = uint8_t(u);

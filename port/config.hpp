@@ -47,6 +47,12 @@ struct EndpointConfig {
   uint8_t ecn = param::kEcnMark;       // ECN field of every frame: 0 off, 2 ect0, 1 ect1
   uint32_t cnp_interval_us = uint32_t(param::kCnpIntervalNs / 1000);  // one CNP per QP at most this often
   uint8_t cnp_dscp = param::kCnpDscp;  // DSCP of the CNPs sent
+  // Transport knobs (docs/reliability.md): send window, AckReq spacing, responder ACK spacing,
+  // tail-loss probe floor.
+  uint32_t max_unacked_psns = param::kMaxUnackedPsns;
+  uint32_t ack_req_every = param::kAckReqEvery;
+  uint32_t ack_every = param::kAckEvery;
+  uint32_t probe_floor_us = uint32_t(param::kProbeFloorNs / 1000);
   bool flow_isolate = false;           // rte_flow isolation (share a NIC port with the kernel)
   bool promiscuous = true;             // enable promiscuous mode when our MAC is not the port's
   uint32_t arp_timeout_ms = param::kArpTimeoutMs;  // bounded address resolution

@@ -18,6 +18,10 @@ std::unique_ptr<Endpoint> Endpoint::open(const EndpointConfig& cfg, std::string&
   dc.ecn = cfg.ecn;
   dc.cnp_interval_ns = uint64_t(cfg.cnp_interval_us) * 1000;
   dc.cnp_dscp = cfg.cnp_dscp;
+  dc.max_unacked_psns = cfg.max_unacked_psns;
+  dc.ack_req_every = cfg.ack_req_every;
+  dc.ack_every = cfg.ack_every;
+  dc.probe_floor_ns = uint64_t(cfg.probe_floor_us) * 1000;
   e->dev_ = std::make_unique<engine::Device>(*e->link_, *e->clock_, dc);
   if (engine::mtu_bytes(cfg.path_mtu) > e->dev_->mtu_limit()) {
     err = "path mtu " + std::to_string(engine::mtu_bytes(cfg.path_mtu)) + " larger than the link carries";

@@ -454,6 +454,236 @@ TEST_F(AgainstRxe, RemoteAccessErrorNak) {
   EXPECT_EQ(ours.ack_req, theirs.ack_req);
 }
 
+
+// READ, WRITE, READ in one receive burst: the WRITE's coalesced ACK must not overtake the first
+// READ's responses (an ACK beyond a READ whose responses have not all come means to the
+// requester that they were lost). The second READ's responses acknowledge the WRITE.
+TEST_F(Responder, NoAckOvertakesOwedReadResponses) {
+  auto frame = [](const proto::Packet& p) {
+    std::vector<uint8_t> f(proto::frame_len(p));
+    EXPECT_TRUE(proto::build(p, f).ok());
+    return f;
+  };
+  proto::Packet r1 = request(op::kReadRequest, epsn);
+  r1.reth = {pr->b.addr(), pr->b.mr->rkey, 4 * 256};
+  proto::Packet w = request(op::kWriteOnly, proto::psn_add(epsn, 4));
+  w.reth = {pr->b.addr() + 8192, pr->b.mr->rkey, 16};
+  w.payload = {data.data(), 16};
+  proto::Packet r2 = request(op::kReadRequest, proto::psn_add(epsn, 5));
+  r2.reth = {pr->b.addr(), pr->b.mr->rkey, 256};
+  for (const proto::Packet* p : {&r1, &w, &r2}) {
+    auto f = frame(*p);
+    pr->wire.b().inject(f.data(), uint32_t(f.size()));
+  }
+  for (int i = 0; i < 4; ++i) pr->b.dev->progress();
+  std::vector<uint8_t> ops;
+  std::vector<int32_t> psns;
+  for (size_t i = 0; i < out.frames.size(); ++i) {
+    ops.push_back(out.at(i).opcode);
+    psns.push_back(proto::psn_diff(out.at(i).psn, epsn));
+  }
+  EXPECT_EQ(ops, (std::vector<uint8_t>{op::kReadRespFirst, op::kReadRespMiddle, op::kReadRespMiddle, op::kReadRespLast,
+                                        op::kReadRespOnly}));
+  EXPECT_EQ(psns, (std::vector<int32_t>{0, 1, 2, 3, 5}));
+}
+
+// ACK coalescing (config key ack_every): without AckReq the responder still acknowledges every
+// N in-order packets; by default (0) only when asked.
+TEST(AckEvery, TheResponderAcknowledgesEveryNPackets) {
+  for (uint32_t every : {0u, 2u}) {
+    SCOPED_TRACE("ack_every " + std::to_string(every));
+    PairOptions o;
+    o.mtu = Mtu::M256;
+    o.config_b = [every](Device::Config& c) { c.ack_every = every; };
+    Pair pr(o);
+    std::vector<proto::Packet> acks;
+    pr.wire.b().tap = [&](const uint8_t* d, uint32_t n) {
+      proto::Packet p;
+      if (proto::parse({d, n}, p).ok()) acks.push_back(p);
+    };
+    const uint32_t epsn = pr.b.qp->expected_psn();
+    std::vector<uint8_t> data(256, 0x5A);
+    const uint8_t ops[] = {op::kWriteFirst, op::kWriteMiddle, op::kWriteMiddle, op::kWriteMiddle, op::kWriteLast};
+    for (uint32_t i = 0; i < 5; ++i) {
+      proto::Packet p = forge(pr.a, pr.b, ops[i], proto::psn_add(epsn, i));
+      p.ack_req = i == 4;
+      p.reth = {pr.b.addr(), pr.b.mr->rkey, 5 * 256};
+      p.payload = {data.data(), 256};
+      inject(pr.wire.b(), p);
+      pr.b.dev->progress();
+      pr.b.dev->progress();
+    }
+    std::vector<int32_t> psns;
+    for (const auto& a : acks) {
+      EXPECT_EQ(a.aeth.syndrome, 0x1F);
+      psns.push_back(proto::psn_diff(a.psn, epsn));
+    }
+    const std::vector<int32_t> want = every == 0 ? std::vector<int32_t>{4} : std::vector<int32_t>{1, 3, 4};
+    EXPECT_EQ(psns, want);
+  }
+}
+
+// ---- The requester's loss recovery (docs/reliability.md) -----------------------------------
+// A's frames are captured and never reach B; the test plays the responder by injecting ACKs
+// and NAKs into A.
+class Recovery : public ::testing::Test {
+ protected:
+  void make(uint32_t window = param::kMaxUnackedPsns, uint8_t timeout = 14) {
+    PairOptions o;
+    o.mtu = Mtu::M256;
+    o.timeout = timeout;
+    o.config_a = [window](Device::Config& c) { c.max_unacked_psns = window; };
+    pr = std::make_unique<Pair>(o);
+    pr->wire.a().tap = [this](const uint8_t* d, uint32_t n) {
+      proto::Packet p;
+      if (proto::parse({d, n}, p).ok()) sent.push_back(p);
+    };
+    pr->wire.a().filter = [](const uint8_t*, uint32_t) { return false; };
+    first = pr->a.qp->next_send_psn();
+  }
+  void post_write(uint32_t len, uint64_t id) {
+    Sge s{pr->a.addr(), len, pr->a.mr->lkey};
+    ASSERT_EQ(pr->a.dev->post_send(pr->a.qp, wr_to(pr->b, id, WrOpcode::RdmaWrite, &s)), 0);
+  }
+  // The responder's answer to A: an ACK (syndrome 0x1f) or a NAK, for `psn`.
+  void answer(uint8_t syndrome, uint32_t psn, uint32_t msn = 0) {
+    proto::Packet p = forge(pr->b, pr->a, op::kAck, psn);
+    p.ack_req = false;
+    p.aeth = {syndrome, msn};
+    inject(pr->wire.a(), p);
+  }
+  void turn() {  // A runs, the clock stands still
+    for (int i = 0; i < 4; ++i) pr->a.dev->progress();
+  }
+  // PSNs (relative to the first) of the frames A sent from index `from` on.
+  std::vector<int32_t> psns(size_t from) const {
+    std::vector<int32_t> v;
+    for (size_t i = from; i < sent.size(); ++i) v.push_back(proto::psn_diff(sent[i].psn, first));
+    return v;
+  }
+  std::unique_ptr<Pair> pr;
+  std::vector<proto::Packet> sent;
+  uint32_t first = 0;
+};
+
+// A sequence NAK restarts once from its PSN; the same NAK again (a duplicate on the wire, or
+// one sent before our resend could have arrived) changes nothing. Once the gap is acknowledged
+// the window fills with new work.
+TEST_F(Recovery, OneResendPerGapAndTheWindowRefilled) {
+  make(8);
+  post_write(8 * 256, 1);
+  post_write(8 * 256, 2);
+  turn();
+  ASSERT_EQ(psns(0), (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7})) << "the window: 8 PSNs";
+  answer(0x60, proto::psn_add(first, 3));  // NAK PSN sequence error at +3: 0..2 arrived
+  turn();
+  EXPECT_EQ(psns(8), (std::vector<int32_t>{3, 4, 5, 6, 7, 8, 9, 10}))
+      << "resent from the NAKed PSN once, the window (from +3) topped up with new packets";
+  const size_t n = sent.size();
+  answer(0x60, proto::psn_add(first, 3));  // the same gap again
+  turn();
+  EXPECT_EQ(sent.size(), n) << "a second NAK for the same gap resends nothing";
+  EXPECT_EQ(pr->a.qp->counters().gap_restarts, 1u);
+  EXPECT_EQ(pr->a.qp->counters().naks_ignored, 1u);
+  EXPECT_EQ(pr->a.qp->counters().rcvd_seq_err, 2u);
+  answer(0x1F, proto::psn_add(first, 10), 1);  // the gap repaired: everything up to +10 arrived
+  turn();
+  EXPECT_EQ(psns(n), (std::vector<int32_t>{11, 12, 13, 14, 15})) << "the rest of the work, new PSNs only";
+  Wc wc;
+  ASSERT_EQ(pr->a.dev->poll_cq(pr->a.scq, 1, &wc), 1);
+  EXPECT_EQ(wc.wr_id, 1u);
+}
+
+// The loss window: a restart halves the PSNs in flight (here 32 -> 16), each ACK that makes
+// progress gives one back; the packet that fills the window asks for an ACK.
+TEST_F(Recovery, ARestartHalvesTheWindowAndAcksReopenIt) {
+  make(32);
+  post_write(64 * 256, 1);
+  turn();
+  ASSERT_EQ(sent.size(), 32u);
+  EXPECT_TRUE(sent[31].ack_req) << "the packet that fills the window";
+  EXPECT_FALSE(sent[30].ack_req);
+  answer(0x60, proto::psn_add(first, 4));
+  turn();
+  std::vector<int32_t> want;
+  for (int32_t i = 4; i < 20; ++i) want.push_back(i);
+  EXPECT_EQ(psns(32), want) << "16 PSNs from the gap";
+  EXPECT_EQ(pr->a.qp->tx.loss_window, 16u);
+  const size_t n = sent.size();
+  answer(0x1F, proto::psn_add(first, 19));
+  turn();
+  want.clear();
+  for (int32_t i = 20; i < 37; ++i) want.push_back(i);
+  EXPECT_EQ(psns(n), want) << "17 PSNs: one more after the ACK";
+}
+
+// The last packets of a burst unanswered: long before the QP timer (67 ms here), the last
+// packet is sent again with AckReq; the next probe (after twice the wait) resends the oldest
+// unacknowledged one, in case the gap's NAK was lost. Probes take no retry.
+TEST_F(Recovery, TailLossProbeBeforeTheTimer) {
+  make();
+  post_write(4 * 256, 1);
+  turn();
+  ASSERT_EQ(sent.size(), 4u);
+  EXPECT_FALSE(sent[2].ack_req) << "a MIDDLE packet asks for no ACK";
+  const uint64_t t0 = pr->wire.clock().now_ns();
+  auto wait_frames = [&](size_t count) {
+    while (sent.size() < count && pr->wire.clock().now_ns() - t0 < 100'000'000) {
+      pr->wire.clock().advance(1000);
+      turn();
+    }
+    return pr->wire.clock().now_ns() - t0;
+  };
+  const uint64_t first_probe = wait_frames(5);
+  ASSERT_EQ(sent.size(), 5u);
+  EXPECT_EQ(proto::psn_diff(sent[4].psn, first), 3) << "the last packet sent";
+  EXPECT_EQ(sent[4].opcode, op::kWriteLast);
+  EXPECT_TRUE(sent[4].ack_req);
+  // No RTT sample yet: the initial probe time.
+  EXPECT_GE(first_probe, param::kProbeInitialNs);
+  EXPECT_LT(first_probe, param::kProbeInitialNs + 10'000);
+  EXPECT_LT(first_probe, proto::local_ack_timeout_ns(14) / 10);
+  const uint64_t second_probe = wait_frames(6);
+  ASSERT_EQ(sent.size(), 6u);
+  EXPECT_EQ(proto::psn_diff(sent[5].psn, first), 0) << "the oldest unacknowledged packet";
+  EXPECT_EQ(sent[5].opcode, op::kWriteFirst);
+  EXPECT_TRUE(sent[5].ack_req) << "a probe always asks for an ACK";
+  EXPECT_GE(second_probe - first_probe, 2 * param::kProbeInitialNs) << "each probe doubles the wait";
+  EXPECT_EQ(pr->a.qp->counters().probes, 2u);
+  EXPECT_EQ(pr->a.qp->counters().timeouts, 0u);
+  // The probe is answered: the whole message completes, no timer involved.
+  answer(0x1F, proto::psn_add(first, 3), 1);
+  turn();
+  Wc wc;
+  ASSERT_EQ(pr->a.dev->poll_cq(pr->a.scq, 1, &wc), 1);
+  EXPECT_EQ(wc.status, WcStatus::Success);
+}
+
+// With a round trip measured, the probe comes after a few of them (at least the floor).
+TEST_F(Recovery, ProbeTimeFollowsTheMeasuredRtt) {
+  make();
+  post_write(256, 1);
+  turn();
+  pr->wire.clock().advance(30'000);  // the ACK comes 30 us later
+  answer(0x1F, first, 1);
+  turn();
+  EXPECT_EQ(pr->a.qp->counters().rtt_samples, 1u);
+  EXPECT_EQ(pr->a.qp->tx.srtt_ns, 30'000u);
+  post_write(256, 2);
+  turn();
+  const size_t n = sent.size();
+  const uint64_t t0 = pr->wire.clock().now_ns();
+  while (sent.size() == n && pr->wire.clock().now_ns() - t0 < 10'000'000) {
+    pr->wire.clock().advance(1000);
+    turn();
+  }
+  const uint64_t waited = pr->wire.clock().now_ns() - t0;
+  // 2 * srtt + 4 * rttvar = 60 + 60 us.
+  EXPECT_GE(waited, 120'000u);
+  EXPECT_LE(waited, 121'000u);
+  EXPECT_EQ(pr->a.qp->counters().probes, 1u);
+}
+
 }  // namespace
 }  // namespace uroce::test
 

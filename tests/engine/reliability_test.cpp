@@ -288,14 +288,16 @@ TEST(Long, MillionOperations) {
                 (unsigned long long)l->delayed);
   for (auto [name, c] : {std::pair{"A (requester)", &sum_a}, std::pair{"B (responder)", &sum_b}})
     std::printf("%s: sent_pkts %llu rcvd_pkts %llu retransmitted %llu timeouts %llu out_of_seq_request %llu rcvd_seq_err %llu "
-                "send_rnr_err %llu rcvd_rnr_err %llu duplicate_request %llu out_of_sequence %llu icrc_errors %llu malformed %llu not_for_us %llu implied_naks %llu\n",
+                "send_rnr_err %llu rcvd_rnr_err %llu duplicate_request %llu out_of_sequence %llu icrc_errors %llu malformed %llu "
+                "not_for_us %llu implied_naks %llu gap_restarts %llu naks_ignored %llu probes %llu\n",
                 name, (unsigned long long)c->sent_pkts, (unsigned long long)c->rcvd_pkts,
                 (unsigned long long)c->retransmitted, (unsigned long long)c->timeouts,
                 (unsigned long long)c->out_of_seq_request, (unsigned long long)c->rcvd_seq_err,
                 (unsigned long long)c->send_rnr_err, (unsigned long long)c->rcvd_rnr_err,
                 (unsigned long long)c->duplicate_request, (unsigned long long)c->out_of_sequence,
                 (unsigned long long)c->icrc_errors, (unsigned long long)c->malformed,
-                (unsigned long long)c->dropped_not_for_us, (unsigned long long)c->implied_naks);
+                (unsigned long long)c->dropped_not_for_us, (unsigned long long)c->implied_naks,
+                (unsigned long long)c->gap_restarts, (unsigned long long)c->naks_ignored, (unsigned long long)c->probes);
 }
 
 // ---- Scripted faults -----------------------------------------------------------------------
@@ -342,7 +344,67 @@ TEST_F(Scripted, LastPacketOfAMessageLost) {
   EXPECT_EQ(wc.status, WcStatus::Success);
   EXPECT_EQ(std::memcmp(pr->b.buf() + 4096, pr->a.buf(), 5000), 0);
   EXPECT_EQ(seen, 2) << "the LAST packet went out twice";
-  EXPECT_GE(pr->a.qp->counters().timeouts, 1u) << "nothing follows a lost last packet: only the timer recovers it";
+  // Nothing follows a lost last packet: the tail-loss probe recovers it, not the QP timer.
+  EXPECT_GE(pr->a.qp->counters().probes, 1u);
+  EXPECT_EQ(pr->a.qp->counters().timeouts, 0u);
+}
+
+// The same with the probe disabled (probe_floor_us 0): only the QP timer recovers it.
+TEST_F(Scripted, LastPacketLostWithoutProbes) {
+  PairOptions o;
+  o.config_a = [](Device::Config& c) { c.probe_floor_ns = 0; };
+  make(o);
+  pr->wire.a().filter = drop_nth(op::kWriteLast, 1, &seen);
+  Sge s;
+  ASSERT_EQ(pr->a.dev->post_send(pr->a.qp, wr(WrOpcode::RdmaWrite, 5000, s)), 0);
+  Wc wc;
+  ASSERT_TRUE(pr->next_wc(pr->a.scq, wc));
+  EXPECT_EQ(wc.status, WcStatus::Success);
+  EXPECT_EQ(pr->a.qp->counters().probes, 0u);
+  EXPECT_GE(pr->a.qp->counters().timeouts, 1u);
+}
+
+// A lost ATOMIC ACKNOWLEDGE and a lost last READ response, with the QP timer at 268 ms: a
+// probe asks again within a few round trips, the QP timer never fires.
+TEST_F(Scripted, AtomicAckLostRecoveredByAProbe) {
+  PairOptions o;
+  o.timeout = 16;
+  make(o);
+  pr->wire.b().filter = drop_nth(op::kAtomicAck, 1, &seen);
+  uint64_t v = 1000;
+  std::memcpy(pr->b.buf() + 4096, &v, 8);
+  Sge s;
+  SendWr w = wr(WrOpcode::AtomicFetchAdd, 8, s);
+  w.compare_add = 7;
+  const uint64_t t0 = pr->wire.clock().now_ns();
+  ASSERT_EQ(pr->a.dev->post_send(pr->a.qp, w), 0);
+  Wc wc;
+  ASSERT_TRUE(pr->next_wc(pr->a.scq, wc));
+  const uint64_t took = pr->wire.clock().now_ns() - t0;
+  EXPECT_EQ(wc.status, WcStatus::Success);
+  std::memcpy(&v, pr->b.buf() + 4096, 8);
+  EXPECT_EQ(v, 1007u) << "executed once";
+  EXPECT_EQ(pr->a.qp->counters().probes, 1u);
+  EXPECT_EQ(pr->a.qp->counters().timeouts, 0u);
+  EXPECT_LE(took, param::kProbeInitialNs + 100'000) << "the probe time, not the QP timeout";
+  EXPECT_LT(took, proto::local_ack_timeout_ns(16) / 100);
+}
+
+TEST_F(Scripted, LastReadResponseLostRecoveredByAProbe) {
+  PairOptions o;
+  o.timeout = 16;
+  make(o);
+  pr->wire.b().filter = drop_nth(op::kReadRespLast, 1, &seen);
+  fill_pattern(pr->b.buf() + 4096, 10000, 6);
+  Sge s;
+  ASSERT_EQ(pr->a.dev->post_send(pr->a.qp, wr(WrOpcode::RdmaRead, 10000, s)), 0);
+  Wc wc;
+  ASSERT_TRUE(pr->next_wc(pr->a.scq, wc));
+  EXPECT_EQ(wc.status, WcStatus::Success);
+  EXPECT_EQ(std::memcmp(pr->a.buf(), pr->b.buf() + 4096, 10000), 0);
+  EXPECT_EQ(pr->a.qp->counters().probes, 1u);
+  EXPECT_EQ(pr->a.qp->counters().timeouts, 0u);
+  EXPECT_EQ(pr->b.qp->counters().replayed_responses, 1u) << "only the missing response sent again";
 }
 
 TEST_F(Scripted, AckLostAlone) {
@@ -451,6 +513,7 @@ TEST_F(Scripted, RetryExhaustionAndAVanishedPeer) {
   }
   EXPECT_EQ(pr->a.qp->state(), QpState::Err);
   EXPECT_EQ(pr->a.qp->counters().timeouts, 3u);
+  EXPECT_GT(pr->a.qp->counters().probes, 0u) << "probes went out meanwhile, and took no retry";
   EXPECT_EQ(pr->wire.free_slots(), pr->wire.total_slots()) << "no frame buffer leaked";
 }
 

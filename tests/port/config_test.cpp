@@ -187,6 +187,29 @@ TEST(Config, EcnCnpAndCaptureKeys) {
   EXPECT_EQ(c->capture, "/tmp/x.pcap");
 }
 
+// The transport knobs (docs/reliability.md): defaults from engine/param.hpp, ranges checked.
+TEST(Config, TransportKeys) {
+  std::string err;
+  auto d = ecn_keys::load_text("", err);
+  ASSERT_TRUE(d) << err;
+  EXPECT_EQ(d->max_unacked_psns, param::kMaxUnackedPsns);
+  EXPECT_EQ(d->ack_req_every, param::kAckReqEvery);
+  EXPECT_EQ(d->ack_every, param::kAckEvery);
+  EXPECT_EQ(uint64_t(d->probe_floor_us) * 1000, param::kProbeFloorNs);
+  auto c = ecn_keys::load_text("max_unacked_psns = 32\nack_req_every = 8\nack_every = 4\nprobe_floor_us = 0\n", err);
+  ASSERT_TRUE(c) << err;
+  EXPECT_EQ(c->max_unacked_psns, 32u);
+  EXPECT_EQ(c->ack_req_every, 8u);
+  EXPECT_EQ(c->ack_every, 4u);
+  EXPECT_EQ(c->probe_floor_us, 0u);
+  for (const char* bad : {"max_unacked_psns = 0\n", "max_unacked_psns = 4194305\n", "ack_req_every = 0\n",
+                          "ack_req_every = 65537\n", "ack_every = 65537\n", "ack_every = -1\n",
+                          "probe_floor_us = 1000001\n", "probe_floor_us = x\n"}) {
+    EXPECT_FALSE(ecn_keys::load_text(bad, err)) << bad;
+    EXPECT_NE(err.find(std::string(bad).substr(0, std::string(bad).find(' '))), std::string::npos) << err;
+  }
+}
+
 // ---- Capture and fault keys; the environment ----
 
 TEST(Config, CaptureAndFaultKeys) {

@@ -71,6 +71,14 @@ size_t FakeLink::send(PacketBuf* bufs, size_t n) {
     const uint32_t slot = uint32_t(reinterpret_cast<uintptr_t>(b.handle));
     wire_->lens_[slot] = b.len;
     ++counters.sent;
+    uint64_t due = now + wire_->latency_ns;
+    if (wire_->rate_bps) {
+      // Serialised after the frames before it (lost ones used the wire too), then propagated.
+      // Kept in picoseconds so that rounding does not add up over many frames.
+      const uint64_t start = std::max(now * 1000, busy_until_ps_);
+      busy_until_ps_ = start + (uint64_t(b.len) + FakeWire::kWireOverhead) * 8 * 1'000'000'000'000ull / wire_->rate_bps;
+      due = (busy_until_ps_ + 999) / 1000 + wire_->latency_ns;
+    }
     if (tap) tap(b.data, b.len);
     if (filter && !filter(b.data, b.len)) {
       ++counters.dropped;
@@ -88,7 +96,6 @@ size_t FakeLink::send(PacketBuf* bufs, size_t n) {
       b.data[d.corrupt_bit / 8] ^= uint8_t(1u << (d.corrupt_bit % 8));
       ++counters.corrupted;
     }
-    uint64_t due = now + wire_->latency_ns;
     if (d.delay) {
       due += d.delay_ns;
       ++counters.delayed;

@@ -3,6 +3,11 @@
 // can drop, duplicate, reorder, corrupt and delay them (seeded, reproducible), or apply
 // scripted faults ("drop the 3rd frame with opcode X"). No allocation per frame: buffers come
 // from a fixed pool shared by both directions.
+//
+// Optionally a link-rate model (FakeWire::rate_bps): each direction serialises its frames one
+// after another at that rate (plus the Ethernet preamble, FCS and inter-frame gap), then
+// latency_ns of propagation. Off (0) by default: frames take latency_ns only. Benchmarks use it
+// so that their figures depend on virtual time, not on the machine (bench/loss_bench.cpp).
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -59,6 +64,7 @@ class FakeLink : public Link {
   };
   FakeWire* wire_ = nullptr;
   FakeLink* peer_ = nullptr;
+  uint64_t busy_until_ps_ = 0;     // rate model: this direction's wire is busy until then (ps)
   uint32_t frame_cap_ = 0;
   std::deque<InFlight> rx_;        // frames on their way to this end, in arrival order
   std::vector<InFlight> held_;     // reordered frames waiting behind later ones
@@ -74,7 +80,12 @@ class FakeWire {
   FakeLink& a() { return a_; }
   FakeLink& b() { return b_; }
   VirtualClock& clock() { return clock_; }
-  uint64_t latency_ns = 1000;
+  uint64_t latency_ns = 1000;      // propagation delay of every frame, per direction
+  // Link rate in bit/s per direction (0: infinite). A frame of L bytes occupies the wire for
+  // (L + kWireOverhead) * 8 / rate_bps: it arrives that long after the wire was free, plus
+  // latency_ns. Frames queue behind each other without limit (no tail drop).
+  uint64_t rate_bps = 0;
+  static constexpr uint32_t kWireOverhead = 24;  // preamble 8, FCS 4, inter-frame gap 12
   uint32_t free_slots() const { return uint32_t(free_.size()); }
   uint32_t total_slots() const { return slots_; }
   // Virtual time of the next frame due anywhere, or UINT64_MAX.
