@@ -30,6 +30,19 @@ bool pdump_started = false;
 
 rte_mbuf* M(void* p) { return static_cast<rte_mbuf*>(p); }
 
+// Sets the mbuf's lengths for the engine's frame, padded with zeros to the Ethernet minimum
+// (without FCS); returns the length on the wire.
+uint32_t finish_frame(engine::PacketBuf& b) {
+  uint32_t len = b.len;
+  if (len < kMinFrame) {
+    std::memset(b.data + len, 0, kMinFrame - len);
+    len = kMinFrame;
+  }
+  M(b.handle)->data_len = uint16_t(len);
+  M(b.handle)->pkt_len = len;
+  return len;
+}
+
 }  // namespace
 
 // ---- Set-up ---------------------------------------------------------------------------------------
@@ -389,13 +402,7 @@ size_t DpdkLink::send(engine::PacketBuf* bufs, size_t n) {
     for (size_t i = 0; i < k; ++i) {
       engine::PacketBuf& b = bufs[total + i];
       rte_mbuf* m = M(b.handle);
-      uint32_t len = b.len;
-      if (len < kMinFrame) {
-        std::memset(b.data + len, 0, kMinFrame - len);
-        len = kMinFrame;
-      }
-      m->data_len = uint16_t(len);
-      m->pkt_len = len;
+      const uint32_t len = finish_frame(b);
       ms[i] = m;
       if (cap_.on()) capture(b.data, len, Capture::Dir::Out);
     }
@@ -416,10 +423,7 @@ size_t DpdkLink::send(engine::PacketBuf* bufs, size_t n) {
         for (size_t j = total; j < n && bl_n_ < kBacklog; ++j, ++total) {
           engine::PacketBuf& b = bufs[j];
           rte_mbuf* m = M(b.handle);
-          const uint32_t len = std::max(b.len, kMinFrame);
-          if (b.len < kMinFrame) std::memset(b.data + b.len, 0, kMinFrame - b.len);
-          m->data_len = uint16_t(len);
-          m->pkt_len = len;
+          const uint32_t len = finish_frame(b);
           backlog_[(bl_head_ + bl_n_++) % kBacklog] = m;
           if (cap_.on()) capture(b.data, len, Capture::Dir::Out);
         }
@@ -512,13 +516,7 @@ size_t DpdkLink::send_with_faults(engine::PacketBuf* bufs, size_t n) {
   for (; taken < n && kBacklog - bl_n_ >= 2; ++taken) {  // room for the frame and a copy
     engine::PacketBuf& b = bufs[taken];
     rte_mbuf* m = M(b.handle);
-    uint32_t len = b.len;
-    if (len < kMinFrame) {
-      std::memset(b.data + len, 0, kMinFrame - len);
-      len = kMinFrame;
-    }
-    m->data_len = uint16_t(len);
-    m->pkt_len = len;
+    const uint32_t len = finish_frame(b);
     const engine::FaultDecision d = tx_fault_.decide(b.data, len);
     if (d.drop) {
       rte_pktmbuf_free(m);

@@ -119,15 +119,7 @@ bool is_option(std::string_view a, std::string_view name) {
 
 // ---- formatting helpers ------------------------------------------------------------------
 
-std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
-std::string fmt(const char* f, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, f);
-  std::vsnprintf(buf, sizeof buf, f, ap);
-  va_end(ap);
-  return buf;
-}
+using uroce::dissect::fmt;
 
 // Source or destination address of the IP header locate() found.
 std::string ip_str(std::span<const uint8_t> f, const Located& at, bool src) {

@@ -24,6 +24,15 @@ namespace uroce::dissect {
 
 using namespace uroce::proto;
 
+std::string fmt(const char* f, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, f);
+  std::vsnprintf(buf, sizeof buf, f, ap);
+  va_end(ap);
+  return buf;
+}
+
 namespace {
 
 // Geometry, in SVG user units (pixels).
@@ -42,16 +51,6 @@ constexpr int kBracketOffset = 10;  // ACK coverage brackets sit this far beside
 constexpr double kGapMinSeconds = 100e-6;
 constexpr double kGapFactor = 10;
 constexpr size_t kMaxQpsInHead = 6;
-
-std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
-std::string fmt(const char* f, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, f);
-  std::vsnprintf(buf, sizeof buf, f, ap);
-  va_end(ap);
-  return buf;
-}
 
 std::string xml(std::string_view s) {
   std::string o;
