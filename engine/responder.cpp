@@ -89,6 +89,10 @@ RespState nak_and_error(Device& dev, Qp& qp, NakCode code, uint32_t psn) {
 RespState rnr_nak(Device& dev, Qp& qp, uint32_t psn) {
   if (qp.init.qp_type == QpType::UC) return uc_discard(qp, psn, qp.ctr.dropped_no_recv);
   send_ack(dev, qp, Syndrome::rnr(qp.attrs.min_rnr_timer), psn);
+  // The rest of the message is already on the wire. Those packets now look like a gap, and
+  // they are dropped silently, as after a sequence NAK: one NAK per refusal. The requester
+  // sends the whole message again after the RNR timer.
+  qp.rx.seq_nak_sent = true;
   return RespState::RnrNak;  // the expected PSN does not move: the requester sends it again
 }
 

@@ -160,6 +160,35 @@ TEST_F(Responder, SendWithoutReceiveGetsRnrNakWithTheQpTimer) {
   EXPECT_EQ(wc.wr_id, 77u);
 }
 
+// A three-packet SEND with no receive posted: one RNR NAK for its FIRST packet, and the MIDDLE
+// and LAST behind it dropped without a sequence NAK (found by docs/learn's RNR lesson).
+TEST_F(Responder, RnrNakIsTheOnlyAnswerToTheRestOfTheMessage) {
+  const uint8_t ops[3] = {op::kSendFirst, op::kSendMiddle, op::kSendLast};
+  for (uint32_t i = 0; i < 3; ++i) {
+    proto::Packet p = request(ops[i], proto::psn_add(epsn, i));
+    p.ack_req = i == 2;
+    p.payload = {data.data(), 256};
+    inject(p);
+  }
+  ASSERT_EQ(out.frames.size(), 1u);
+  EXPECT_EQ(out.at(0).aeth.syndrome, 0x20 | 14) << "RNR NAK";
+  EXPECT_EQ(out.at(0).psn, epsn);
+  EXPECT_EQ(pr->b.qp->counters().out_of_seq_request, 0u);
+  post_recv(1024);
+  for (uint32_t i = 0; i < 3; ++i) {  // the requester's resend, from the FIRST packet
+    proto::Packet p = request(ops[i], proto::psn_add(epsn, i));
+    p.ack_req = i == 2;
+    p.payload = {data.data(), 256};
+    inject(p);
+  }
+  ASSERT_EQ(out.frames.size(), 2u);
+  EXPECT_EQ(out.at(1).aeth.syndrome, 0x1F);
+  EXPECT_EQ(out.at(1).psn, proto::psn_add(epsn, 2));
+  Wc wc;
+  ASSERT_EQ(pr->b.rcq->poll(&wc, 1), 1u);
+  EXPECT_EQ(wc.byte_len, 768u);
+}
+
 TEST_F(Responder, ReadRequestGetsSegmentedResponses) {
   for (int i = 0; i < 600; ++i) pr->b.buf()[i] = uint8_t(i);
   proto::Packet p = request(op::kReadRequest, epsn);
