@@ -1,7 +1,7 @@
 // Capture: the frames a DpdkLink receives and sends, written to a pcapng file while the process
 // runs (config key `capture = FILE`, or UROCE_CAPTURE=FILE for a program run through the shim).
 // For links whose traffic no tcpdump can see (a PCI NIC owned by DPDK, memif, the mlx5 PMD's
-// flow-isolated queues). docs/observability-capture.md says how to read the files.
+// flow-isolated queues). docs/observability.md says how to read the files.
 //
 // The file (pcapng, whatever the name ends with; tshark, Wireshark, libpcap >= 1.1 and
 // uroce-dissect read it):

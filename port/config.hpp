@@ -61,7 +61,7 @@ struct EndpointConfig {
   // (only the application's verbs calls; no polling thread) or "dedicated" (a polling thread
   // that never sleeps, for a spare core per process). UROCE_PROGRESS overrides it.
   std::string progress = "thread";
-  // Capture (port/capture.hpp, docs/observability-capture.md): a pcapng file of the frames
+  // Capture (port/capture.hpp, docs/observability.md): a pcapng file of the frames
   // received and sent. UROCE_CAPTURE etc. override these for programs run through the shim.
   std::string capture;                 // the file; empty: no capture
   bool capture_all = false;            // also ARP, ND, ICMP and every other frame, not only RoCE

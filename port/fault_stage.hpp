@@ -1,6 +1,6 @@
 // FaultStage: one direction (receive or transmit) of a DpdkLink's fault injection, for watching
 // go-back-N, RNR and timeouts on a real link, and for loss benchmarks (config keys fault_*,
-// or UROCE_FAULT_* through the shim; docs/observability-capture.md).
+// or UROCE_FAULT_* through the shim; docs/observability.md).
 //
 // For each frame it asks the one fault model (engine/fault.hpp, also the test FakeLink's) what
 // to do, corrupts the frame in place when told to, counts, and keeps the frames to be held

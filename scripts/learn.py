@@ -1,0 +1,359 @@
+#!/usr/bin/env python3
+"""Makes the lessons of docs/learn/ from traffic uroce makes itself (scripts/learn.sh).
+
+Each lesson runs tools/lesson's uroce-lesson on two uroce endpoints joined by memif, both
+through the verbs shim (scripts/uroce-run), with the client's frames captured by the port
+(UROCE_CAPTURE) and, where the lesson wants it, the port's fault injection (UROCE_FAULT_*).
+Then uroce-dissect prints the frames and their bytes and draws the ladder; in the QP-states
+lesson uroce-stat shows the server's QP after each verbs call. The text of each lesson is
+docs/learn/src/NAME.md; every {{key}} in it is replaced by real output, and the page is
+written to OUT/NAME.md (OUT defaults to docs/learn), its pictures to OUT/img/.
+
+With --check, each lesson also asserts what it teaches (the frames, the completions, the
+states) and exits 1 if any does not hold: tests/learn runs it so.
+
+usage: learn.py [--build DIR] [--out DIR] [--check] NAME|all
+"""
+import argparse
+import datetime
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LESSONS = ["write-send", "go-back-n", "rnr", "read-atomic", "qp-states"]
+SOCK = "/tmp/uroce-learn.sock"   # not the suites' memif socket: lessons may run beside them
+PORT = 18620
+TIMEOUT = 60                     # seconds any one lesson may take
+
+ap = argparse.ArgumentParser(usage=__doc__.split("usage: ")[1])
+ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+ap.add_argument("--out", default=os.path.join(ROOT, "docs", "learn"))
+ap.add_argument("--check", action="store_true")
+ap.add_argument("name")
+args = ap.parse_args()
+BUILD = os.path.abspath(args.build)
+RUN = os.path.join(ROOT, "scripts", "uroce-run")
+LIB = os.path.join(BUILD, "verbs_shim", "liburoce-verbs.so")
+LESSON = os.path.join(BUILD, "tools", "lesson", "uroce-lesson")
+DISSECT = os.path.join(BUILD, "tools", "dissect", "uroce-dissect")
+STAT = os.path.join(ROOT, "tools", "stat", "uroce-stat")
+procs = []
+problems = []
+
+
+def cleanup():
+    for p in procs:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+    procs.clear()
+
+
+def on_term(signum, frame):
+    cleanup()
+    sys.exit(1)
+
+
+signal.signal(signal.SIGTERM, on_term)
+signal.signal(signal.SIGINT, on_term)
+
+
+def expect(cond, what):
+    if not cond:
+        problems.append(what)
+        print("  NOT AS TAUGHT: " + what, flush=True)
+
+
+def configs(tmp):
+    """The repository's memif pair on the lessons' own socket."""
+    out = []
+    for side in ("server", "client"):
+        text = open(os.path.join(ROOT, "config", f"memif-{side}.conf")).read()
+        text = text.replace("/tmp/uroce-memif.sock", SOCK).replace("--file-prefix uroce-memif", "--file-prefix uroce-learn")
+        path = os.path.join(tmp, f"{side}.conf")
+        with open(path, "w") as f:
+            f.write(text)
+        out.append(path)
+    return out
+
+
+def start(tmp, side, argv, env_extra, stdin=None):
+    env = dict(os.environ, UROCE_SHIM_STATS="1", **env_extra)
+    conf = os.path.join(tmp, f"{side}.conf")
+    log = open(os.path.join(tmp, f"{side}.out"), "w")
+    p = subprocess.Popen([RUN, "--config", conf, "--lib", LIB, "--", LESSON] + argv, env=env, stdout=subprocess.PIPE
+                         if stdin else log, stderr=log if not stdin else subprocess.STDOUT, stdin=stdin,
+                         start_new_session=True, text=True)
+    procs.append(p)
+    return p
+
+
+def run_pair(tmp, scenario, opts, server_env=None, client_env=None):
+    """Runs one scenario on both sides; returns (server output, client output, capture path)."""
+    cap = os.path.join(tmp, "client.pcapng")
+    cenv = {"UROCE_CAPTURE": cap, "UROCE_CAPTURE_SNAPLEN": "65535", **(client_env or {})}
+    s = start(tmp, "server", [scenario, "-p", str(PORT)] + opts, server_env or {})
+    time.sleep(0.5)
+    c = start(tmp, "client", [scenario, "-p", str(PORT)] + opts + ["127.0.0.1"], cenv)
+    end = time.time() + TIMEOUT
+    for p in (c, s):
+        try:
+            p.wait(timeout=max(1, end - time.time()))
+        except subprocess.TimeoutExpired:
+            expect(False, f"{scenario}: timed out after {TIMEOUT} s")
+    cleanup()
+    so = open(os.path.join(tmp, "server.out")).read()
+    co = open(os.path.join(tmp, "client.out")).read()
+    ok = s.returncode == 0 and c.returncode == 0
+    expect(ok, f"{scenario}: server rc {s.returncode}, client rc {c.returncode}")
+    if not ok:
+        print("--- server\n" + so[-3000:] + "\n--- client\n" + co[-3000:], flush=True)
+    return so, co, cap
+
+
+def program_lines(text):
+    """The lesson program's own lines (not DPDK's or the shim's)."""
+    return "\n".join(l for l in text.splitlines() if l.startswith(("server", "client", "FAIL")))
+
+
+def counters(text, keys):
+    """The named counters from the shim's exit print (UROCE_SHIM_STATS), as 'k=v' text."""
+    found = {}
+    for k, v in re.findall(r"\b([a-z_]+)=(\d+)", text):
+        if k in keys:
+            found[k] = found.get(k, 0) + int(v)
+    return " ".join(f"{k}={found.get(k, 0)}" for k in keys), found
+
+
+def dissect(cap, *opts):
+    r = subprocess.run([DISSECT, *opts, cap], capture_output=True, text=True, timeout=60)
+    return r.stdout
+
+
+def frames_of(lines_text):
+    """[(number, line)] of the line view."""
+    out = []
+    for l in lines_text.splitlines():
+        m = re.match(r"\s*(\d+)\s+\d+\.\d+\s", l)
+        if m:
+            out.append((int(m.group(1)), l))
+    return out
+
+
+def pick(lines_text, first, count):
+    return "\n".join(l for n, l in frames_of(lines_text) if first <= n < first + count)
+
+
+def bytes_of(cap, numbers):
+    """The --bytes blocks of the given frame numbers."""
+    out, keep = [], False
+    for l in dissect(cap, "--bytes").splitlines():
+        m = re.match(r"\s*(\d+)\s+\d+\.\d+\s", l)
+        if m:
+            keep = int(m.group(1)) in numbers
+        elif not l.startswith("  "):
+            keep = False
+        if keep:
+            out.append(l)
+    return "\n".join(out)
+
+
+def ladder(cap, name, *opts):
+    os.makedirs(os.path.join(args.out, "img"), exist_ok=True)
+    svg = os.path.join(args.out, "img", name + ".svg")
+    r = subprocess.run([DISSECT, "--ladder", svg, *opts, cap], capture_output=True, text=True, timeout=60)
+    expect(r.returncode in (0, 1) and os.path.exists(svg), f"ladder {name}: {r.stderr.strip()}")
+    return f"![ladder](img/{name}.svg)\n\n(`uroce-dissect --ladder img/{name}.svg {' '.join(opts)} client.pcapng`: {r.stdout.strip()})"
+
+
+def first_gap(lines_text, src):
+    """The frame number of the first request from `src` whose PSN skips one (the capture is
+    taken after the port's fault stage, so a dropped frame is missing from it)."""
+    last = None
+    for n, l in frames_of(lines_text):
+        m = re.search(r"\s(\S+) > \S+ .*? (RC_\S+) qp \S+ psn (\d+)", l)
+        if m and m.group(1) == src and "ACKNOWLEDGE" not in m.group(2):
+            psn = int(m.group(3))
+            if last is not None and psn > last + 1:
+                return n
+            last = psn if last is None else max(last, psn)
+    return None
+
+
+def first_repeat(lines_text, src):
+    """The frame number of the first request PSN the sender `src` sends a second time."""
+    seen = set()
+    for n, l in frames_of(lines_text):
+        m = re.search(r"\s(\S+) > \S+ .*? (RC_\S+) qp \S+ psn (\d+)", l)
+        if m and m.group(1) == src and "ACKNOWLEDGE" not in m.group(2) and "RESPONSE" not in m.group(2):
+            if m.group(3) in seen:
+                return n
+            seen.add(m.group(3))
+    return None
+
+
+# ---- the lessons --------------------------------------------------------------------------
+
+def write_send(tmp):
+    so, co, cap = run_pair(tmp, "write-send", ["-s", "4096"])
+    lines = dissect(cap)
+    f = frames_of(lines) or [(0, "")]
+    ops = [(l.split() + [""] * 8)[7] for _, l in f]
+    expect(ops[:4] == ["RC_RDMA_WRITE_FIRST", "RC_RDMA_WRITE_MIDDLE", "RC_RDMA_WRITE_MIDDLE", "RC_RDMA_WRITE_LAST"],
+           f"write-send: the WRITE is FIRST, MIDDLE, MIDDLE, LAST (got {ops[:4]})")
+    expect("RC_SEND_FIRST" in ops and "RC_SEND_LAST" in ops, "write-send: the SEND is in the capture")
+    expect("verified" in so and "no completion" in so, "write-send: the server verified both and saw one completion")
+    send_first = next((n for n, l in f if "RC_SEND_FIRST" in l), 0)
+    return {"server": program_lines(so), "client": program_lines(co), "frames": lines.rstrip(),
+            "bytes_write": bytes_of(cap, {f[0][0]}), "bytes_send": bytes_of(cap, {send_first}),
+            "ladder": ladder(cap, "write-send")}
+
+
+def go_back_n(tmp):
+    so, co, cap = run_pair(tmp, "writes", ["-s", "65536", "-n", "40"],
+                           client_env={"UROCE_FAULT_TX_DROP": "0.01", "UROCE_FAULT_SEED": "3"})
+    lines = dissect(cap)
+    f = frames_of(lines)
+    nak = next((n for n, l in f if "NAK 0 (PSN sequence error)" in l), None)
+    expect(nak is not None, "go-back-n: the responder sent a sequence NAK")
+    rep = first_repeat(lines, "198.19.0.2")
+    expect(rep is not None, "go-back-n: the requester sent a PSN again")
+    ctr_text, ctr = counters(co, ["tx_fault_dropped", "retransmitted", "rcvd_seq_err", "gap_restarts", "naks_ignored",
+                                  "probes", "timeouts"])
+    sctr_text, _ = counters(so, ["out_of_seq_request", "duplicate_request", "out_of_sequence"])
+    expect(ctr.get("tx_fault_dropped", 0) > 0, "go-back-n: the client's fault stage dropped frames")
+    gap = first_gap(lines, "198.19.0.2") or nak or 1
+    at = max(1, gap - 3)
+    count = min(max((nak or gap) - at + 12, 20), 120)
+    return {"server": program_lines(so), "client": program_lines(co), "client_counters": ctr_text,
+            "server_counters": sctr_text, "nak_frames": pick(lines, at, count), "gap_frame": str(gap),
+            "nak_frame": str(nak), "summary": lines.strip().splitlines()[-1],
+            "ladder": ladder(cap, "go-back-n", "--from", str(at), "--count", str(count))}
+
+
+def rnr(tmp):
+    so, co, cap = run_pair(tmp, "rnr", ["-s", "4096"])
+    lines = dissect(cap)
+    n_rnr = lines.count("RNR NAK")
+    expect(n_rnr >= 1, "rnr: the responder answered with an RNR NAK")
+    ctr_text, _ = counters(co, ["rcvd_rnr_err", "retransmitted"])
+    return {"server": program_lines(so), "client": program_lines(co), "frames": lines.rstrip(),
+            "client_counters": ctr_text, "ladder": ladder(cap, "rnr")}
+
+
+def read_atomic(tmp):
+    so, co, cap = run_pair(tmp, "read-atomic", ["-s", "4096", "-n", "40"],
+                           server_env={"UROCE_FAULT_TX_DROP": "0.03", "UROCE_FAULT_SEED": "5"})
+    lines = dissect(cap)
+    ops = " ".join(l for _, l in frames_of(lines))
+    for op in ("RC_RDMA_READ_REQUEST", "RC_RDMA_READ_RESPONSE_FIRST", "RC_FETCH_ADD", "RC_COMPARE_SWAP",
+               "RC_ATOMIC_ACKNOWLEDGE"):
+        expect(op in ops, f"read-atomic: {op} in the capture")
+    rep = first_repeat(lines, "198.19.0.2")
+    expect(rep is not None, "read-atomic: a lost response made the requester ask again")
+    ctr_text, _ = counters(so, ["tx_fault_dropped", "duplicate_request", "replayed_responses"])
+    cctr_text, _ = counters(co, ["retransmitted", "probes", "timeouts", "implied_naks"])
+    at = max(1, (rep or 1) - 10)
+    return {"server": program_lines(so), "client": program_lines(co), "first_round": pick(lines, 1, 12),
+            "replay_frames": pick(lines, at, 24), "server_counters": ctr_text, "client_counters": cctr_text,
+            "ladder_round": ladder(cap, "read-atomic-round", "--count", "12"),
+            "ladder_replay": ladder(cap, "read-atomic-replay", "--from", str(at), "--count", "24")}
+
+
+def qp_states(tmp):
+    cap = os.path.join(tmp, "client.pcapng")
+    s = start(tmp, "server", ["states", "--pause", "-p", str(PORT)], {}, stdin=subprocess.PIPE)
+    time.sleep(0.5)
+    c = start(tmp, "client", ["states", "-p", str(PORT), "127.0.0.1"],
+              {"UROCE_CAPTURE": cap, "UROCE_CAPTURE_SNAPLEN": "65535"})
+    out, stat = [], {}
+    end = time.time() + TIMEOUT
+    for line in s.stdout:
+        out.append(line.rstrip("\n"))
+        m = re.match(r"paused (\w+)", line)
+        if m:
+            r = subprocess.run([STAT, "--pid", str(s.pid), "res", "qp"], capture_output=True, text=True, timeout=20)
+            stat[m.group(1)] = r.stdout.rstrip()
+            expect(m.group(1) in r.stdout, f"qp-states: uroce-stat shows the QP in {m.group(1)}")
+            s.stdin.write("\n")
+            s.stdin.flush()
+        if time.time() > end:
+            expect(False, "qp-states: timed out")
+            break
+    for p in (s, c):
+        try:
+            p.wait(timeout=max(1, end - time.time()))
+        except subprocess.TimeoutExpired:
+            expect(False, "qp-states: did not end")
+    cleanup()
+    so = "\n".join(out)
+    co = open(os.path.join(tmp, "client.out")).read()
+    for st, taken in (("RESET", False), ("INIT", False), ("RTR", True), ("RTS", True), ("ERR", False)):
+        want = f"server in {st}: the SEND was {'accepted' if taken else 'not taken'}"
+        expect(want in so, f"qp-states: '{want}'")
+    ctr_text, _ = counters(so, ["dropped_bad_state", "rcvd_pkts", "rdma_recvs"])
+    lines = dissect(cap)
+    d = {"server": program_lines(so), "client": program_lines(co), "frames": lines.rstrip(),
+         "server_counters": ctr_text, "ladder": ladder(cap, "qp-states")}
+    for st in ("RESET", "INIT", "RTR", "RTS", "ERR"):
+        d["stat_" + st] = stat.get(st, "(no answer)")
+    return d
+
+
+MAKERS = {"write-send": write_send, "go-back-n": go_back_n, "rnr": rnr, "read-atomic": read_atomic,
+          "qp-states": qp_states}
+
+
+def fill(name, values):
+    src = open(os.path.join(ROOT, "docs", "learn", "src", name + ".md")).read()
+
+    def sub(m):
+        key = m.group(1)
+        if key not in values:
+            problems.append(f"{name}: template key {key} has no value")
+            return m.group(0)
+        return values[key]
+    page = re.sub(r"\{\{(\w+)\}\}", sub, src)
+    stamp = (f"<!-- Made by `scripts/learn.sh {name}` on {datetime.date.today()} from docs/learn/src/{name}.md: "
+             f"edit that, not this. -->\n")
+    with open(os.path.join(args.out, name + ".md"), "w") as f:
+        f.write(stamp + page)
+
+
+def main():
+    names = LESSONS if args.name == "all" else [args.name]
+    for n in names:
+        if n not in MAKERS:
+            sys.exit(f"learn: no lesson '{n}' (one of: {', '.join(LESSONS)}, all)")
+    for exe in (LESSON, DISSECT, LIB):
+        if not os.path.exists(exe):
+            sys.exit(f"learn: {exe} is missing: build first (meson compile -C {BUILD})")
+    os.makedirs(args.out, exist_ok=True)
+    for n in names:
+        print(f"lesson {n}", flush=True)
+        tmp = tempfile.mkdtemp(prefix="uroce-learn-")
+        try:
+            configs(tmp)
+            values = MAKERS[n](tmp)
+            fill(n, values)
+        finally:
+            cleanup()
+            shutil.rmtree(tmp, ignore_errors=True)
+    if problems:
+        print(f"learn: {len(problems)} thing(s) not as the lessons teach:", *problems, sep="\n  ")
+        return 1 if args.check else 0
+    print(f"learn: {len(names)} lesson(s) written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
