@@ -362,9 +362,12 @@ void rnr(Side& s, int fd, const Options& o) {
   if (!o.is_client()) {
     connect_both(s, fd);
     recv_byte(fd);  // the client has posted its SEND
+    const double t0 = now_s();
     usleep(6000);   // longer than two RNR timers (2.56 ms each)
+    const double t1 = now_s();
     s.post_recv(0, n, 9);
-    say("server: posted the receive 6 ms after the client's SEND");
+    say("server: posted the receive %.1f ms after the client's SEND (ibv_post_recv took %.1f ms)", (t1 - t0) * 1e3,
+        (now_s() - t1) * 1e3);
     ibv_wc wc = s.wait_ok("receive");
     check(s.buf, wc.byte_len, 0x44, "SEND");
     say("server: completion %s byte_len %u (verified)", wc_opcode(wc.opcode), wc.byte_len);
