@@ -21,6 +21,7 @@
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -110,6 +111,13 @@ uint8_t recv_byte(int fd) {
   return b;
 }
 
+// One byte at a time goes over this socket: without TCP_NODELAY, Nagle's algorithm holds a
+// byte until the previous one is acknowledged, and the peer's delayed ACK makes that ~40 ms.
+void no_delay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
 int connect_tcp(const Options& o) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
@@ -121,6 +129,7 @@ int connect_tcp(const Options& o) {
       if (i > 200) fail("connect to %s:%d: %s", o.server.c_str(), o.port, std::strerror(errno));
       usleep(50000);
     }
+    no_delay(fd);
     return fd;
   }
   int one = 1;
@@ -130,6 +139,7 @@ int connect_tcp(const Options& o) {
   int c = ::accept(fd, nullptr, nullptr);
   if (c < 0) fail("accept: %s", std::strerror(errno));
   ::close(fd);
+  no_delay(c);
   return c;
 }
 
