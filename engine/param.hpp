@@ -107,6 +107,7 @@ inline constexpr uint64_t kNeighbourTtlMs = 30'000;  // a neighbour entry is tru
 inline constexpr uint64_t kNeighbourPendingMs = 3'000;  // an answer this late to our request creates nothing
 inline constexpr uint32_t kLinkWaitMs = 20000;       // bound on waiting for the link (memif: the peer)
 inline constexpr uint32_t kLinkCheckMs = 10;         // looks at the link status while waiting
+inline constexpr uint32_t kMemifReconnectMs = 1000;  // a memif client waiting for the link connects again
 inline constexpr uint32_t kTxBacklog = 4096;         // frames the tx ring did not take, kept in order
 inline constexpr uint32_t kTxStash = 32;             // transmit mbufs taken from the pool at once
 inline constexpr uint32_t kLinkBurst = 64;           // frames per rte_eth_rx_burst / rte_eth_tx_burst

@@ -467,6 +467,7 @@ void on_datagram(Device& dev, Qp& qp, const proto::Packet& p) {
   wc.wc_flags = kWcGrh;
   wc.src_qp = p.deth.src_qp;
   wc.pkey_index = 0;
+  wc.ip_version = p.ip_version;
   if (p.info().has(proto::kImmDt)) {
     wc.imm_data = p.imm;
     wc.wc_flags |= kWcWithImm;

@@ -11,6 +11,7 @@
 #include <rte_pdump.h>
 
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 #include <tuple>
@@ -41,6 +42,42 @@ uint32_t finish_frame(engine::PacketBuf& b) {
   M(b.handle)->data_len = uint16_t(len);
   M(b.handle)->pkt_len = len;
   return len;
+}
+
+// The socket a memif client of this EAL line connects to: "@name" for an abstract one (DPDK's
+// default), the path otherwise; empty when the line has no memif client.
+std::string memif_client_socket(const std::vector<std::string>& eal) {
+  for (const std::string& a : eal) {
+    const size_t at = a.find("net_memif");
+    if (at == std::string::npos) continue;
+    std::string socket = "/run/memif.sock";
+    bool client = false, abstract = true;
+    std::stringstream args(a.substr(at));
+    for (std::string kv; std::getline(args, kv, ',');) {
+      if (kv == "role=client") client = true;
+      else if (kv.rfind("socket=", 0) == 0) socket = kv.substr(7);
+      else if (kv == "socket-abstract=no") abstract = false;
+    }
+    if (client) return abstract ? "@" + socket : socket;
+  }
+  return {};
+}
+
+// Is some process listening on this unix socket ("@name": abstract)? From /proc/net/unix, so that
+// asking does not connect to it.
+bool unix_socket_listening(const std::string& name) {
+  FILE* f = std::fopen("/proc/net/unix", "r");
+  if (!f) return true;  // cannot tell: start and let the PMD say
+  bool found = false;
+  char line[512];
+  while (!found && std::fgets(line, sizeof line, f)) {
+    std::string l(line);
+    while (!l.empty() && (l.back() == '\n' || l.back() == ' ')) l.pop_back();
+    found = l.size() >= name.size() && l.compare(l.size() - name.size(), name.size(), name) == 0 &&
+            (l.size() == name.size() || l[l.size() - name.size() - 1] == ' ');
+  }
+  std::fclose(f);
+  return found;
 }
 
 }  // namespace
@@ -135,8 +172,18 @@ bool DpdkLink::setup(std::string& err) {
   rte_eth_macaddr_get(port_, &pm);
   if (cfg_.mac_from_port) std::memcpy(mac_.data(), pm.addr_bytes, 6);
   else mac_ = cfg_.mac;
+  // A memif client cannot start before its server has made the socket (a failed start leaves the
+  // PMD unable to connect later): two programs started together, as ucx_perftest's two sides open
+  // their devices at the same moment, wait for it up to kLinkWaitMs, as they would for the link.
+  memif_client_ = !memif_client_socket(cfg_.eal).empty();
+  if (memif_client_) {
+    const std::string sock = memif_client_socket(cfg_.eal);
+    for (uint32_t waited_ms = 0; !unix_socket_listening(sock) && waited_ms < param::kLinkWaitMs; waited_ms += 20)
+      rte_delay_us_sleep(20'000);
+  }
   if (int rc = rte_eth_dev_start(port_); rc != 0) {
     err = "rte_eth_dev_start: " + std::string(rte_strerror(-rc));
+    if (is_memif_) err += " (a memif client: is its server running?)";
     return false;
   }
   // In flow isolation the rte_flow rule for our MAC (below) receives for it; the MAC list and
@@ -277,11 +324,27 @@ DpdkLink::~DpdkLink() {
 }
 
 bool DpdkLink::wait_link(bool up, uint32_t timeout_ms) {
-  const uint64_t end = rte_get_tsc_cycles() + rte_get_tsc_hz() / 1000 * timeout_ms;
+  const uint64_t hz = rte_get_tsc_hz();
+  const uint64_t end = rte_get_tsc_cycles() + hz / 1000 * timeout_ms;
   for (;;) {
     rte_eth_link lk{};
     rte_eth_link_get_nowait(port_, &lk);
-    if ((lk.link_status == RTE_ETH_LINK_UP) == up) return true;
+    if ((lk.link_status == RTE_ETH_LINK_UP) == up) {
+      if (up) reconnect_at_ = 0;
+      return true;
+    }
+    // A memif client whose server accepted it before the server's own port had started is
+    // dropped and does not try again by itself (two programs that open their devices at the same
+    // moment): it connects again, every kMemifReconnectMs while it waits for the link.
+    if (up && memif_client_) {
+      const uint64_t now = rte_get_tsc_cycles();
+      if (!reconnect_at_) reconnect_at_ = now + hz / 1000 * param::kMemifReconnectMs;
+      if (now >= reconnect_at_) {
+        rte_eth_dev_stop(port_);
+        rte_eth_dev_start(port_);
+        reconnect_at_ = now + hz / 1000 * param::kMemifReconnectMs;
+      }
+    }
     if (rte_get_tsc_cycles() > end) return false;
     rte_delay_us_sleep(up ? 10'000 : 1'000);
   }

@@ -113,6 +113,8 @@ class DpdkLink : public engine::Link {
   void* pool_ = nullptr;     // rte_mempool*
   uint32_t max_frame_ = 1514;
   bool is_memif_ = false;
+  bool memif_client_ = false;   // a memif client: wait_link connects again while the link is down
+  uint64_t reconnect_at_ = 0;   // TSC cycles; 0: not waiting yet
   proto::Mac mac_{};
   proto::Ip6 gid_{};
   proto::Ip6 ip6_{};         // our first IPv6 address (explicit, else link-local)

@@ -139,7 +139,10 @@ void to_ibv_wc(const E::Wc& s, ibv_wc& d) {
   d.wc_flags = s.wc_flags;
   d.pkey_index = s.pkey_index;
   d.slid = 0;
-  d.sl = 0;
+  // A UD receive's sl is the RoCE packet type, as ConnectX reports it: bit 3 set for RoCE v2 (a UDP
+  // header), bits 0-2 the network header (1 IPv6, 2 IPv4). UCX reads it to know where the
+  // destination address sits in the 40-byte GRH area. (rxe reports 0.) Elsewhere 0.
+  d.sl = s.ip_version == 4 ? 0x8 | 0x2 : s.ip_version == 6 ? 0x8 | 0x1 : 0;
   d.dlid_path_bits = 0;
 }
 

@@ -211,12 +211,7 @@ SHIM_EXPORT int ibv_read_sysfs_file(const char* dir, const char* file, char* buf
   Runtime& r = rt();
   if (load_cfg() && dir && std::strcmp(dir, r.dev.ibdev_path) == 0) {
     std::string v;
-    if (!std::strcmp(file, "board_id")) v = "UROCE_DPDK";
-    else if (!std::strcmp(file, "node_desc")) v = "uroce " + r.cfg.name;
-    else if (!std::strcmp(file, "hca_type")) v = "uroce";
-    else if (!std::strcmp(file, "fw_ver")) v = param::kShimFwVer;
-    else if (!std::strcmp(file, "node_type")) v = "1: CA";
-    else {
+    if (!sysfs_device_file(r, file, v)) {
       errno = ENOENT;
       return -1;
     }

@@ -77,6 +77,7 @@ void build_gid_table(Runtime& r) {
   r.gids = r.engine->config().gids;
   r.gid_valid.assign(r.gids.size(), false);
   for (size_t i = 0; i < r.gids.size(); ++i) r.gid_valid[i] = r.engine->sgid(uint32_t(i)) != nullptr;
+  device_view_gids(r);
 }
 
 // Does the application thread run on the poller's core now? It has, if it is runnable ('R' in
@@ -283,6 +284,7 @@ bool load_cfg() {
   std::snprintf(d.dev_path, sizeof d.dev_path, "/sys/class/infiniband_verbs/uverbs-%s", r.cfg.name.c_str());
   std::snprintf(d.ibdev_path, sizeof d.ibdev_path, "/sys/class/infiniband/%s", r.cfg.name.c_str());
   r.cfg_ok = true;
+  device_view_node(r);
   return true;
 }
 

@@ -143,6 +143,15 @@ bool start_runtime();
 
 void nap(uint64_t ns);
 
+// The device as files (device_view.cpp). sysfs_device_file: the answer for one of the device's
+// sysfs attributes (board_id, node_desc, hca_type, fw_ver, node_type), false for others.
+// device_view_node (after load_cfg) and device_view_gids (after the GID table is known) write
+// the device node and the sysfs files when scripts/uroce-run made a private view
+// (UROCE_DEVICE_VIEW=1); otherwise they do nothing.
+bool sysfs_device_file(const Runtime& r, const char* file, std::string& v);
+void device_view_node(const Runtime& r);
+void device_view_gids(const Runtime& r);
+
 // Asynchronous events (async.cpp).
 // With the token held: compare the watched objects' state with what was last seen and queue the
 // events (IBV_EVENT_QP_FATAL, _QP_LAST_WQE_REACHED, _CQ_ERR, _SRQ_LIMIT_REACHED, and the port's
