@@ -1,0 +1,370 @@
+#!/usr/bin/env python3
+"""UCX suite driver: Debian's UCX (ucx_info, ucx_perftest) and an Open MPI job on uroce through
+scripts/uroce-run, unmodified and with no UCX setting but the transport choice.
+
+Scenarios:
+  info          ucx_info -d lists uroce's device with rc_verbs and ud_verbs (no mlx5 transport),
+                UCX takes its RoCE v2 GID, and nothing of the device view is left on the host.
+  perftest LINK ucx_perftest (tag_lat, tag_bw, put_bw, get_bw, am_bw, am_lat) x transports
+                (UCX's default set, rc_verbs, ud_verbs) between two uroce endpoints over LINK
+                (memif or veth); each run must end with its "Final:" line, and UCX's own log must
+                show that every lane it chose is on a uroce device.
+  mpi           Open MPI (PML ucx), one rank in each namespace of scripts/netns-pair, runs
+                tests/ucx/mpi_check (ping-pong and allreduce with every byte checked).
+  bench         (not a test) tag_bw 1 MiB and tag_lat 8 B over uroce and over UCX's tcp on the
+                same veth pair, one after the other: a table for docs/ucx.md.
+
+The two endpoints run on one host. UCX would then carry the data over shared memory, so every
+run excludes UCX's shared-memory transports (UCX_TLS=^sm for "default"): two namespaces stand
+for two hosts. rc_verbs needs an auxiliary transport for its connection set-up: its rows use
+UCX_TLS=rc_verbs,ud_verbs (the data lanes are rc_verbs, as the log shows).
+Every run is bounded in time; processes, namespaces and DPDK runtime directories are cleaned up,
+also when a run fails. Results: one JSON line per run appended to --results.
+
+usage: ucx_test.py --root REPO --lib liburoce-verbs.so [--results FILE] [--mpi-check BIN] SCENARIO [LINK]
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--root", required=True)
+ap.add_argument("--lib", required=True)
+ap.add_argument("--results", default="")
+ap.add_argument("--mpi-check", default="")
+ap.add_argument("scenario")
+ap.add_argument("link", nargs="?", default="memif")
+args = ap.parse_args()
+
+ROOT = args.root
+RUN = os.path.join(ROOT, "scripts", "uroce-run")
+NETNS = os.path.join(ROOT, "scripts", "netns-pair")
+CFG = os.path.join(ROOT, "config")
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOCK = "/tmp/uroce-memif.sock"
+procs = []
+netns_up = False
+
+# UCP tests (UCX chooses the transports among UCX_TLS): tag matching, put, get (RDMA READ on
+# rc_verbs), active messages.
+UCP_TESTS = [("tag_lat", 8, 5000), ("tag_bw", 65536, 1000), ("ucp_put_bw", 65536, 1000),
+             ("ucp_get", 65536, 1000), ("ucp_am_bw", 8192, 2000), ("ucp_am_lat", 8, 5000)]
+TLS = [("default", "^sm"), ("rc_verbs", "rc_verbs,ud_verbs"), ("ud_verbs", "ud_verbs")]
+# UCT tests straight on one transport of uroce's device (-d DEV -x TL): put and get are RDMA WRITE
+# and READ on rc_verbs; ud_verbs has active messages only.
+# Messages beyond the short (inline) size need a layout: zcopy (from registered memory: RDMA
+# WRITE and READ) or bcopy (copied into the transport's buffers).
+UCT_TESTS = [("rc_verbs", "put_bw", 65536, 1000, "zcopy"), ("rc_verbs", "get", 65536, 1000, "zcopy"),
+             ("rc_verbs", "am_bw", 4096, 2000, "bcopy"), ("rc_verbs", "am_lat", 8, 5000, "short"),
+             ("ud_verbs", "am_bw", 1024, 2000, "bcopy"), ("ud_verbs", "am_lat", 8, 5000, "short")]
+# Both sides' device has one name (ucx_perftest's server takes a UCT test's device from the
+# client): the configs are copies of config/'s with `name` set to it.
+DEV = "uroce-ucx"
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def kill_procs():
+    for p in procs:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+    procs.clear()
+    for d in glob.glob("/var/run/dpdk/uroce-shim-*"):
+        pid = d.rsplit("-", 1)[-1]
+        if pid.isdigit() and not os.path.exists("/proc/" + pid):
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def cleanup():
+    global netns_up
+    kill_procs()
+    if netns_up:
+        subprocess.run([NETNS, "down"], check=False)
+        netns_up = False
+
+
+def on_term(signum, frame):
+    cleanup()
+    sys.exit(1)
+
+
+signal.signal(signal.SIGTERM, on_term)
+signal.signal(signal.SIGINT, on_term)
+
+
+def record(entry):
+    if args.results:
+        with open(args.results, "a") as f:
+            f.write(json.dumps(entry) + "\n")
+
+
+def env(extra):
+    e = dict(os.environ, UROCE_VERBS_LIB=args.lib)
+    e.update(extra)
+    return e
+
+
+def start(cmd, out, extra=None):
+    p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env(extra or {}))
+    procs.append(p)
+    return p
+
+
+def finish(p, timeout):
+    try:
+        return p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        return "timeout"
+
+
+def side_config(conf):
+    """config/CONF with the device named DEV, in /tmp."""
+    out = "/tmp/uroce-ucx-" + conf
+    with open(os.path.join(CFG, conf)) as f, open(out, "w") as g:
+        for l in f:
+            g.write(f"name = {DEV}\n" if re.match(r"\s*name\s*=", l) else l)
+    return out
+
+
+def side_cmd(link, side, cmd, uroce=True):
+    """One side's command line: its namespace (veth), uroce-run with its config, its core."""
+    core = "0" if side == "server" else "1"
+    if link == "veth":
+        pre = ["ip", "netns", "exec", "uroce-b" if side == "server" else "uroce-a"]
+        conf = "veth-b.conf" if side == "server" else "veth-a.conf"
+    else:
+        pre = []
+        conf = "memif-server.conf" if side == "server" else "memif-client.conf"
+    run = [RUN, "--config", side_config(conf), "--"] if uroce else []
+    return pre + run + ["taskset", "-c", core] + cmd
+
+
+def wait_port(link, port, server, t=20):
+    """ucx_perftest's server listens on TCP `port` (in its namespace for veth)."""
+    pre = ["ip", "netns", "exec", "uroce-b"] if link == "veth" else []
+    t0 = time.time()
+    while time.time() - t0 < t:
+        out = subprocess.run(pre + ["ss", "-ltnH"], capture_output=True, text=True).stdout
+        if re.search(r":%d\b" % port, out):
+            return True
+        if server.poll() is not None:
+            return False
+        time.sleep(0.05)
+    return False
+
+
+FINAL = re.compile(r"^Final:\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s+(\d+)", re.M)
+LANES = re.compile(r"ep_cfg\[\d+\]: (.*)$", re.M)
+
+
+def perftest_once(link, test, size, iters, tls, uroce=True, extra=None, port=13337, uct=None, layout="short"):
+    """One ucx_perftest run (uct: the UCT transport of a UCT test); returns (ok, figures, lanes, text)."""
+    e = {"UCX_LOG_LEVEL": "info"}
+    if tls:
+        e["UCX_TLS"] = tls
+    e.update(extra or {})
+    srv_out = open("/tmp/uroce-ucx-server.log", "w")
+    s = start(side_cmd(link, "server", ["ucx_perftest", "-p", str(port)], uroce), srv_out, e)
+    if not wait_port(link, port, s):
+        kill_procs()
+        return False, None, [], open("/tmp/uroce-ucx-server.log").read()
+    peer = "198.18.0.2" if link == "veth" else "127.0.0.1"
+    targs = ["-d", DEV + ":1", "-x", uct, "-D", layout] if uct else []
+    cli = subprocess.run(side_cmd(link, "client", ["ucx_perftest", peer, "-p", str(port), "-t", test,
+                                                   "-s", str(size), "-n", str(iters)] + targs, uroce),
+                         capture_output=True, text=True, timeout=90, env=env(e), start_new_session=True)
+    rc_s = finish(s, 20)
+    srv_out.close()
+    text = cli.stdout + cli.stderr
+    stext = open("/tmp/uroce-ucx-server.log").read()
+    kill_procs()
+    m = FINAL.search(text)
+    fig = None
+    if m:
+        fig = {"lat_p50_us": float(m.group(2)), "lat_avg_us": float(m.group(3)), "bw_MBps": float(m.group(6)),
+               "rate_msgps": int(m.group(8))}
+    lanes = LANES.findall(text) + LANES.findall(stext)
+    ok = cli.returncode == 0 and rc_s == 0 and m is not None
+    return ok, fig, lanes, text + "\n--- server\n" + stext
+
+
+def lanes_ok(lanes, want):
+    """Every transport/device pair of UCX's lanes is `want` on a uroce device (or self)."""
+    pairs = [p for l in lanes for p in re.findall(r"([a-z_0-9]+)/([\w:.-]+)", l)]
+    if not pairs:
+        return False, "no lanes in UCX's log"
+    bad = [f"{t}/{d}" for t, d in pairs if t != "self" and not (d.startswith("uroce-") and t in want)]
+    return not bad, ("lanes " + " ".join(sorted({f"{t}/{d}" for t, d in pairs}))) + (f"; not uroce: {bad}" if bad else "")
+
+
+def scenario_info():
+    if os.path.exists("/dev/infiniband") or os.path.exists("/sys/class/infiniband"):
+        log("SKIP-CHECK: this host has /dev/infiniband or /sys/class/infiniband of its own")
+    e = {"UCX_LOG_LEVEL": "debug"}
+    p = subprocess.run([RUN, "--config", os.path.join(CFG, "memif-server.conf"), "--", "ucx_info", "-d"],
+                       capture_output=True, text=True, timeout=60, env=env(e))
+    out = p.stdout + p.stderr
+    fails = []
+    dev = "uroce-memif-s:1"
+    for tl in ("rc_verbs", "ud_verbs"):
+        if not re.search(r"Transport: %s\n#\s+Device: %s" % (tl, re.escape(dev)), out):
+            fails.append(f"{tl} on {dev} not listed")
+    for tl in ("rc_mlx5", "ud_mlx5", "dc_mlx5"):
+        if f"Transport: {tl}" in out:
+            fails.append(f"{tl} listed")
+    m = re.search(r"uroce-memif-s:1 using gid_index (\d+)", out)
+    if not m or m.group(1) != "1":
+        fails.append("UCX did not take GID index 1 (the IPv4 RoCE v2 GID)")
+    if "failed to parse gid type" in out:
+        fails.append("GID type not parsed")
+    if os.path.exists("/dev/infiniband/uverbs-uroce-memif-s") or os.path.exists("/sys/class/infiniband/uroce-memif-s"):
+        fails.append("the device view was left on the host")
+    if glob.glob("/tmp/uroce-view.*"):
+        fails.append("a /tmp/uroce-view.* directory was left behind")
+    for l in out.splitlines():
+        if re.search(r"Transport: (rc_verbs|ud_verbs)|Device: uroce|using gid_index", l):
+            log("  " + l.strip())
+    record({"suite": "ucx", "scenario": "info", "ok": not fails, "fails": fails})
+    if p.returncode != 0:
+        fails.append(f"ucx_info exit {p.returncode}")
+    return fails
+
+
+def report(fails, link, what, test, size, iters, tls, good, fig, lmsg, text):
+    log(f"{'ok  ' if good else 'FAIL'} {link:5} {what:12} {test:10} {size:6} B  "
+        f"{json.dumps(fig) if fig else '(no Final line)'}  {lmsg}")
+    if not good:
+        fails.append(f"{link} {what} {test}")
+        log("\n".join(text.splitlines()[-25:]))
+    record({"suite": "ucx", "scenario": "perftest", "link": link, "transports": what, "UCX_TLS": tls,
+            "test": test, "size": size, "iters": iters, "ok": good, "figures": fig, "lanes": lmsg})
+
+
+def scenario_perftest(link):
+    global netns_up
+    fails = []
+    if link == "veth":
+        subprocess.run([NETNS, "up"], check=True)
+        netns_up = True
+    try:
+        for tname, tls in (TLS if not os.environ.get("UCX_TEST_UCT_ONLY") else []):
+            for test, size, iters in UCP_TESTS:
+                want = {"default": {"rc_verbs", "ud_verbs"}, "rc_verbs": {"rc_verbs", "ud_verbs"},
+                        "ud_verbs": {"ud_verbs"}}[tname]
+                ok, fig, lanes, text = perftest_once(link, test, size, iters, tls)
+                lok, lmsg = lanes_ok(lanes, want)
+                if tname == "rc_verbs" and ok and not any("rc_verbs" in l for l in lanes):
+                    lok, lmsg = False, lmsg + "; no rc_verbs lane"
+                report(fails, link, "ucp " + tname, test, size, iters, tls, ok and lok, fig, lmsg, text)
+        for tl, test, size, iters, layout in UCT_TESTS:
+            # A UCT test names its transport and device: no lanes to choose, none in the log.
+            ok, fig, lanes, text = perftest_once(link, test, size, iters, None, uct=tl, layout=layout)
+            report(fails, link, "uct " + tl, test, size, iters, "-x " + tl, ok, fig, f"uct {tl}/{DEV}:1 {layout}", text)
+    finally:
+        cleanup()
+    return fails
+
+
+def scenario_mpi():
+    global netns_up
+    if not args.mpi_check:
+        return ["--mpi-check BIN is needed"]
+    subprocess.run([NETNS, "up"], check=True)
+    netns_up = True
+    fails = []
+    try:
+        cmd = ["ip", "netns", "exec", "uroce-a", "mpirun", "--allow-run-as-root", "--bind-to", "none", "-np", "2",
+               "--host", socket.gethostname() + ":1,uroce-b:1",
+               "--mca", "plm_rsh_agent", os.path.join(HERE, "ns-agent"), "--mca", "plm_rsh_no_tree_spawn", "1",
+               "--mca", "oob_tcp_if_include", "198.18.1.0/24", "--mca", "pml", "ucx", "--mca", "btl", "self",
+               "-x", "UCX_TLS=^sm", "-x", "UCX_LOG_LEVEL=info", "-x", "UROCE_VERBS_LIB=" + args.lib,
+               os.path.join(HERE, "rank-run"), args.mpi_check]
+        p = start(cmd, subprocess.PIPE)
+        try:
+            out, _ = p.communicate(timeout=180)
+        except subprocess.TimeoutExpired:
+            cleanup()
+            return ["mpi job timed out"]
+        out = out.decode(errors="replace")
+        for l in out.splitlines():
+            if l.startswith("mpi_check") or "ep_cfg" in l:
+                log("  " + l)
+        if p.returncode != 0 or "mpi_check: OK" not in out:
+            fails.append(f"mpi job exit {p.returncode}")
+            log("\n".join(out.splitlines()[-30:]))
+        lok, lmsg = lanes_ok(LANES.findall(out), {"rc_verbs", "ud_verbs"})
+        log("  " + lmsg)
+        if not lok or not any("rc_verbs/uroce-veth" in l for l in LANES.findall(out)):
+            fails.append("UCX did not carry the ranks' data on uroce's rc_verbs: " + lmsg)
+        record({"suite": "ucx", "scenario": "mpi", "ok": not fails, "lanes": lmsg,
+                "lines": [l for l in out.splitlines() if l.startswith("mpi_check")]})
+    finally:
+        cleanup()
+    return fails
+
+
+def scenario_bench():
+    global netns_up
+    subprocess.run([NETNS, "up"], check=True)
+    netns_up = True
+    rows = []
+    try:
+        for label, uroce, tls, extra in [("uroce rc_verbs", True, "rc_verbs,ud_verbs", {}),
+                                         ("kernel tcp", False, "tcp", {"UCX_NET_DEVICES": "uroce-va,uroce-vb"})]:
+            for test, size, iters in [("tag_bw", 1048576, 2000), ("tag_lat", 8, 20000)]:
+                ok, fig, lanes, text = perftest_once("veth", test, size, iters, tls, uroce, extra)
+                rows.append((label, test, size, fig if ok else None, lanes_ok(lanes, {tls.split(",")[0], "ud_verbs"})[1]))
+                if not ok:
+                    log("\n".join(text.splitlines()[-15:]))
+    finally:
+        cleanup()
+    log("| transport | test | size | bandwidth MB/s | latency p50 us | latency avg us | lanes |")
+    log("|---|---|---:|---:|---:|---:|---|")
+    for label, test, size, fig, lanes in rows:
+        if fig:
+            log(f"| {label} | {test} | {size} | {fig['bw_MBps']:.1f} | {fig['lat_p50_us']:.2f} | {fig['lat_avg_us']:.2f} | {lanes} |")
+        else:
+            log(f"| {label} | {test} | {size} | failed | | | |")
+    return []
+
+
+def main():
+    if shutil.which("ucx_perftest") is None:
+        log("ucx_perftest not installed (ucx-utils): scripts/install-deps.sh installs it")
+        return 1
+    try:
+        if args.scenario == "info":
+            fails = scenario_info()
+        elif args.scenario == "perftest":
+            fails = scenario_perftest(args.link)
+        elif args.scenario == "mpi":
+            fails = scenario_mpi()
+        elif args.scenario == "bench":
+            fails = scenario_bench()
+        else:
+            log("unknown scenario " + args.scenario)
+            return 2
+    finally:
+        cleanup()
+    for f in fails:
+        log("FAILED: " + f)
+    return 1 if fails else 0
+
+
+sys.exit(main())
