@@ -2,16 +2,18 @@
 # Runs a libFuzzer target for SECONDS (default 60) and summarises the run: length, executions,
 # executions per second, crashes. TARGET is parse (default: proto::parse() and build(),
 # tests/fuzz/fuzz_parse.cpp), locate (proto::locate(), the ARP / ND views and the port's
-# control plane, tests/fuzz/fuzz_locate.cpp) or engine (a connected pair of engines driven by
+# control plane, tests/fuzz/fuzz_locate.cpp), cm (the CM MAD layer: cm::parse(), cm::emit(), the
+# rdma_cm IP header, tests/fuzz/fuzz_cm.cpp) or engine (a connected pair of engines driven by
 # forged frames, posted work and deregistration, tests/fuzz/fuzz_engine.cpp).
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET]
 #
 # Builds outside meson with clang++ -fsanitize=fuzzer,address,undefined into build-fuzz/
-# (build-fuzz-locate/ for locate; override with FUZZ_BUILD=dir), seeds the corpus with every
+# (build-fuzz-locate/ for locate, build-fuzz-cm/ for cm; override with FUZZ_BUILD=dir), seeds the corpus with every
 # frame of the golden captures (GOLDEN_DIR, default ../shared/golden) and keeps the corpus it
 # grows between runs. A crash leaves build-fuzz/artifacts/crash-*; reproduce it with
-# build/tests/fuzz/fuzz_regress FILE (parse) or build/tests/fuzz/fuzz_locate FILE (locate).
+# build/tests/fuzz/fuzz_regress FILE (parse), build/tests/fuzz/fuzz_locate FILE (locate) or
+# build/tests/fuzz/fuzz_cm FILE (cm).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,8 +23,9 @@ seed=yes
 case "$TARGET" in
   parse) extra=() ;;
   locate) extra=(port/neigh.cpp port/config.cpp) ;;
+  cm) extra=() ;;
   engine) extra=(engine/*.cpp tests/support/fake_link.cpp); seed=no ;;  # its inputs are actions, not frames
-  *) echo "usage: scripts/fuzz.sh [SECONDS] [parse|locate|engine]" >&2; exit 2 ;;
+  *) echo "usage: scripts/fuzz.sh [SECONDS] [parse|locate|cm|engine]" >&2; exit 2 ;;
 esac
 BUILD=${FUZZ_BUILD:-build-fuzz$([ "$TARGET" = parse ] || echo "-$TARGET")}
 GOLDEN=${GOLDEN_DIR:-$(cd .. && pwd)/shared/golden}
@@ -33,7 +36,7 @@ isal_flags=()
 if pkg-config --exists libisal; then
   isal_flags=(-DUROCE_HAVE_ISAL $(pkg-config --cflags --libs libisal))
 fi
-srcs=(tests/fuzz/fuzz_$TARGET.cpp proto/checksum.cpp proto/icrc.cpp proto/locate.cpp proto/packet.cpp "${extra[@]}")
+srcs=(tests/fuzz/fuzz_$TARGET.cpp proto/checksum.cpp proto/cm.cpp proto/icrc.cpp proto/locate.cpp proto/packet.cpp "${extra[@]}")
 
 echo "== building $BUILD/fuzz_$TARGET ($CXX -fsanitize=fuzzer,address,undefined)"
 "$CXX" -std=c++20 -O2 -g -Wall -Wextra -Werror -I. \
