@@ -9,6 +9,8 @@ usage: test_dissect.py UROCE_DISSECT GOLDEN_DIR WORK_DIR [MAKE_LOSSY_CAPTURE]
    a bad IPv4 checksum, as pcap and as pcapng: exit 1 and the right counts and messages.
 3. --errors, --qp (decimal and hex, against QP counts read here from the bytes), --bytes
    (exact lines for the RDMA WRITE Only of rxe/write_small.pcap) and usage errors.
+3b. CM MADs: the line of every MAD of tutorial/rdma_cm.pcap, the --bytes layout of its REQ, and
+   REJ, MRA, SIDR_REQ, SIDR_REP, LAP and a non-CM MAD made here from the REQ's frame.
 4. --ladder: the SVG parses, one arrow per selected frame, labels and tooltips match the line
    view, --qp / --from / --count select the right frames, the golden captures show no
    retransmission (except the RNR retries of rxe/send_rnr_nak.pcap), the lossy capture of
@@ -385,6 +387,193 @@ def ladder_tests(exe, golden, work, make_lossy):
     print("ladder: golden, labels, --from/--count, --qp, bad ICRC, 500 frames, lossy capture, bad input checked")
 
 
+
+# ---- CM MADs (UD SEND to QP 1) -------------------------------------------------------------------
+
+# The CM part of each MAD line of tutorial/rdma_cm.pcap (kernel CM on rxe: two connections to
+# port 18515, then their tear-down). Field values as tshark decodes the same frames
+# (tests/proto/cm_test.cpp checks every field against it).
+RDMA_CM_LINES = {
+    1: "CM REQ local_id 0x64c0c56d sid 0x0000000001064853 (TCP 18515) qpn 0x00003d psn 8176132 RC mtu 1024"
+       "  ip 10.1.16.62:52471 > 10.1.16.61:18515",
+    2: "CM REP local_id 0x8988f456 remote_id 0x64c0c56d qpn 0x00003b psn 7503213",
+    3: "CM RTU local_id 0x64c0c56d remote_id 0x8988f456",
+    24: "CM REQ local_id 0x65c0c56d sid 0x0000000001064853 (TCP 18515) qpn 0x00003e psn 11502415 RC mtu 1024"
+        "  ip 10.1.16.62:50878 > 10.1.16.61:18515",
+    25: "CM REP local_id 0x8b88f456 remote_id 0x65c0c56d qpn 0x00003c psn 8201096",
+    30: "CM RTU local_id 0x65c0c56d remote_id 0x8b88f456",
+    91: "CM DREQ local_id 0x65c0c56d remote_id 0x8b88f456 remote_qpn 0x00003c",
+    92: "CM DREQ local_id 0x8b88f456 remote_id 0x65c0c56d remote_qpn 0x00003e",
+    93: "CM DREP local_id 0x8b88f456 remote_id 0x65c0c56d",
+    94: "CM DREP local_id 0x65c0c56d remote_id 0x8b88f456",
+    95: "CM DREQ local_id 0x8988f456 remote_id 0x64c0c56d remote_qpn 0x00003d",
+    96: "CM DREP local_id 0x64c0c56d remote_id 0x8988f456",
+}
+
+# --bytes of frame 1 of tutorial/rdma_cm.pcap: the REQ, field by field (IBA vol. 1 table 106,
+# Linux's include/rdma/ibta_vol1_c12.h) and the rdma_cm IP header at the front of its private data.
+RDMA_CM_REQ_BYTES = """\
+    1   0.000000  10.1.16.62 > 10.1.16.61 sport 55410  UD_SEND_ONLY qp 0x000001 psn 26 A  DETH qkey=0x80010000 srcqp=0x000001  payload 256  CM REQ local_id 0x64c0c56d sid 0x0000000001064853 (TCP 18515) qpn 0x00003d psn 8176132 RC mtu 1024  ip 10.1.16.62:52471 > 10.1.16.61:18515  icrc ok
+  0000  Ethernet 14 bytes, 000e IPv4 20 bytes, 0022 UDP 8 bytes
+  002a  BTH          +0   64                       OpCode      = 0x64 UD_SEND_ONLY
+  002b               +1   00                       SE=0 M=0 PadCnt=0 TVer=0     [0 0 00 0000]
+  002c               +2   ff ff                    P_Key       = 0xffff
+  002e               +4   00                       FECN=0 BECN=0 Resv6a=0       [0 0 000000]
+  002f               +5   00 00 01                 DestQP      = 0x000001 (1)
+  0032               +8   80                       A=1 Resv7=0                  [1 0000000]
+  0033               +9   00 00 1a                 PSN         = 26 (0x00001a)
+  0036  DETH         +0   80 01 00 00              Q_Key       = 0x80010000
+  003a               +4   00                       Reserved    = 0x00
+  003b               +5   00 00 01                 SrcQP       = 0x000001 (1)
+  003e  payload           256 bytes
+  003e  MAD          +0   01                       BaseVersion = 0x01
+  003f               +1   07                       MgmtClass   = 0x07 (CM)
+  0040               +2   02                       ClassVersion = 0x02
+  0041               +3   03                       R=0 Method=0x03 (Send)       [0 0000011]
+  0042               +4   00 00                    Status      = 0x0000
+  0044               +6   00 00                    ClassSpecific = 0x0000
+  0046               +8   00 00 00 02 6d c5 c0 64  TID         = 0x000000026dc5c064
+  004e               +16  00 10                    AttributeID = 0x0010 REQ (ConnectRequest)
+  0050               +18  00 00                    Reserved    = 0x0000
+  0052               +20  00 00 00 00              AttrModifier = 0x00000000
+  0056  CM REQ       +0   64 c0 c5 6d              LocalCommID = 0x64c0c56d
+  005e               +8   00 00 00 00 01 06 48 53  ServiceID   = 0x0000000001064853 (TCP 18515)
+  0066               +16  02 50 56 ff fe a7 7d 03  LocalCAGUID = 0x025056fffea77d03
+  0072               +28  00 00 00 00              LocalQ_Key  = 0x00000000
+  0076               +32  00 00 3d                 LocalQPN    = 0x00003d (61)
+  0079               +35  00                       RespRes     = 0x00 (0)
+  007a               +36  00 00 00                 LocalEECN   = 0x000000
+  007d               +39  00                       InitDepth   = 0x00 (0)
+  007e               +40  00 00 00                 RemoteEECN  = 0x000000
+  0081               +43  a0                       RemoteCMTO=20 Transport=0 (RC) E2EFC=0 [10100 00 0]
+  0082               +44  7c c2 04                 StartingPSN = 0x7cc204 (8176132)
+  0085               +47  a7                       LocalCMTO=20 RetryCount=7    [10100 111]
+  0086               +48  ff ff                    P_Key       = 0xffff
+  0088               +50  37                       PathMTU=3 (1024) RDC=0 RNRRetry=7 [0011 0 111]
+  0089               +51  f0                       MaxCMRetries=15 SRQ=0 ExtTransport=0 [1111 0 000]
+  008a  primary path +0   ff ff                    LocalLID    = 0xffff
+  008c               +2   ff ff                    RemoteLID   = 0xffff
+  008e               +4   00 00 00 00 00 00 00 00  LocalGID    = ::ffff:10.1.16.62
+  0096               +12  00 00 ff ff 0a 01 10 3e
+  009e               +20  00 00 00 00 00 00 00 00  RemoteGID   = ::ffff:10.1.16.61
+  00a6               +28  00 00 ff ff 0a 01 10 3d
+  00ae               +36  91 a3 c0 00              FlowLabel   = 0x91a3c (bits 0-19), PacketRate=0 (byte 3 bits 2-7)
+  00b2               +40  00                       TClass      = 0x00
+  00b3               +41  40                       HopLimit    = 0x40 (64)
+  00b4               +42  00                       SL=0 SubnetLocal=0           [0000 0 000]
+  00b5               +43  88                       LocalAckTO=17                [10001 000]
+  00b6  alt. path    +0   00 00                    LocalLID    = 0x0000
+  00b8               +2   00 00                    RemoteLID   = 0x0000
+  00ba               +4   00 00 00 00 00 00 00 00  LocalGID    = ::
+  00c2               +12  00 00 00 00 00 00 00 00
+  00ca               +20  00 00 00 00 00 00 00 00  RemoteGID   = ::
+  00d2               +28  00 00 00 00 00 00 00 00
+  00da               +36  00 00 00 00              FlowLabel   = 0x00000 (bits 0-19), PacketRate=0 (byte 3 bits 2-7)
+  00de               +40  00                       TClass      = 0x00
+  00df               +41  00                       HopLimit    = 0x00 (0)
+  00e0               +42  00                       SL=0 SubnetLocal=0           [0000 0 000]
+  00e1               +43  00                       LocalAckTO=0 SAP=0           [00000 0 00]
+  00e2  rdma_cm      +0   00                       Version     = 0x00
+  00e3               +1   40                       IPVersion=4                  [0100 0000]
+  00e4               +2   cc f7                    SrcPort     = 0xccf7 (52471)
+  00e6               +4   00 00 00 00 00 00 00 00  SrcIP       = 10.1.16.62
+  00ee               +12  00 00 00 00 0a 01 10 3e
+  00f6               +20  00 00 00 00 00 00 00 00  DstIP       = 10.1.16.61
+  00fe               +28  00 00 00 00 0a 01 10 3d
+  0106               +176                           private data after the rdma_cm header, 56 bytes (0 nonzero)
+  013e  ICRC         +0   53 68 31 45              ICRC        = 0x45316853 (least significant byte first), ok
+    2   0.002284  10.1.16.61 > 10.1.16.62 sport 55410  UD_SEND_ONLY qp 0x000001 psn 18 A  DETH qkey=0x80010000 srcqp=0x000001  payload 256  CM REP local_id 0x8988f456 remote_id 0x64c0c56d qpn 0x00003b psn 7503213  icrc ok
+  0000  Ethernet 14 bytes, 000e IPv4 20 bytes, 0022 UDP 8 bytes
+  002a  BTH          +0   64                       OpCode      = 0x64 UD_SEND_ONLY
+"""
+
+
+def roce_icrc(frame):
+    """The ICRC of an IPv4 RoCEv2 frame without VLAN tags or IP options (IBA A17.8: CRC-32 over
+    8 bytes of ones, the IP header with TOS, TTL and checksum as ones, UDP with its checksum as
+    ones, the BTH with byte 4 as ones, and the rest up to the ICRC), least significant byte first."""
+    import zlib
+    ip = bytearray(frame[14:34])
+    ip[1], ip[8], ip[10:12] = 0xFF, 0xFF, b"\xff\xff"
+    udp = bytearray(frame[34:42])
+    udp[6:8] = b"\xff\xff"
+    bth = bytearray(frame[42:54])
+    bth[4] = 0xFF
+    return struct.pack("<I", zlib.crc32(b"\xff" * 8 + bytes(ip) + bytes(udp) + bytes(bth) + frame[54:-4]))
+
+
+def with_mad(frame, attr, body, mgmt_class=0x07):
+    """Frame 1 of rdma_cm.pcap (a REQ) carrying another MAD: attribute `attr`, CM message `body`
+    (zero-padded to 232 bytes), with a fresh ICRC."""
+    f = bytearray(frame)
+    mad = 14 + 20 + 8 + 12 + 8
+    f[mad + 1] = mgmt_class
+    struct.pack_into("!H", f, mad + 16, attr)
+    f[mad + 24:mad + 256] = body + bytes(232 - len(body))
+    f[-4:] = roce_icrc(bytes(f))
+    return bytes(f)
+
+
+def cm_tests(exe, golden, work):
+    path = os.path.join(golden, "tutorial/rdma_cm.pcap")
+    rc, out, _ = run(exe, path)
+    lines = {int(l.split()[0]): l for l in out if l[:1] == " " and l.split()[0].isdigit()}
+    for n, text in RDMA_CM_LINES.items():
+        line = lines.get(n, "")
+        check(line.endswith("UD_SEND_ONLY qp 0x000001 psn %s A  DETH qkey=0x80010000 srcqp=0x000001  payload 256  "
+                            % line.split(" psn ")[1].split()[0] + text + "  icrc ok") if " psn " in line else False,
+              "rdma_cm.pcap frame %d: %r, want ... %r" % (n, line, text))
+    check(sum(1 for l in lines.values() if "  CM " in l) == len(RDMA_CM_LINES), "only the 12 MADs have a CM part")
+    # The first data packets use the PSNs the CM exchanged: the passive side sends from the REQ's
+    # starting PSN, the active side from the REP's.
+    check(" RC_SEND_ONLY qp 0x00003b psn 7503213 " in lines.get(4, ""), "frame 4: %r" % lines.get(4))
+    check(" RC_SEND_ONLY qp 0x00003d psn 8176132 " in lines.get(6, ""), "frame 6: %r" % lines.get(6))
+
+    rc, out, _ = run(exe, "--bytes", path)
+    want = RDMA_CM_REQ_BYTES.splitlines()
+    check(rc == 0 and out[:len(want)] == want, "--bytes of the REQ differs:\n" + "\n".join(
+        "%s\n   want %s" % (a, b) for a, b in zip(out[:len(want)], want) if a != b))
+    for frag in ("  0056  CM REP       +0   89 88 f4 56              LocalCommID = 0x8988f456",
+                 "  0062               +12  00 00 3b                 LocalQPN    = 0x00003b (59)",
+                 "  006a               +20  72 7d 6d                 StartingPSN = 0x727d6d (7503213)",
+                 "  005e               +8   00 00 3c                 RemoteQPN   = 0x00003c (60)"):
+        check(frag in out, "--bytes lacks %r" % frag)
+
+    # Messages the captures lack, made from the REQ's frame: REJ (nobody listens), MRA, SIDR
+    # (rdma_cm's UD ids), LAP (named, not decoded), and a MAD of another class on QP 1.
+    req = read_pcap(path)[0]
+    ids = bytes.fromhex("a0a0a0a0" "64c0c56d")
+    rej = ids + bytes([0x00, 0x00]) + struct.pack("!H", 8)
+    mra = ids + bytes([0x40, 23 << 3])
+    cma = bytes([0x00, 0x40]) + struct.pack("!H", 40000) + bytes(12) + bytes([198, 18, 0, 1]) + bytes(12) + bytes([198, 18, 0, 2])
+    sidr_req = struct.pack("!IHHQ", 0x11, 0xFFFF, 0, 0x0000000001111c06) + cma
+    sidr_rep = struct.pack("!IBBH", 0x11, 0, 0, 0) + bytes([0x00, 0x00, 0x42, 0]) + struct.pack("!QI", 0x0000000001111c06, 0x01234567)
+    frames = [with_mad(req, 0x0012, rej), with_mad(req, 0x0011, mra), with_mad(req, 0x0017, sidr_req),
+              with_mad(req, 0x0018, sidr_rep), with_mad(req, 0x0019, b""), with_mad(req, 0x0012, rej, mgmt_class=0x03)]
+    want = [
+        "CM REJ local_id 0xa0a0a0a0 remote_id 0x64c0c56d reason 8 (invalid service ID) rejects REQ",
+        "CM MRA local_id 0xa0a0a0a0 remote_id 0x64c0c56d for REP service_timeout 23",
+        "CM SIDR_REQ request_id 0x00000011 sid 0x0000000001111c06 (UDP 7174)  ip 198.18.0.1:40000 > 198.18.0.2:7174",
+        "CM SIDR_REP request_id 0x00000011 status 0 (success) qpn 0x000042 qkey 0x01234567 sid 0x0000000001111c06 (UDP 7174)",
+        "CM LAP (not decoded)",
+        "MAD: management class is not CM (0x07)",
+    ]
+    made = os.path.join(work, "cm_made.pcap")
+    write_pcap(made, frames)
+    rc, out, _ = run(exe, made)
+    check(rc == 0 and summary(out) == (6, 6, 6, 0, 0), "cm_made.pcap: rc %d summary %s" % (rc, summary(out)))
+    for line, text in zip(out, want):
+        check(line.endswith("payload 256  " + text + "  icrc ok"), "made MAD: %r, want ... %r" % (line, text))
+    rc, out, _ = run(exe, "--bytes", made)
+    for frag in ("  0060               +10  00 08                    Reason      = 8 (invalid service ID)",
+                 "  005e               +8   00                       MsgRejected=0 (REQ)          [00 000000]",
+                 "  005e               +8   40                       MsgMRAed=1 (REP)             [01 000000]",
+                 "  0066  rdma_cm      +0   00                       Version     = 0x00",
+                 "  0062               +12  00 00 00 00 01 11 1c 06  ServiceID   = 0x0000000001111c06 (UDP 7174)"):
+        check(frag in out, "--bytes of cm_made.pcap lacks %r" % frag)
+    print("cm: %d MAD lines of rdma_cm.pcap, the REQ's layout, %d made MADs" % (len(RDMA_CM_LINES), len(frames)))
+
+
 def main():
     exe, golden, work = sys.argv[1], sys.argv[2], sys.argv[3]
     os.makedirs(work, exist_ok=True)
@@ -515,6 +704,7 @@ def main():
     rc, out, _ = run(exe, "--help")
     check(rc == 0 and out and out[0].startswith("usage: uroce-dissect"), "--help: rc %d" % rc)
 
+    cm_tests(exe, golden, work)
     ladder_tests(exe, golden, work, sys.argv[4] if len(sys.argv) > 4 else None)
 
     if FAILURES:

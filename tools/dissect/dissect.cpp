@@ -31,6 +31,8 @@
 #include <vector>
 
 #include "proto/aeth.hpp"
+#include "proto/cm.hpp"
+#include "tools/dissect/cm_view.hpp"
 #include "tools/dissect/ladder.hpp"
 #include "tools/pcap/pcapio.hpp"
 #include "proto/headers.hpp"
@@ -54,10 +56,14 @@ constexpr const char* kUsage =
     "destination QP, PSN, flags (A = AckReq, SE, FECN, BECN; the IP ECN field ECT0, ECT1 or\n"
     "CE; dscp N when nonzero), the extension headers, payload length and whether the ICRC\n"
     "verifies. CNPs (opcode 0x81) and ECN marks are also counted on a line before the last.\n"
+    "A UD SEND to QP 1 is a management datagram: its line adds the CM message (REQ, REP, RTU,\n"
+    "REJ with its reason, MRA, DREQ, DREP, SIDR_REQ, SIDR_REP), its communication IDs, service\n"
+    "ID (port space and port), QPN, starting PSN and rdma_cm's IP addresses and ports.\n"
     "\n"
     "  --qp N     only packets for destination QP N (decimal or 0x hex)\n"
     "  --errors   only malformed packets and packets with a bad ICRC\n"
     "  --bytes    under each packet, the byte layout of the BTH and every extension header\n"
+    "             (and of a CM MAD, field by field)\n"
     "  -h, --help this text\n"
     "\n"
     "  --ladder OUT.svg  instead of lines, draw the ladder (sequence) diagram of the conversation\n"
@@ -247,8 +253,12 @@ class Layout {
       ended_ = true;
       return false;
     }
-    std::printf("  %04zx  %-12s +%-2zu  %-23s  %s\n", off, hoff == 0 ? header : "", hoff,
-                hex_bytes(f_.data() + off, n).c_str(), std::string(text()).c_str());
+    const std::string t = text();
+    if (t.empty())  // a continuation of a long field: its bytes only
+      std::printf("  %04zx  %-12s +%-2zu  %s\n", off, hoff == 0 ? header : "", hoff, hex_bytes(f_.data() + off, n).c_str());
+    else
+      std::printf("  %04zx  %-12s +%-2zu  %-23s  %s\n", off, hoff == 0 ? header : "", hoff,
+                  hex_bytes(f_.data() + off, n).c_str(), t.c_str());
     return true;
   }
 
@@ -374,6 +384,21 @@ void print_layout(std::span<const uint8_t> f, const Located& o, const std::strin
   if (padded > 0) {
     if (pad <= padded && padded - pad > 0)
       std::printf("  %04zx  %-12s      %zu bytes\n", h, "payload", padded - pad);
+    // A UD SEND to QP 1 carrying 256 bytes: a management datagram (the CM's), field by field.
+    if (pad <= padded && padded - pad == uroce::proto::cm::kMadSize &&
+        uroce::proto::cm::is_gsi_send(opc, load_be24(d + b + 5)))
+      for (const auto& c : uroce::dissect::cm_fields(d + h, h)) {
+        if (c.n == 0) {
+          std::printf("  %04zx  %-12s +%-2zu  %-23s  %s\n", c.hstart + c.hoff, c.hoff == 0 ? c.header.c_str() : "",
+                      c.hoff, "", c.text.c_str());
+          continue;
+        }
+        // A GID or an IP address (16 bytes): the first 8 bytes with the text, the rest below.
+        const size_t first = std::min<size_t>(c.n, 8);
+        L.field(c.header.c_str(), c.hstart, c.hoff, first, [&] { return c.text; });
+        for (size_t k = first; k < c.n; k += 8)
+          L.field(c.header.c_str(), c.hstart, c.hoff + k, std::min<size_t>(c.n - k, 8), [] { return std::string(); });
+      }
     if (pad > 0 && pad <= padded)
       L.field("pad", icrc_at - pad, 0, pad, [&] { return fmt("%zu pad byte%s", pad, pad == 1 ? "" : "s"); });
     if (pad > padded) std::printf("  %04zx  %zu bytes before the ICRC, fewer than PadCnt %zu\n", h, padded, pad);
@@ -591,6 +616,8 @@ int main(int argc, char** argv) {
         line += fmt("  payload %zu", p.payload.size());
         if (p.pad_count()) line += fmt(" (pad %u)", p.pad_count());
       }
+      // The connection manager's MADs: a UD SEND to QP 1 (proto/cm.hpp).
+      if (uroce::proto::cm::is_gsi_send(p.opcode, p.dest_qp)) line += uroce::dissect::cm_line(p.payload);
       if (r.ok()) {
         ++n_ok;
         line += "  icrc ok";
