@@ -27,6 +27,7 @@
 #include <variant>
 
 #include "proto/headers.hpp"
+#include "proto/opcode.hpp"
 
 namespace uroce::proto::cm {
 
@@ -725,6 +726,8 @@ bool emit_cma_header(const CmaHeader& h, std::span<uint8_t> out);
 // ---- Carriers ------------------------------------------------------------------------------------
 // Whether a UD packet is addressed as the CM speaks: SEND_ONLY to QP 1. (Its payload may still
 // fail parse(); the Q_Key is not checked here: a receiver drops a wrong one.)
-constexpr bool is_gsi_send(uint8_t opcode, uint32_t dest_qp) { return opcode == 0x64 && dest_qp == kCmQpn; }
+constexpr bool is_gsi_send(uint8_t opcode, uint32_t dest_qp) {
+  return opcode == (op::kUd | op::kSendOnly) && dest_qp == kCmQpn;
+}
 
 }  // namespace uroce::proto::cm
