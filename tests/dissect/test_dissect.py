@@ -571,6 +571,17 @@ def cm_tests(exe, golden, work):
                  "  0066  rdma_cm      +0   00                       Version     = 0x00",
                  "  0062               +12  00 00 00 00 01 11 1c 06  ServiceID   = 0x0000000001111c06 (UDP 7174)"):
         check(frag in out, "--bytes of cm_made.pcap lacks %r" % frag)
+    # tshark reads the made REJ as the dissector does (it does not decode MRA or SIDR).
+    import shutil
+    if shutil.which("tshark"):
+        p = subprocess.run(["tshark", "-r", made, "-Y", "frame.number == 1", "-T", "fields",
+                            "-e", "infiniband.mad.attributeid", "-e", "infiniband.cm.rej.localcommid",
+                            "-e", "infiniband.cm.rej.remotecommid", "-e", "infiniband.cm.rej.msgrej",
+                            "-e", "infiniband.cm.rej.reason"], capture_output=True, text=True, timeout=60)
+        got = p.stdout.split()
+        check(got == ["0x0012", "0xa0a0a0a0", "0x64c0c56d", "0x00", "0x0008"], "tshark on the made REJ: %r" % got)
+    else:
+        print("cm: tshark not found, the made REJ not cross-checked")
     print("cm: %d MAD lines of rdma_cm.pcap, the REQ's layout, %d made MADs" % (len(RDMA_CM_LINES), len(frames)))
 
 

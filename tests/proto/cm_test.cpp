@@ -35,12 +35,12 @@ namespace {
 //   tshark -r FILE -Y 'infiniband.mad.attributeid == 0x0010' -T fields -e frame.number
 //     -e infiniband.mad.method ... -e infiniband.cm.req.localqpn ...
 // for REQ (0x0010), REP (0x0013), RTU (0x0014), DREQ (0x0015) and DREP (0x0016). tshark does not
-// decode MRA or SIDR; those are checked against the kernel's layout below (a REJ written with
-// these offsets into a copy of frame 1 was decoded by tshark with every field as written). tshark's
-// REQ primary flow label and packet rate are left out: tshark 4.0 places them differently from
-// ibta_vol1_c12.h (frame 1 of
-// rdma_cm.pcap: bytes 88-91 of the REQ are 91 a3 c0 00, flow label 0x91a3c and packet rate 0
-// by the kernel header, which also wrote them; tshark prints 0x0091a and 0x11).
+// decode MRA or SIDR; those, like every other field, are checked against the kernel's layout
+// below (a REJ written with these offsets into a copy of frame 1 was decoded by tshark with every
+// field as written). Two REQ fields are left out: tshark 4.0 places the primary flow label and
+// packet rate differently from ibta_vol1_c12.h. In frame 1 of rdma_cm.pcap bytes 88-91 of the
+// REQ are 91 a3 c0 00: flow label 0x91a3c and packet rate 0 by the kernel's header (the kernel
+// wrote them); tshark prints 0x0091a and 0x11.
 struct Expected {
   const char* file;
   size_t frame;  // 1-based, as tshark numbers frames
