@@ -11,6 +11,13 @@ Scenarios:
                 show that every lane it chose is on a uroce device.
   mpi           Open MPI (PML ucx), one rank in each namespace of scripts/netns-pair, runs
                 tests/ucx/mpi_check (ping-pong and allreduce with every byte checked).
+  rxe           against Linux rxe in ../shared/rxe-lab: UCX copied into the guest through the lab's
+                9p share (/lab), ucx_perftest (UCP tests, rc_verbs and ud_verbs) with the server
+                on each side in turn. rxe reports 0 in a UD receive's sl where ConnectX reports the
+                packet type, so UCX in the guest runs with UCX_UD_VERBS_ETH_DGID_CHECK=n (UCX
+                would read the IPv4 GRH area as IPv6 and drop every ud_verbs packet); uroce's
+                side runs with no setting.
+  table         (not a test) the markdown table of the perftest and rxe runs in --results
   bench         (not a test) tag_bw 1 MiB and tag_lat 8 B over uroce and over UCX's tcp on the
                 same veth pair, one after the other: a table for docs/ucx.md.
 
@@ -247,7 +254,7 @@ def scenario_info():
 
 
 def report(fails, link, what, test, size, iters, tls, good, fig, lmsg, text):
-    log(f"{'ok  ' if good else 'FAIL'} {link:5} {what:12} {test:10} {size:6} B  "
+    log(f"{'ok  ' if good else 'FAIL'} {link:5} {what:20} {test:10} {size:6} B  "
         f"{json.dumps(fig) if fig else '(no Final line)'}  {lmsg}")
     if not good:
         fails.append(f"{link} {what} {test}")
@@ -319,6 +326,140 @@ def scenario_mpi():
     return fails
 
 
+LAB = os.environ.get("RXE_LAB", os.path.join(ROOT, "..", "shared", "rxe-lab", "rxe-lab.sh"))
+LAB_SHARE = os.path.join(os.environ.get("RXE_LAB_DIR", "/var/tmp/rxe-lab"), "share")
+RXE_TESTS = [("tag_lat", 8, 300), ("tag_bw", 65536, 100), ("ucp_put_bw", 65536, 100), ("ucp_get", 65536, 100),
+             ("ucp_am_lat", 8, 300)]
+RXE_TLS = [("rc_verbs", "rc_verbs,ud_verbs"), ("ud_verbs", "ud_verbs")]
+# The suite runs every test on rc_verbs and tag matching on ud_verbs (the guest is emulated and
+# slow); UCX_TEST_FULL=1 runs every test on both (docs/ucx.md's table).
+RXE_UD_TESTS = None if os.environ.get("UCX_TEST_FULL") else {"tag_lat", "tag_bw"}
+GUEST_UCX = ("cd /tmp && LD_LIBRARY_PATH=/lab/ucx/lib UCX_MODULE_DIR=/lab/ucx/lib/ucx UCX_NET_DEVICES=rxe0:1 "
+             "UCX_UD_VERBS_ETH_DGID_CHECK=n UCX_LOG_LEVEL=info UCX_TLS=%s timeout 120 /lab/ucx/ucx_perftest %s")
+
+
+def lab(cmd, timeout=180):
+    return subprocess.run(["bash", LAB] + cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def ucx_into_lab():
+    """ucx_perftest, UCX's libraries and its IB module into the lab's share (the guest's /lab)."""
+    d = os.path.join(LAB_SHARE, "ucx")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(os.path.join(d, "lib", "ucx"))
+    shutil.copy(shutil.which("ucx_perftest"), d)
+    libs = set()
+    for binary in [shutil.which("ucx_perftest"), "/usr/lib/x86_64-linux-gnu/ucx/libuct_ib.so.0"]:
+        out = subprocess.run(["ldd", binary], capture_output=True, text=True).stdout
+        libs |= {m.group(1) for m in re.finditer(r"=> (/\S+)", out)}
+    for l in libs:
+        if re.search(r"/lib(uc[mpst]|gomp|numa|mlx5|nl-3|nl-route-3)[.-]", l):
+            shutil.copy(l, os.path.join(d, "lib"))
+    shutil.copy("/usr/lib/x86_64-linux-gnu/ucx/libuct_ib.so.0", os.path.join(d, "lib", "ucx"))
+
+
+def guest_listening(port):
+    return lab(["guest", "grep -q ':%04X 00000000:0000 0A' /proc/net/tcp" % port], timeout=30).returncode == 0
+
+
+def scenario_rxe():
+    if not os.path.exists(LAB):
+        return ["no rxe lab at " + LAB]
+    fails = []
+    # The lab's guest NIC carries jumbo frames and rxe0's active MTU is 4096: uroce's side runs with
+    # path MTU 4096 too (and the tap at 9000). UD has no path MTU negotiation: each side sends
+    # datagrams as large as its own port's MTU, and a smaller MTU on one side drops the other's.
+    conf = os.path.join(CFG, "rxe-lab-4096.conf")
+    port = 13337
+    try:
+        b = lab(["build"], timeout=1200)
+        if b.returncode != 0:
+            return ["rxe-lab build failed: " + b.stderr[-500:]]
+        lab(["down"], timeout=120)
+        u = lab(["up"], timeout=600)
+        if u.returncode != 0:
+            return ["rxe-lab up failed: " + u.stderr[-500:]]
+        subprocess.run(["ip", "netns", "exec", "roce-lab", "ip", "link", "set", "tap-rxe", "mtu", "9000"], check=True)
+        lab(["guest", "ip link set eth0 mtu 9000"], timeout=30)
+        ucx_into_lab()
+        host = ["ip", "netns", "exec", "roce-lab", RUN, "--config", conf, "--", "ucx_perftest"]
+        for tname, tls in RXE_TLS:
+            for test, size, iters in RXE_TESTS:
+                if tname == "ud_verbs" and RXE_UD_TESTS is not None and test not in RXE_UD_TESTS:
+                    continue
+                for direction in ("uroce->rxe", "rxe->uroce"):
+                    targs = ["-t", test, "-s", str(size), "-n", str(iters)]
+                    e = env({"UCX_TLS": tls, "UCX_LOG_LEVEL": "info"})
+                    if direction == "uroce->rxe":   # the server in the guest, uroce's client
+                        g = start(["bash", LAB, "guest", GUEST_UCX % (tls, "-p %d" % port)], subprocess.PIPE)
+                        t0 = time.time()
+                        while not guest_listening(port) and time.time() - t0 < 40 and g.poll() is None:
+                            time.sleep(0.5)
+                        try:
+                            c = subprocess.run(host + ["198.18.0.2", "-p", str(port)] + targs, capture_output=True,
+                                               text=True, timeout=150, env=e, start_new_session=True)
+                            text, crc = c.stdout + c.stderr, c.returncode
+                        except subprocess.TimeoutExpired as x:
+                            text, crc = (x.stdout or b"").decode(errors="replace") + "\n(timed out)", "timeout"
+                        rc_g = finish(g, 150)
+                        gout = g.stdout.read().decode(errors="replace") if g.stdout else ""
+                        ctext = text
+                        ok = crc == 0 and rc_g == 0
+                    else:                            # uroce's server, the client in the guest
+                        h = start(host + ["-p", str(port)], subprocess.PIPE, {"UCX_TLS": tls, "UCX_LOG_LEVEL": "info"})
+                        t0 = time.time()
+                        while time.time() - t0 < 30 and h.poll() is None:
+                            out = subprocess.run(["ip", "netns", "exec", "roce-lab", "ss", "-ltnH"], capture_output=True,
+                                                 text=True).stdout
+                            if re.search(r":%d\b" % port, out):
+                                break
+                            time.sleep(0.1)
+                        try:
+                            gc = lab(["guest", GUEST_UCX % (tls, "198.18.0.1 -p %d %s" % (port, " ".join(targs)))],
+                                     timeout=160)
+                            gout, grc = gc.stdout + gc.stderr, gc.returncode
+                        except subprocess.TimeoutExpired:
+                            gout, grc = "(timed out)", "timeout"
+                        rc_h = finish(h, 30)
+                        hout = h.stdout.read().decode(errors="replace") if h.stdout else ""
+                        text, ctext = hout, gout
+                        ok = grc == 0 and rc_h == 0
+                    kill_procs()
+                    m = FINAL.search(ctext)
+                    fig = None
+                    if m:
+                        fig = {"lat_p50_us": float(m.group(2)), "lat_avg_us": float(m.group(3)),
+                               "bw_MBps": float(m.group(6)), "rate_msgps": int(m.group(8))}
+                    lanes = LANES.findall(text) + LANES.findall(gout)
+                    lmsg = "lanes " + " ".join(sorted({p for l in lanes for p in re.findall(r"[a-z_]+/[\w:.-]+", l)}))
+                    want = tls.split(",")[0]
+                    good = ok and m is not None and f"{want}/uroce0:1" in lmsg and f"{want}/rxe0:1" in lmsg
+                    report(fails, "rxe", direction + " " + tname, test, size, iters, tls, good, fig, lmsg,
+                           text + "\n--- guest\n" + gout)
+                    port += 1
+    finally:
+        kill_procs()
+        lab(["down"], timeout=120)
+        shutil.rmtree(os.path.join(LAB_SHARE, "ucx"), ignore_errors=True)
+    return fails
+
+
+def scenario_table():
+    rows = [json.loads(l) for l in open(args.results)] if args.results and os.path.exists(args.results) else []
+    rows = [r for r in rows if r.get("scenario") == "perftest"]
+    rows.sort(key=lambda r: (r["link"], r["transports"].split(" ")[-1] if r["link"] == "rxe" else "", ))
+    log("| link | transports | test | size | result | latency p50 us | bandwidth MB/s | rate msg/s | lanes |")
+    log("|---|---|---|---:|---|---:|---:|---:|---|")
+    for r in rows:
+        f = r.get("figures") or {}
+        lat = f"{f['lat_p50_us']:.2f}" if f and r["test"].endswith("lat") else ""
+        bw = f"{f['bw_MBps']:.1f}" if f and not r["test"].endswith("lat") else ""
+        rate = f"{f['rate_msgps']}" if f else ""
+        log(f"| {r['link']} | {r['transports']} | {r['test']} | {r['size']} | {'ok' if r['ok'] else 'FAILED'} | "
+            f"{lat} | {bw} | {rate} | {r['lanes']} |")
+    return []
+
+
 def scenario_bench():
     global netns_up
     subprocess.run([NETNS, "up"], check=True)
@@ -355,6 +496,10 @@ def main():
             fails = scenario_perftest(args.link)
         elif args.scenario == "mpi":
             fails = scenario_mpi()
+        elif args.scenario == "rxe":
+            fails = scenario_rxe()
+        elif args.scenario == "table":
+            fails = scenario_table()
         elif args.scenario == "bench":
             fails = scenario_bench()
         else:
