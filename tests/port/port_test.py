@@ -88,20 +88,28 @@ def cfg(name):
     return os.path.join(args.configs, name)
 
 
-def perf_pair(server_cmd_prefix, client_cmd_prefix, scfg, ccfg, peer, opts, tag, timeout=45, during=None):
-    """Runs a server and a client with the same options; returns (server_text, client_text)."""
+def perf_pair(server_cmd_prefix, client_cmd_prefix, scfg, ccfg, peer, opts, tag, timeout=45, during=None,
+              client_first=False):
+    """Runs a server and a client with the same options; returns (server_text, client_text).
+    client_first: the client (a memif client) starts 1.5 s before the server has a socket."""
     if os.path.exists(SOCK):
         os.unlink(SOCK)
     sout, cout = f"/tmp/uroce-port-{tag}-s.log", f"/tmp/uroce-port-{tag}-c.log"
     common = ["--timeout", str(timeout)] + opts
+    client_cmd = client_cmd_prefix + [args.perf, "--config", ccfg, "--stats"] + common + [peer]
+    if client_first:
+        c = start(client_cmd, cout)
+        time.sleep(1.5)
+        check("@" + SOCK not in open("/proc/net/unix").read(), "a memif socket exists before the server started")
     s = start(server_cmd_prefix + [args.perf, "--config", scfg, "--stats"] + common, sout)
-    # memif: the client needs the server's socket; af_packet: the server must be up first.
-    t0 = time.time()
-    # memif listens on an abstract socket (DPDK's default): look for it in /proc/net/unix.
-    while "memif" in scfg and time.time() - t0 < 10 and "@" + SOCK not in open("/proc/net/unix").read():
-        time.sleep(0.05)
-    time.sleep(0.2)
-    c = start(client_cmd_prefix + [args.perf, "--config", ccfg, "--stats"] + common + [peer], cout)
+    if not client_first:
+        # memif: the client needs the server's socket; af_packet: the server must be up first.
+        t0 = time.time()
+        # memif listens on an abstract socket (DPDK's default): look for it in /proc/net/unix.
+        while "memif" in scfg and time.time() - t0 < 10 and "@" + SOCK not in open("/proc/net/unix").read():
+            time.sleep(0.05)
+        time.sleep(0.2)
+        c = start(client_cmd, cout)
     if during:
         during()
     crc, ctext = finish(c, cout, timeout + 5)
@@ -142,6 +150,13 @@ def scenario_memif_ops():
     # Big messages across many MTU-sized packets.
     perf_pair([], [], cfg("memif-server.conf"), cfg("memif-client.conf"), "127.0.0.1",
               ["--test", "write", "-s", "4194304", "-n", "20"], "memif-write-4M")
+
+
+def scenario_memif_client_first():
+    """Two programs that open their devices at the same moment (UCX's do): the memif client waits
+    for its server's socket and connects when the server has started (DpdkLink::setup, wait_link)."""
+    perf_pair([], [], cfg("memif-server.conf"), cfg("memif-client.conf"), "127.0.0.1",
+              ["--test", "write", "-s", "65536", "-n", "200"], "memif-client-first", client_first=True)
 
 
 NSA = ["ip", "netns", "exec", "uroce-a"]
@@ -549,6 +564,7 @@ def scenario_veth_spoof():
 
 
 SCENARIOS = {
+    "memif-client-first": scenario_memif_client_first,
     "memif-ops": scenario_memif_ops,
     "veth-ops": scenario_veth_ops,
     "veth-ipv6": scenario_veth_ipv6,
