@@ -45,6 +45,7 @@ bool apply_knob(Device::Config& c, const std::string& k, uint64_t v) {
   if (k == "max_unacked_psns") c.max_unacked_psns = uint32_t(v);
   else if (k == "ack_req_every") c.ack_req_every = uint32_t(v);
   else if (k == "probe_floor_us") c.probe_floor_ns = v * 1000;
+  else if (k == "selective_repeat") c.selective_repeat = v != 0;
   else return false;
   return true;
 }
@@ -238,7 +239,8 @@ FaultConfig reorder(double p) {
 int usage() {
   std::fprintf(stderr,
                "usage: loss_bench [--rate-gbps G] [--latency-ns N] [--mtu BYTES] [--scale F] [--case NAME]\n"
-               "                  [--set max_unacked_psns=N] [--set ack_req_every=N] [--set probe_floor_us=N]\n");
+               "                  [--set max_unacked_psns=N] [--set ack_req_every=N] [--set probe_floor_us=N]\n"
+               "                  [--set selective_repeat=0|1]\n");
   return 2;
 }
 
