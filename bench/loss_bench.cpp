@@ -277,8 +277,11 @@ int main(int argc, char** argv) {
       {"loss 3%", loss(0.03)},
       {"reorder 1%", reorder(0.01)},
   };
-  std::printf("link %.1f Gbit/s each way, %" PRIu64 " ns propagation, path MTU %u, %u WRs in flight, QP timeout 14 (67 ms)\n",
-              o.rate_gbps, o.latency_ns, o.mtu, kSqDepth);
+  Device::Config mode;
+  for (auto& [k, v] : o.knobs) apply_knob(mode, k, v);
+  std::printf("link %.1f Gbit/s each way, %" PRIu64 " ns propagation, path MTU %u, %u WRs in flight, QP timeout 14 (67 ms), %s\n",
+              o.rate_gbps, o.latency_ns, o.mtu, kSqDepth,
+              mode.selective_repeat ? "selective repeat (both ends)" : "go-back-N");
   std::printf("| workload | link | goodput | of link | of clean | frames/MiB | x clean | resent | timeouts |"
               " seq NAKs rcvd | restarts | NAKs ignored | probes |\n");
   std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");

@@ -253,8 +253,13 @@ bool send_resends(Device& dev, Qp& qp) {
       t.sr_next = psn_add(w->first_psn, w->rcvd_pkts);
       continue;
     }
+    const uint32_t after_wqe = psn_add(w->first_psn, w->npkts);
+    if (w->is_read_or_atomic() && w->rcvd_pkts >= w->npkts) {  // answered already (kept)
+      t.sr_next = after_wqe;
+      continue;
+    }
     if (w->is_read_or_atomic()) k = w->rcvd_pkts;  // the request for what is still missing
-    const uint32_t after = w->is_read_or_atomic() ? psn_add(w->first_psn, w->npkts) : psn_add(t.sr_next, 1);
+    const uint32_t after = w->is_read_or_atomic() ? after_wqe : psn_add(t.sr_next, 1);
     const uint32_t next = w->next_pkt;
     w->next_pkt = k;
     const bool sent = send_packet(dev, qp, *w, true, psn_diff(t.sr_end, after) <= 0);

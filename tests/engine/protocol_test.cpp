@@ -557,11 +557,14 @@ TEST(AckEvery, TheResponderAcknowledgesEveryNPackets) {
 // and NAKs into A.
 class Recovery : public ::testing::Test {
  protected:
-  void make(uint32_t window = param::kMaxUnackedPsns, uint8_t timeout = 14) {
+  void make(uint32_t window = param::kMaxUnackedPsns, uint8_t timeout = 14, bool sr = false) {
     PairOptions o;
     o.mtu = Mtu::M256;
     o.timeout = timeout;
-    o.config_a = [window](Device::Config& c) { c.max_unacked_psns = window; };
+    o.config_a = [window, sr](Device::Config& c) {
+      c.max_unacked_psns = window;
+      c.selective_repeat = sr;
+    };
     pr = std::make_unique<Pair>(o);
     pr->wire.a().tap = [this](const uint8_t* d, uint32_t n) {
       proto::Packet p;
@@ -686,6 +689,44 @@ TEST_F(Recovery, TailLossProbeBeforeTheTimer) {
   Wc wc;
   ASSERT_EQ(pr->a.dev->poll_cq(pr->a.scq, 1, &wc), 1);
   EXPECT_EQ(wc.status, WcStatus::Success);
+}
+
+// Selective repeat: the answer to a later atomic is kept while the first one waits; a resend
+// from before them sends the first again and skips the answered one (a bug once sent it with
+// the next PSN: an atomic at another packet's PSN).
+TEST_F(Recovery, SelectiveResendSkipsAnAnsweredAtomic) {
+  make(param::kMaxUnackedPsns, 14, true);
+  for (uint64_t id = 1; id <= 2; ++id) {
+    Sge s{pr->a.addr() + 8 * id, 8, pr->a.mr->lkey};
+    SendWr w = wr_to(pr->b, id, WrOpcode::AtomicFetchAdd, &s);
+    w.compare_add = 1;
+    ASSERT_EQ(pr->a.dev->post_send(pr->a.qp, w), 0);
+  }
+  post_write(256, 3);
+  turn();
+  ASSERT_EQ(psns(0), (std::vector<int32_t>{0, 1, 2}));
+  proto::Packet ack = forge(pr->b, pr->a, op::kAtomicAck, proto::psn_add(first, 1));
+  ack.ack_req = false;
+  ack.aeth = {0x1F, 2};
+  ack.atomic_ack_orig = 41;
+  inject(pr->wire.a(), ack);  // the second atomic's answer; the first one's was lost
+  turn();
+  ASSERT_EQ(psns(3), (std::vector<int32_t>{0})) << "the first atomic asked again, alone";
+  pr->wire.clock().advance(2 * param::kProbeInitialNs);  // past the answer time
+  answer(0x60, first);  // the responder never saw the first: a sequence NAK for it
+  turn();
+  const std::vector<int32_t> again = psns(4);
+  ASSERT_FALSE(again.empty());
+  for (size_t i = 4; i < sent.size(); ++i) {
+    const int32_t d = proto::psn_diff(sent[i].psn, first);
+    if (sent[i].opcode == op::kFetchAdd) {
+      EXPECT_EQ(d, 0) << "only the unanswered atomic, at its own PSN";
+    }
+    EXPECT_NE(d, 1) << "the answered atomic is not sent again";
+  }
+  uint64_t v = 0;
+  std::memcpy(&v, pr->a.buf() + 16, 8);
+  EXPECT_EQ(v, 41u) << "the kept answer is in place";
 }
 
 // With a round trip measured, the probe comes after a few of them (at least the floor).
