@@ -214,7 +214,7 @@ SendWqe* wqe_at(Qp& qp, uint32_t psn, uint32_t& i, uint32_t& k) {
 // is in the run. It stops at the first one that was kept if it came: a WRITE FIRST or ONLY, or
 // a WRITE packet whose FIRST came before the gap. (If that one was lost too, the responder's
 // answer says so: its NAK for it, or an ACK ending just before it.)
-uint32_t resend_end(Device& dev, Qp& qp, uint32_t psn) {
+uint32_t resend_end(Qp& qp, uint32_t psn) {
   uint32_t i = 0, k = 0;
   SendWqe* w = wqe_at(qp, psn, i, k);
   if (!w) return psn_add(psn, 1);
@@ -225,7 +225,7 @@ uint32_t resend_end(Device& dev, Qp& qp, uint32_t psn) {
     const bool write = w->wr.opcode == WrOpcode::RdmaWrite || w->wr.opcode == WrOpcode::RdmaWriteWithImm;
     if (!at_gap && write && (k == 0 || psn_diff(w->first_psn, psn) < 0)) break;
     end = w->is_read_or_atomic() ? psn_add(w->first_psn, w->npkts) : psn_add(w->first_psn, k + 1);
-    if (psn_diff(end, psn) >= int32_t(window(dev, qp))) break;
+    if (psn_diff(end, psn) >= int32_t(param::kSelectiveRepeatWindow)) break;
     if (w->is_read_or_atomic() || k + 1 == w->npkts) {
       if (++i >= t.sq.size()) break;
       w = &t.sq.at(i);
@@ -295,15 +295,21 @@ bool was_sent(Qp& qp, uint32_t psn) {
 
 void selective_resend(Device& dev, Qp& qp, uint32_t psn) {
   SendSide& t = qp.tx;
-  const uint32_t end = resend_end(dev, qp, psn);
+  const uint32_t end = resend_end(qp, psn);
+  if (psn_diff(end, psn) > 1 && !was_sent(qp, end)) {
+    // Nothing after the gap can have been kept (SEND packets, say): that is go-back-N, and
+    // go-back-N's own way (the send point moves back, the loss window paces it) sends it.
+    begin_resend(dev, qp, psn);
+    return;
+  }
   mark_gap(dev, qp, psn, end);
   t.sr_next = psn;
   t.sr_end = end;
   // Packets after the run went out before it: the answer to the run says whether the
   // responder kept them (resend_answered).
   t.sr_check = was_sent(qp, end);
-  // A long run (what follows the gap could not be kept: SEND packets, a WRITE whose FIRST
-  // was lost) is go-back-N in effect: the loss window halves as for go-back-N.
+  // A run of more than the gap (a WRITE whose FIRST was lost, SEND packets before a WRITE):
+  // the loss window halves as for go-back-N.
   if (psn_diff(end, psn) > 1) t.loss_window = std::max(param::kLossWindowMin, window(dev, qp) / 2);
 }
 
