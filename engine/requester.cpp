@@ -522,6 +522,7 @@ void probe(Device& dev, Qp& qp) {
   ++qp.ctr.probes;
   ++t.probes;
   t.probe_from_ns = dev.clock().now_ns();
+  t.rtt_timing = false;  // Karn's rule: the ACK that comes may answer the probe, not the timed packet
 }
 
 }  // namespace

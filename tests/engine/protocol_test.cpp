@@ -689,6 +689,10 @@ TEST_F(Recovery, TailLossProbeBeforeTheTimer) {
   Wc wc;
   ASSERT_EQ(pr->a.dev->poll_cq(pr->a.scq, 1, &wc), 1);
   EXPECT_EQ(wc.status, WcStatus::Success);
+  // Karn's rule: that ACK may answer a probe; it is no round-trip sample (it would count the
+  // probe waits, ms, as RTT, and every later probe would wait that long).
+  EXPECT_EQ(pr->a.qp->counters().rtt_samples, 0u);
+  EXPECT_EQ(pr->a.qp->tx.srtt_ns, 0u);
 }
 
 // Selective repeat: the answer to a later atomic is kept while the first one waits; a resend
