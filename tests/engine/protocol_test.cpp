@@ -942,7 +942,16 @@ TEST(SelectiveClean, TheSameFramesWithoutLoss) {
     o.mtu = Mtu::M256;
     o.config_a = o.config_b = [sr](Device::Config& c) { c.selective_repeat = sr != 0; };
     Pair pr(o);
-    auto tap = [&, sr](const uint8_t* d, uint32_t n) { frames[sr].emplace_back(d, d + n); };
+    // The RETH addresses are B's buffer, wherever this run allocated it: made relative to it.
+    const uint64_t base = pr.b.addr();
+    auto tap = [&, sr, base](const uint8_t* d, uint32_t n) {
+      proto::Packet p;
+      ASSERT_TRUE(proto::parse({d, n}, p).ok());
+      if (p.info().has(proto::kReth)) p.reth.va -= base;
+      std::vector<uint8_t> f(proto::frame_len(p));
+      ASSERT_TRUE(proto::build(p, f).ok());
+      frames[sr].push_back(f);
+    };
     pr.wire.a().tap = tap;
     pr.wire.b().tap = tap;
     fill_pattern(pr.b.buf() + 8192, 3000, 5);
