@@ -282,6 +282,7 @@ void mark_gap(Device& dev, Qp& qp, uint32_t psn, uint32_t end) {
   t.gap_until_ns = now + answer_time_ns(dev, qp);
   t.rtt_timing = false;  // Karn: an ACK from now on may answer either copy
   t.probe_from_ns = now;
+  t.sr_check = false;    // (a selective run sets it again)
 }
 
 // Was packet `psn` sent (at least once)?
@@ -435,7 +436,6 @@ void begin_resend(Device& dev, Qp& qp, uint32_t psn) {
   SendSide& t = qp.tx;
   mark_gap(dev, qp, psn, psn_add(psn, 1));
   t.sr_next = t.sr_end;  // go-back-N covers any selective resend still to go
-  t.sr_check = false;
   t.loss_window = std::max(param::kLossWindowMin, window(dev, qp) / 2);
   go_back_n(qp, psn);
 }
