@@ -45,6 +45,7 @@ bool apply_knob(Device::Config& c, const std::string& k, uint64_t v) {
   if (k == "max_unacked_psns") c.max_unacked_psns = uint32_t(v);
   else if (k == "ack_req_every") c.ack_req_every = uint32_t(v);
   else if (k == "probe_floor_us") c.probe_floor_ns = v * 1000;
+  else if (k == "selective_repeat") c.selective_repeat = v != 0;
   else return false;
   return true;
 }
@@ -238,7 +239,8 @@ FaultConfig reorder(double p) {
 int usage() {
   std::fprintf(stderr,
                "usage: loss_bench [--rate-gbps G] [--latency-ns N] [--mtu BYTES] [--scale F] [--case NAME]\n"
-               "                  [--set max_unacked_psns=N] [--set ack_req_every=N] [--set probe_floor_us=N]\n");
+               "                  [--set max_unacked_psns=N] [--set ack_req_every=N] [--set probe_floor_us=N]\n"
+               "                  [--set selective_repeat=0|1]\n");
   return 2;
 }
 
@@ -275,8 +277,11 @@ int main(int argc, char** argv) {
       {"loss 3%", loss(0.03)},
       {"reorder 1%", reorder(0.01)},
   };
-  std::printf("link %.1f Gbit/s each way, %" PRIu64 " ns propagation, path MTU %u, %u WRs in flight, QP timeout 14 (67 ms)\n",
-              o.rate_gbps, o.latency_ns, o.mtu, kSqDepth);
+  Device::Config mode;
+  for (auto& [k, v] : o.knobs) apply_knob(mode, k, v);
+  std::printf("link %.1f Gbit/s each way, %" PRIu64 " ns propagation, path MTU %u, %u WRs in flight, QP timeout 14 (67 ms), %s\n",
+              o.rate_gbps, o.latency_ns, o.mtu, kSqDepth,
+              mode.selective_repeat ? "selective repeat (both ends)" : "go-back-N");
   std::printf("| workload | link | goodput | of link | of clean | frames/MiB | x clean | resent | timeouts |"
               " seq NAKs rcvd | restarts | NAKs ignored | probes |\n");
   std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");

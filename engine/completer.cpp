@@ -26,15 +26,44 @@ void made_progress(Device& dev, Qp& qp, uint32_t psn) {
   requester::acked_through(dev, qp, psn);
 }
 
+// Selective repeat: READ responses that came ahead of the next one expected (qp.hpp, rd_held:
+// bit i is packet rcvd_pkts + 1 + i of the oldest WQE).
+constexpr uint32_t kHeldWords = param::kSelectiveRepeatWindow / 64;
+
+bool held_bit(const Qp& qp, uint32_t i) { return (qp.tx.rd_held[i / 64] >> (i % 64)) & 1; }
+
+// One more packet in order: the bits move down by one.
+void held_shift(Qp& qp) {
+  uint64_t* b = qp.tx.rd_held;
+  for (uint32_t j = 0; j < kHeldWords; ++j) b[j] = (b[j] >> 1) | (j + 1 < kHeldWords ? b[j + 1] << 63 : 0);
+}
+
+bool held_any(const Qp& qp) {
+  for (uint64_t b : qp.tx.rd_held) if (b) return true;
+  return false;
+}
+
+// The packet index up to which a READ must ask again: the first response held beyond the gap
+// (0: none held, ask for the rest).
+uint32_t held_from(const Qp& qp, const SendWqe& w) {
+  if (qp.tx.sq.empty() || &qp.tx.sq.front() != &w) return 0;
+  for (uint32_t i = 0; i < param::kSelectiveRepeatWindow; ++i)
+    if (held_bit(qp, i)) return w.rcvd_pkts + 1 + i;
+  return 0;
+}
+
 // An implied NAK: asks again for a READ's (or atomic's) responses from packet rcvd_pkts on,
 // once per gap (later implied NAKs for it are counted as ignored).
-void reissue(Device& dev, Qp& qp, const SendWqe& w) {
+void reissue(Device& dev, Qp& qp, SendWqe& w) {
   const uint32_t again = psn_add(w.first_psn, w.rcvd_pkts);
   if (qp.tx.read_retry_psn == again) {
     ++qp.ctr.naks_ignored;
     return;
   }
-  if (!requester::restart_for_gap(dev, qp, again)) return;
+  if (requester::selective(dev, qp)) {
+    // Only this request again (what follows it arrived), a READ for the missing part only.
+    if (!requester::reissue_read(dev, qp, w, w.wr.opcode == WrOpcode::RdmaRead ? held_from(qp, w) : 0)) return;
+  } else if (!requester::restart_for_gap(dev, qp, again)) return;
   qp.tx.read_retry_psn = again;
   ++qp.ctr.implied_naks;
 }
@@ -44,7 +73,7 @@ void reissue(Device& dev, Qp& qp, const SendWqe& w) {
 void earlier_lost(Device& dev, Qp& qp, const SendWqe* target) {
   SendSide& t = qp.tx;
   if (t.sq.empty() || &t.sq.front() == target) return;
-  const SendWqe& head = t.sq.front();
+  SendWqe& head = t.sq.front();
   if (head.started && head.is_read_or_atomic() && head.rcvd_pkts < head.npkts) reissue(dev, qp, head);
 }
 
@@ -63,6 +92,12 @@ void complete_acked(Device& dev, Qp& qp, uint32_t psn, bool inclusive) {
   while (!t.sq.empty()) {
     SendWqe& w = t.sq.front();
     if (!w.started) break;
+    if (w.is_read_or_atomic() && w.rcvd_pkts == w.npkts) {
+      // Answered while an earlier one waited for its own (selective repeat keeps such answers).
+      qp_ops::complete_wqe(qp, WcStatus::Success);
+      progress = true;
+      continue;
+    }
     int32_t d = psn_diff(psn, w.first_psn);  // how far the ACK reaches into this WQE
     if (!inclusive) --d;
     if (d < 0) break;
@@ -115,10 +150,10 @@ WcStatus nak_status(proto::NakCode c) {
 // The outstanding READ (or atomic) WQE a response with `psn` answers: one whose request went
 // out and whose PSN range holds `psn`. nullptr: it answers nothing outstanding (stale or
 // forged), and must not move anything.
-const SendWqe* answered(const Qp& qp, uint32_t psn, bool atomic) {
-  const SendSide& t = qp.tx;
+SendWqe* answered(Qp& qp, uint32_t psn, bool atomic) {
+  SendSide& t = qp.tx;
   for (uint32_t i = 0; i < t.sq.size(); ++i) {
-    const SendWqe& w = t.sq.at(i);
+    SendWqe& w = t.sq.at(i);
     if (!w.started || w.sent_max == 0) break;
     const int32_t d = psn_diff(psn, w.first_psn);
     if (d < 0) break;
@@ -129,21 +164,58 @@ const SendWqe* answered(const Qp& qp, uint32_t psn, bool atomic) {
   return nullptr;
 }
 
+// Selective repeat: the answer to a READ or atomic behind one that still waits for its own.
+// Kept (a READ response only when it is the next one of its READ); the WQE completes after the
+// earlier one. False: not kept.
+bool keep_later(Device& dev, Qp& qp, SendWqe& w, const proto::Packet& p) {
+  const int32_t d = psn_diff(p.psn, w.first_psn);
+  if (d < 0 || uint32_t(d) != w.rcvd_pkts || w.rcvd_pkts >= w.npkts) return false;
+  if (!requester::resolve_sges(dev, qp, w)) return false;
+  if (w.is_atomic()) {
+    const uint64_t orig = p.atomic_ack_orig;
+    sge_scatter(w, 0, reinterpret_cast<const uint8_t*>(&orig), 8);
+  } else {
+    const uint32_t off = uint32_t(d) * qp.mtu;
+    const uint32_t expect = std::min(qp.mtu, w.length - std::min(w.length, off));
+    if (p.payload.size() != expect) return false;
+    sge_scatter(w, off, p.payload.data(), expect);
+  }
+  ++w.rcvd_pkts;
+  return true;
+}
+
 CompState read_response(Device& dev, Qp& qp, const proto::Packet& p) {
   SendSide& t = qp.tx;
-  const SendWqe* target = answered(qp, p.psn, false);
+  SendWqe* target = answered(qp, p.psn, false);
   if (!target) return CompState::Ghost;
   complete_acked(dev, qp, p.psn, false);  // a response implies every earlier SEND/WRITE arrived
   if (t.sq.empty() || &t.sq.front() != target) {  // an earlier READ/atomic waits: its answer was lost
     earlier_lost(dev, qp, target);
+    // Selective repeat: the responses of this READ are kept (in order within it); it
+    // completes when the earlier one does.
+    if (requester::selective(dev, qp) && !t.sq.empty() && &t.sq.front() != target &&
+        keep_later(dev, qp, *target, p))
+      return CompState::Idle;
     return CompState::Ghost;
   }
   SendWqe& w = t.sq.front();
   const int32_t d = psn_diff(p.psn, w.first_psn);
   if (d < 0 || uint32_t(d) >= w.npkts || uint32_t(d) < w.rcvd_pkts) return CompState::Ghost;
+  const bool sr = requester::selective(dev, qp);
   if (uint32_t(d) > w.rcvd_pkts) {
-    // A gap: responses were lost. Ask again for the rest, once per gap.
+    // A gap: responses were lost. Ask again for the rest, once per gap. With selective
+    // repeat this one is placed and kept (its offset follows from its PSN) and only the part
+    // before it is asked for again.
     ++qp.ctr.out_of_sequence;
+    const uint32_t i = uint32_t(d) - w.rcvd_pkts - 1;
+    if (sr && i < param::kSelectiveRepeatWindow && !held_bit(qp, i)) {
+      const uint32_t off = uint32_t(d) * qp.mtu;
+      const uint32_t expect = std::min(qp.mtu, w.length - std::min(w.length, off));
+      if (p.payload.size() != expect) return CompState::Ghost;
+      if (!requester::resolve_sges(dev, qp, w)) return CompState::Error;
+      sge_scatter(w, off, p.payload.data(), expect);
+      qp.tx.rd_held[i / 64] |= uint64_t(1) << (i % 64);
+    }
     reissue(dev, qp, w);
     return CompState::Idle;
   }
@@ -161,7 +233,9 @@ CompState read_response(Device& dev, Qp& qp, const proto::Packet& p) {
   // (or LAST) is what the responder sends for the remaining range.
   const bool restart_ok = (want == proto::Position::Middle && pos == proto::Position::First) ||
                           (want == proto::Position::Last && pos == proto::Position::Only);
-  if ((pos != want && !restart_ok) || p.payload.size() != expect) {
+  // Selective repeat: a re-requested part ends with LAST anywhere (the length is what counts).
+  const bool part_ok = sr && (pos == proto::Position::Last || pos == proto::Position::Only);
+  if ((pos != want && !restart_ok && !part_ok) || p.payload.size() != expect) {
     qp_ops::fail_wqe(qp, w, WcStatus::BadRespErr);
     return CompState::Error;
   }
@@ -169,17 +243,29 @@ CompState read_response(Device& dev, Qp& qp, const proto::Packet& p) {
   sge_scatter(w, off, p.payload.data(), expect);
   ++w.rcvd_pkts;
   t.read_retry_psn = UINT32_MAX;
-  made_progress(dev, qp, p.psn);
+  bool more_held = false;
+  if (sr && held_any(qp)) {  // the responses kept after it follow in order
+    while (held_bit(qp, 0)) {
+      held_shift(qp);
+      ++w.rcvd_pkts;
+    }
+    held_shift(qp);  // bit 0 was the packet now expected
+    more_held = held_any(qp);
+  }
+  made_progress(dev, qp, psn_add(w.first_psn, w.rcvd_pkts - 1));
   if (w.rcvd_pkts == w.npkts) finish_rd_atomic(dev, qp);
+  else if (more_held) reissue(dev, qp, w);  // the next gap: ask for it now
   return CompState::Idle;
 }
 
 CompState atomic_ack(Device& dev, Qp& qp, const proto::Packet& p) {
   SendSide& t = qp.tx;
-  const SendWqe* target = answered(qp, p.psn, true);
+  SendWqe* target = answered(qp, p.psn, true);
   if (!target) return CompState::Ghost;
   complete_acked(dev, qp, p.psn, false);
   if (!t.sq.empty() && &t.sq.front() != target) earlier_lost(dev, qp, target);
+  if (requester::selective(dev, qp) && !t.sq.empty() && &t.sq.front() != target && keep_later(dev, qp, *target, p))
+    return CompState::Idle;
   if (t.sq.empty() || &t.sq.front() != target || target->rcvd_pkts) return CompState::Ghost;
   SendWqe& w = t.sq.front();
   if (!requester::resolve_sges(dev, qp, w)) return CompState::Error;
@@ -228,6 +314,7 @@ void on_response(Device& dev, Qp& qp, const proto::Packet& p) {
       case CompState::Ack:
         ++qp.ctr.acks_rcvd;
         complete_acked(dev, qp, p.psn, true);
+        requester::resend_answered(dev, qp, p.psn);
         s = CompState::Idle;
         break;
       case CompState::RnrNak:

@@ -65,6 +65,8 @@ class Device {
     uint32_t ack_every = param::kAckEvery;           // responder: ACK at least this often (0: when asked)
     // Tail-loss probe floor (0: no probes; the QP timer alone recovers a tail loss).
     uint64_t probe_floor_ns = param::kProbeFloorNs;
+    // Selective repeat (both ends must have it on; docs/reliability.md).
+    bool selective_repeat = param::kSelectiveRepeat;
     uint16_t pkey = param::kDefaultPkey;
     uint32_t rx_burst = param::kRxBurst;
     uint64_t seed = 0;             // keys and QP numbers; 0: from std::random_device (tests fix it)
@@ -184,6 +186,15 @@ void begin_resend(Device& dev, Qp& qp, uint32_t psn);
 void acked_through(Device& dev, Qp& qp, uint32_t psn);
 uint64_t answer_time_ns(const Device& dev, const Qp& qp);
 uint32_t window(const Device& dev, const Qp& qp);  // PSNs a QP may have in flight now
+// Selective repeat (docs/reliability.md; only when selective(): the config says on, RC).
+// selective_resend: resend `psn` and what the responder cannot have kept after it (a restart
+// for a gap does this instead of go-back-N). reissue_read: a READ asks again for its responses
+// from the first missing one up to packet `upto` (0: to the end). resend_answered: an ACK up to
+// `psn` came (checks the answer to a selective resend).
+bool selective(const Device& dev, const Qp& qp);
+void selective_resend(Device& dev, Qp& qp, uint32_t psn);
+bool reissue_read(Device& dev, Qp& qp, SendWqe& w, uint32_t upto);
+void resend_answered(Device& dev, Qp& qp, uint32_t psn);
 bool resolve_sges(Device& dev, Qp& qp, SendWqe& w);  // false: LOC_PROT_ERR, the QP is in ERR
 }  // namespace requester
 namespace completer {

@@ -51,6 +51,13 @@ inline constexpr uint64_t kProbeInitialNs = 1'000'000;    // the probe time befo
 // max_unacked_psns. Go-back-N resends what is in flight behind a loss: on a lossy path the
 // window shrinks until a loss costs little, on a clean one it stays at max_unacked_psns.
 inline constexpr uint32_t kLossWindowMin = 8;
+// Selective repeat between uroce peers (docs/reliability.md). Key selective_repeat = on | off;
+// both ends must have it on (the wire toward a peer with it off, rxe included, stays go-back-N,
+// and with it off nothing on the wire changes). On: the responder keeps WRITE packets that come
+// ahead of the expected PSN (placed at once, completed in order) in a window of this many PSNs,
+// and the requester resends only what is missing; in this mode the send window is at most this.
+inline constexpr bool kSelectiveRepeat = false;
+inline constexpr uint32_t kSelectiveRepeatWindow = 256;  // a power of two
 inline constexpr uint16_t kDefaultPkey = 0xFFFF;
 inline constexpr uint32_t kRxBurst = 32;             // frames taken from the link per progress()
 inline constexpr uint32_t kRxBurstMax = 64;          // the most a Device::Config may ask for

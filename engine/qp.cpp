@@ -91,6 +91,8 @@ Qp::Qp(Device& d, uint32_t qpn, const QpInitAttr& ia) : dev(d), init(ia), qpn_(q
   tx.sq = Ring<SendWqe>(ia.cap.max_send_wr);
   rx.rq = Ring<RecvWqe>(ia.srq ? 1 : ia.cap.max_recv_wr);
   rx.res.assign(param::kMaxRdAtomic, RdAtomicRes{});  // modify_qp only chooses how many are used
+  if (dev.config().selective_repeat && ia.qp_type == QpType::RC)
+    rx.held.assign(param::kSelectiveRepeatWindow, RecvSide::Held{});
 }
 
 namespace qp_ops {
@@ -107,6 +109,9 @@ void reset(Qp& qp) {
   t.srtt_ns = t.rttvar_ns = 0;
   t.probes = t.loss_window = 0;
   t.probe_from_ns = 0;
+  t.sr_next = t.sr_end = t.gap_end = 0;
+  t.sr_check = false;
+  for (auto& b : t.rd_held) b = 0;
   t.req_state = ReqState::Idle;
   t.comp_state = CompState::Idle;
   RecvSide& r = qp.rx;
@@ -119,6 +124,9 @@ void reset(Qp& qp) {
   r.msn = 0;
   for (auto& x : r.res) x = RdAtomicRes{};
   r.res_pending = r.res_next = 0;
+  for (auto& h : r.held) h = RecvSide::Held{};
+  r.held_n = 0;
+  r.replaying = false;
   qp.attrs = QpAttr{};
   qp.attrs.cap = qp.init.cap;
 }

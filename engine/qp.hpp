@@ -41,6 +41,7 @@ struct SendWqe {
   uint32_t next_pkt = 0;      // next packet index to (re)send
   uint32_t rcvd_pkts = 0;     // packets acknowledged, or READ responses received, in order
   uint32_t sent_max = 0;      // highest packet index ever sent + 1 (below it: a retransmission)
+  uint32_t read_upto = 0;     // READ re-issued for a part: its request asks up to this packet (0: to the end)
   bool started = false;       // PSNs assigned, local buffers resolved
   WcStatus error = WcStatus::Success;  // set when this WQE failed: its completion status
   uint64_t mr_gen = 0;        // MrTable::gen() when host[] was resolved
@@ -63,6 +64,9 @@ struct RdAtomicRes {
   uint32_t npkts = 0;         // response packets
   uint32_t sent = 0;          // response packets emitted (READ)
   uint32_t restart = 0;       // packet a re-sent range starts from (it opens with FIRST)
+  uint32_t end = 0;           // packets [sent, end) are owed: npkts, or the end of a re-requested part
+  uint32_t resume = 0;        // after a re-requested part: go on from here to resume_end (0: nothing)
+  uint32_t resume_end = 0;
   bool replay = false;        // answering a duplicate request: the requester may have moved on
   uint64_t va = 0;
   uint32_t rkey = 0;          // READ: checked again when an MR was deregistered meanwhile
@@ -71,7 +75,7 @@ struct RdAtomicRes {
   uint32_t length = 0;
   uint64_t orig = 0;          // atomic: the value before the operation
   uint32_t msn = 0;           // MSN after this request
-  bool owes() const { return valid && sent < npkts; }
+  bool owes() const { return valid && sent < end; }
 };
 
 // The roles' states. Each role is a loop over its states (requester.cpp, completer.cpp,
@@ -148,6 +152,17 @@ struct SendSide {
   uint32_t loss_window = 0;        // PSNs allowed in flight after losses (0: max_unacked_psns)
   uint32_t probes = 0;
   uint64_t probe_from_ns = 0;      // the probe timer runs from here (progress, a restart, a probe)
+  // Selective repeat (docs/reliability.md): PSNs [sr_next, sr_end) are to be resent, before
+  // anything new. gap_end: the end of the last such run. sr_check: packets after the run went
+  // out before it, and the answer to the run is awaited; an ACK that stops exactly at gap_end
+  // means the responder kept none of them: go-back-N from there.
+  uint32_t sr_next = 0;
+  uint32_t sr_end = 0;
+  uint32_t gap_end = 0;
+  bool sr_check = false;
+  // READ responses that came ahead of the oldest READ's next one, placed (bit i: packet
+  // rcvd_pkts + 1 + i of the front WQE). Selective repeat only.
+  uint64_t rd_held[param::kSelectiveRepeatWindow / 64] = {};
   ReqState req_state = ReqState::Idle;
   CompState comp_state = CompState::Idle;
 };
@@ -178,6 +193,27 @@ struct RecvSide {
   uint32_t res_n = 1;              // slots in use: max_dest_rd_atomic
   uint32_t res_next = 0;
   uint32_t res_pending = 0;        // slots that still owe responses
+  // Selective repeat (docs/reliability.md): WRITE packets that came ahead of epsn, already
+  // placed, kept by PSN modulo the window until epsn reaches them; then each goes through the
+  // in-order checks again (without copying) and completes in order.
+  struct Held {
+    bool valid = false;
+    uint8_t opcode = 0;
+    bool ack_req = false;
+    bool solicited = false;
+    uint32_t psn = 0;
+    uint32_t plen = 0;
+    uint32_t imm = 0;
+    uint32_t msg_first = 0;        // the PSN of its message's FIRST (or ONLY)
+    uint64_t va = 0;               // its message's RETH
+    uint32_t rkey = 0;
+    uint32_t dma_len = 0;
+  };
+  std::vector<Held> held;          // kSelectiveRepeatWindow entries when selective_repeat is on
+  uint32_t held_n = 0;             // valid entries
+  bool replaying = false;          // an in-order pass over a held packet: its bytes are in place
+  uint32_t write_first = 0;        // the WRITE in progress: the PSN of its FIRST and its RETH
+  uint64_t write_va0 = 0;
 };
 
 class Qp {

@@ -43,8 +43,13 @@ bool resolve_sges(Device& dev, Qp& qp, SendWqe& w) {
 }
 
 // The send window now: max_unacked_psns, or less after losses (the loss window).
+bool selective(const Device& dev, const Qp& qp) {
+  return dev.config().selective_repeat && qp.init.qp_type == QpType::RC;
+}
+
 uint32_t window(const Device& dev, const Qp& qp) {
-  const uint32_t max = dev.config().max_unacked_psns;
+  uint32_t max = dev.config().max_unacked_psns;
+  if (selective(dev, qp)) max = std::min(max, param::kSelectiveRepeatWindow);  // the responder keeps no more
   return qp.tx.loss_window ? std::min(qp.tx.loss_window, max) : max;
 }
 
@@ -92,9 +97,9 @@ uint8_t message_opcode(WrOpcode o, bool first, bool last) {
 }
 
 // Builds and emits packet `next_pkt` of the WQE. False: no transmit buffer now, or the QP
-// went to ERR (its local buffers are gone). `probe`: a tail-loss probe (AckReq set; neither the
-// QP timer nor the send point moves).
-bool send_packet(Device& dev, Qp& qp, SendWqe& w, bool probe = false) {
+// went to ERR (its local buffers are gone). `out_of_line`: a tail-loss probe or a selective
+// resend (neither the QP timer nor the send point moves); `ack`: AckReq set.
+bool send_packet(Device& dev, Qp& qp, SendWqe& w, bool out_of_line = false, bool ack = false) {
   SendSide& t = qp.tx;
   proto::Packet& p = qp.req_pkt;  // addresses are set; every per-packet field is set below
   const uint32_t k = w.next_pkt;
@@ -136,6 +141,8 @@ bool send_packet(Device& dev, Qp& qp, SendWqe& w, bool probe = false) {
       // One request for the packets still missing: a re-issued READ asks for the rest only.
       p.opcode = proto::op::kReadRequest;
       p.reth = {wr.remote_addr + off, wr.rkey, left};
+      // Selective repeat: a part only, up to the responses already here.
+      if (w.read_upto > k) p.reth.dma_len = std::min<uint64_t>(left, uint64_t(w.read_upto - k) * qp.mtu);
       break;
     case WrOpcode::AtomicCmpSwp:
       p.opcode = proto::op::kCmpSwap;
@@ -161,12 +168,12 @@ bool send_packet(Device& dev, Qp& qp, SendWqe& w, bool probe = false) {
     fills_window = psn_diff(psn_add(p.psn, 1), psn_add(head.first_psn, head.rcvd_pkts)) >= int32_t(window(dev, qp));
   }
   p.ack_req = qp.init.qp_type == QpType::RC &&
-              (last || probe || fills_window || w.is_read_or_atomic() ||
+              (last || ack || fills_window || w.is_read_or_atomic() ||
                t.pkts_since_ackreq >= dev.config().ack_req_every);
   p.solicited = last && (wr.send_flags & kSendSolicited) &&
                 (wr.opcode == WrOpcode::Send || wr.opcode == WrOpcode::SendWithImm ||
                  wr.opcode == WrOpcode::SendWithInv || wr.opcode == WrOpcode::RdmaWriteWithImm);
-  const bool nothing_in_flight = !probe && t.send_idx == 0 && k == w.rcvd_pkts;
+  const bool nothing_in_flight = !out_of_line && t.send_idx == 0 && k == w.rcvd_pkts;
   if (!dev.tx().emit(qp, p, ud && w.ah_local)) return false;
   const uint64_t now = dev.clock().now_ns();
   if (p.ack_req) t.pkts_since_ackreq = 0;
@@ -183,7 +190,158 @@ bool send_packet(Device& dev, Qp& qp, SendWqe& w, bool probe = false) {
   return true;
 }
 
+// ---- Selective repeat (docs/reliability.md) ------------------------------------------------
+
+// The started WQE whose PSNs hold `psn` (index i from the oldest, packet k), or nullptr.
+SendWqe* wqe_at(Qp& qp, uint32_t psn, uint32_t& i, uint32_t& k) {
+  SendSide& t = qp.tx;
+  for (i = 0; i < t.sq.size(); ++i) {
+    SendWqe& w = t.sq.at(i);
+    if (!w.started) return nullptr;
+    const int32_t d = psn_diff(psn, w.first_psn);
+    if (d < 0) return nullptr;
+    if (uint32_t(d) < w.npkts) {
+      k = uint32_t(d);
+      return &w;
+    }
+  }
+  return nullptr;
+}
+
+// Where a selective resend from `psn` (the responder's first missing PSN) ends: that packet,
+// and after it every packet already sent that the responder cannot have kept (responder.cpp,
+// hold()): SEND packets, READ requests, atomics, and MIDDLE/LAST packets of a WRITE whose FIRST
+// is in the run. It stops at the first one that was kept if it came: a WRITE FIRST or ONLY, or
+// a WRITE packet whose FIRST came before the gap. (If that one was lost too, the responder's
+// answer says so: its NAK for it, or an ACK ending just before it.)
+uint32_t resend_end(Qp& qp, uint32_t psn) {
+  uint32_t i = 0, k = 0;
+  SendWqe* w = wqe_at(qp, psn, i, k);
+  if (!w) return psn_add(psn, 1);
+  uint32_t end = psn;
+  SendSide& t = qp.tx;
+  for (bool at_gap = true;; at_gap = false) {
+    if (k >= w->sent_max) break;  // not sent yet: new work, not a resend
+    const bool write = w->wr.opcode == WrOpcode::RdmaWrite || w->wr.opcode == WrOpcode::RdmaWriteWithImm;
+    if (!at_gap && write && (k == 0 || psn_diff(w->first_psn, psn) < 0)) break;
+    end = w->is_read_or_atomic() ? psn_add(w->first_psn, w->npkts) : psn_add(w->first_psn, k + 1);
+    if (psn_diff(end, psn) >= int32_t(param::kSelectiveRepeatWindow)) break;
+    if (w->is_read_or_atomic() || k + 1 == w->npkts) {
+      if (++i >= t.sq.size()) break;
+      w = &t.sq.at(i);
+      if (!w->started) break;
+      k = 0;
+    } else {
+      ++k;
+    }
+  }
+  return end == psn ? psn_add(psn, 1) : end;
+}
+
+// Sends the PSNs [sr_next, sr_end) again, out of line (the send point stays), AckReq on the
+// last. False: no transmit buffer now (or the QP went to ERR); the next progress() goes on.
+bool send_resends(Device& dev, Qp& qp) {
+  SendSide& t = qp.tx;
+  while (t.sr_next != t.sr_end) {
+    uint32_t i = 0, k = 0;
+    SendWqe* w = wqe_at(qp, t.sr_next, i, k);
+    if (!w || psn_diff(t.sr_end, t.sr_next) < 0) {  // acknowledged meanwhile, or gone
+      t.sr_next = t.sr_end;
+      break;
+    }
+    if (k < w->rcvd_pkts && !w->is_read_or_atomic()) {  // acknowledged meanwhile
+      t.sr_next = psn_add(w->first_psn, w->rcvd_pkts);
+      continue;
+    }
+    const uint32_t after_wqe = psn_add(w->first_psn, w->npkts);
+    if (w->is_read_or_atomic() && w->rcvd_pkts >= w->npkts) {  // answered already (kept)
+      t.sr_next = after_wqe;
+      continue;
+    }
+    if (w->is_read_or_atomic()) k = w->rcvd_pkts;  // the request for what is still missing
+    const uint32_t after = w->is_read_or_atomic() ? after_wqe : psn_add(t.sr_next, 1);
+    const uint32_t next = w->next_pkt;
+    w->next_pkt = k;
+    const bool sent = send_packet(dev, qp, *w, true, psn_diff(t.sr_end, after) <= 0);
+    w->next_pkt = next;
+    if (!sent) return false;
+    w->read_upto = 0;
+    ++qp.ctr.sr_resends;
+    t.sr_next = after;
+  }
+  return true;
+}
+
+// The gap bookkeeping of a resend from `psn` up to `end` (exclusive).
+void mark_gap(Device& dev, Qp& qp, uint32_t psn, uint32_t end) {
+  SendSide& t = qp.tx;
+  const uint64_t now = dev.clock().now_ns();
+  t.gap_valid = true;
+  t.gap_psn = psn;
+  t.gap_end = end;
+  t.gap_until_ns = now + answer_time_ns(dev, qp);
+  t.rtt_timing = false;  // Karn: an ACK from now on may answer either copy
+  t.probe_from_ns = now;
+  t.sr_check = false;    // (a selective run sets it again)
+}
+
+// Was packet `psn` sent (at least once)?
+bool was_sent(Qp& qp, uint32_t psn) {
+  uint32_t i = 0, k = 0;
+  const SendWqe* w = wqe_at(qp, psn, i, k);
+  return w && k < w->sent_max;
+}
+
 }  // namespace
+
+void selective_resend(Device& dev, Qp& qp, uint32_t psn) {
+  SendSide& t = qp.tx;
+  const uint32_t end = resend_end(qp, psn);
+  if (psn_diff(end, psn) > 1 && !was_sent(qp, end)) {
+    // Nothing after the gap can have been kept (SEND packets, say): that is go-back-N, and
+    // go-back-N's own way (the send point moves back, the loss window paces it) sends it.
+    begin_resend(dev, qp, psn);
+    return;
+  }
+  mark_gap(dev, qp, psn, end);
+  t.sr_next = psn;
+  t.sr_end = end;
+  // Packets after the run went out before it: the answer to the run says whether the
+  // responder kept them (resend_answered).
+  t.sr_check = was_sent(qp, end);
+  // A run of more than the gap (a WRITE whose FIRST was lost, SEND packets before a WRITE):
+  // the loss window halves as for go-back-N.
+  if (psn_diff(end, psn) > 1) t.loss_window = std::max(param::kLossWindowMin, window(dev, qp) / 2);
+}
+
+bool reissue_read(Device& dev, Qp& qp, SendWqe& w, uint32_t upto) {
+  const uint32_t psn = psn_add(w.first_psn, w.rcvd_pkts);
+  if (same_gap(dev, qp, psn)) {
+    ++qp.ctr.naks_ignored;
+    return false;
+  }
+  ++qp.ctr.gap_restarts;
+  SendSide& t = qp.tx;
+  mark_gap(dev, qp, psn, psn_add(psn, 1));
+  w.read_upto = upto;
+  t.sr_next = psn;
+  t.sr_end = psn_add(w.first_psn, w.npkts);
+  return true;
+}
+
+void resend_answered(Device& dev, Qp& qp, uint32_t psn) {
+  SendSide& t = qp.tx;
+  if (!t.sr_check) return;
+  const int32_t d = psn_diff(psn_add(psn, 1), t.gap_end);
+  if (d < 0) return;  // an answer to something before the resend
+  t.sr_check = false;
+  // The responder expects gap_end next although later packets went out: it kept none of them
+  // (a go-back-N responder, or all of them were lost). Go back to it.
+  if (d == 0 && was_sent(qp, t.gap_end)) {
+    ++qp.ctr.gap_restarts;
+    begin_resend(dev, qp, t.gap_end);
+  }
+}
 
 void run(Device& dev, Qp& qp) {
   SendSide& t = qp.tx;
@@ -194,6 +352,10 @@ void run(Device& dev, Qp& qp) {
     }
     t.rnr_until_ns = 0;
     t.last_progress_ns = t.probe_from_ns = dev.clock().now_ns();  // the timers start again with the resend
+  }
+  if (t.sr_next != t.sr_end && !send_resends(dev, qp)) {
+    t.req_state = qp.attrs.qp_state == QpState::Err ? ReqState::Error : ReqState::WaitTxBuf;
+    return;
   }
   const uint32_t max_rd = std::max<uint32_t>(1, qp.attrs.max_rd_atomic);
   SendWqe* w = nullptr;
@@ -272,12 +434,8 @@ void go_back_n(Qp& qp, uint32_t psn) {
 // (about one round trip) is about packets sent before this restart.
 void begin_resend(Device& dev, Qp& qp, uint32_t psn) {
   SendSide& t = qp.tx;
-  const uint64_t now = dev.clock().now_ns();
-  t.gap_valid = true;
-  t.gap_psn = psn;
-  t.gap_until_ns = now + answer_time_ns(dev, qp);
-  t.rtt_timing = false;  // Karn: an ACK from now on may answer either copy
-  t.probe_from_ns = now;
+  mark_gap(dev, qp, psn, psn_add(psn, 1));
+  t.sr_next = t.sr_end;  // go-back-N covers any selective resend still to go
   t.loss_window = std::max(param::kLossWindowMin, window(dev, qp) / 2);
   go_back_n(qp, psn);
 }
@@ -293,7 +451,8 @@ bool restart_for_gap(Device& dev, Qp& qp, uint32_t psn) {
     return false;
   }
   ++qp.ctr.gap_restarts;
-  begin_resend(dev, qp, psn);
+  if (selective(dev, qp)) selective_resend(dev, qp, psn);  // only what the responder lacks
+  else begin_resend(dev, qp, psn);
   return true;
 }
 
@@ -353,15 +512,17 @@ void probe(Device& dev, Qp& qp) {
   SendSide& t = qp.tx;
   uint32_t k = 0;
   SendWqe* w = probe_target(qp, t.probes % 2 == 1, k);
+  if (w->started && k >= w->npkts) w = probe_target(qp, true, k);  // answered already (kept): the oldest
   if (!w->started || k >= w->npkts) return;
   const uint32_t next = w->next_pkt;
   w->next_pkt = k;
-  const bool sent = send_packet(dev, qp, *w, true);
+  const bool sent = send_packet(dev, qp, *w, true, true);
   w->next_pkt = next;  // the send point does not move
   if (!sent) return;   // no transmit buffer: the next progress() tries again
   ++qp.ctr.probes;
   ++t.probes;
   t.probe_from_ns = dev.clock().now_ns();
+  t.rtt_timing = false;  // Karn's rule: the ACK that comes may answer the probe, not the timed packet
 }
 
 }  // namespace

@@ -141,6 +141,8 @@ const CounterField kCounterFields[] = {
     {"naks_ignored", &Counters::naks_ignored},
     {"probes", &Counters::probes},
     {"rtt_samples", &Counters::rtt_samples},
+    {"sr_resends", &Counters::sr_resends},
+    {"sr_held", &Counters::sr_held},
 };
 const size_t kCounterFieldCount = sizeof kCounterFields / sizeof kCounterFields[0];
 static_assert(sizeof kCounterFields / sizeof kCounterFields[0] == sizeof(Counters) / sizeof(uint64_t),

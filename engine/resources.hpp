@@ -266,6 +266,9 @@ struct Counters {
   uint64_t naks_ignored = 0;       // sequence/implied NAKs for a gap whose resend could not have been answered yet
   uint64_t probes = 0;             // tail-loss probes: one packet resent with AckReq before the QP timer
   uint64_t rtt_samples = 0;        // round-trip times measured
+  // Selective repeat (docs/reliability.md).
+  uint64_t sr_resends = 0;         // requester: packets resent selectively (one gap, not what follows it)
+  uint64_t sr_held = 0;            // responder: WRITE packets ahead of the expected PSN placed and kept
 
   void add(const Counters& o);
   // "name=value" for every counter that is not zero, in declaration order ("(all zero)" if none).

@@ -159,7 +159,7 @@ RdAtomicRes* take_res(Qp& qp, uint32_t psn, uint32_t npkts) {
   ++r.res_pending;
   res.valid = true;
   res.psn = psn;
-  res.npkts = npkts;
+  res.npkts = res.end = npkts;
   res.msn = r.msn;
   r.epsn = psn_add(r.epsn, npkts);
   return &res;
@@ -219,7 +219,8 @@ RespState exec_write(Device& dev, Qp& qp, const proto::Packet& p) {
     }
     r.write_left = r.write_total = len;
     r.write_rkey = p.reth.rkey;
-    r.write_va = p.reth.va;
+    r.write_va = r.write_va0 = p.reth.va;
+    r.write_first = p.psn;
     r.write_gen = mrs.gen();
   }
   const bool ends = pos == Position::Last || pos == Position::Only;
@@ -233,7 +234,7 @@ RespState exec_write(Device& dev, Qp& qp, const proto::Packet& p) {
   }
   const bool imm = p.info().has(proto::kImmDt);
   if (imm && ends && !take_recv(qp)) return rnr_nak(dev, qp, p.psn);
-  if (plen) std::memcpy(r.write_host, p.payload.data(), plen);
+  if (plen && !r.replaying) std::memcpy(r.write_host, p.payload.data(), plen);  // a held one is in place
   r.write_host += plen;
   r.write_va += plen;
   r.write_left -= plen;
@@ -276,6 +277,14 @@ RespState exec_read(Device& dev, Qp& qp, const proto::Packet& p) {
   res->host = host;
   res->mr_gen = dev.mrs().gen();
   res->length = len;
+  // Selective repeat: nothing held inside the range the READ's responses take.
+  for (uint32_t i = 1; i < std::min(npkts, param::kSelectiveRepeatWindow) && qp.rx.held_n; ++i) {
+    RecvSide::Held& h = qp.rx.held[psn_add(p.psn, int32_t(i)) & (param::kSelectiveRepeatWindow - 1)];
+    if (h.valid && h.psn == psn_add(p.psn, int32_t(i))) {
+      h.valid = false;
+      --qp.rx.held_n;
+    }
+  }
   return RespState::Idle;
 }
 
@@ -317,15 +326,33 @@ RespState duplicate(Qp& qp, const proto::Packet& p) {
     const int32_t d = psn_diff(p.psn, res.psn);
     if (d < 0 || uint32_t(d) >= res.npkts) continue;
     if (op == Operation::ReadRequest && !res.atomic) {
-      // Re-issued for the rest of the range: answer from that packet on.
+      // Re-issued for the rest of the range (or, from a requester using selective repeat, a
+      // part of it: its RETH names the same key, the address of that packet and a shorter
+      // length): answer from that packet on, to the end of what it asks for.
+      uint32_t end = res.npkts;
+      if (p.reth.rkey == res.rkey && p.reth.va == res.va + uint64_t(d) * qp.mtu) {
+        const uint32_t n = p.reth.dma_len == 0 ? 1 : uint32_t((uint64_t(p.reth.dma_len) + qp.mtu - 1) / qp.mtu);
+        if (n < res.npkts - uint32_t(d)) end = uint32_t(d) + n;
+      }
+      // What was still owed beyond the part goes out after it.
+      uint32_t cont = res.owes() ? res.sent : res.npkts, cont_end = res.owes() ? res.end : 0;
+      if (res.resume) {
+        cont = std::min(cont, res.resume);
+        cont_end = std::max(cont_end, res.resume_end);
+      }
+      cont = std::max(cont, end);
+      res.resume = cont < cont_end ? cont : 0;
+      res.resume_end = cont_end;
       if (!res.owes()) ++r.res_pending;
       res.sent = res.restart = uint32_t(d);
+      res.end = end;
       res.replay = true;
       return RespState::Idle;
     }
     if ((op == Operation::CmpSwap || op == Operation::FetchAdd) && res.atomic && d == 0) {
       if (!res.owes()) ++r.res_pending;
       res.sent = 0;
+      res.end = 1;
       res.replay = true;  // answer again with the saved original value
       return RespState::Idle;
     }
@@ -353,9 +380,151 @@ bool send_atomic_ack(Device& dev, Qp& qp, const RdAtomicRes& r) {
   return dev.tx().emit(qp, p);
 }
 
+// ---- Selective repeat (docs/reliability.md) ------------------------------------------------
+constexpr uint32_t kSrMask = param::kSelectiveRepeatWindow - 1;
+
+enum class Ahead : uint8_t {
+  Held,     // placed and kept
+  Have,     // kept already (a resend or a probe)
+  Dropped,  // not kept: its place is not known here (or it fails a check); it comes again
+};
+
+// A packet ahead of the expected PSN, with selective repeat on. Only WRITE packets are kept,
+// and only those whose destination is known: a FIRST or ONLY (its RETH), or a MIDDLE or LAST
+// of a message whose FIRST came (kept here, or the message in progress in order). The key is
+// checked for exactly the bytes this packet writes, then they are placed; the in-order pass
+// later checks the message as a whole again. SEND packets (which receive WQE, which offset?
+// the lost packets may end a message), READ requests and atomics are not kept: executed only
+// in order. The requester knows this rule and resends those with the gap.
+Ahead hold(Device& dev, Qp& qp, const proto::Packet& p) {
+  RecvSide& r = qp.rx;
+  const int32_t d = psn_diff(p.psn, r.epsn);
+  if (d <= 0 || uint32_t(d) >= param::kSelectiveRepeatWindow) return Ahead::Dropped;
+  RecvSide::Held& h = r.held[p.psn & kSrMask];
+  if (h.valid && h.psn == p.psn) return Ahead::Have;
+  const proto::OpcodeInfo& info = p.info();
+  if (info.op != Operation::Write) return Ahead::Dropped;
+  const Position pos = info.pos;
+  const uint32_t plen = uint32_t(p.payload.size());
+  if (plen > qp.mtu || ((pos == Position::First || pos == Position::Middle) && plen != qp.mtu)) return Ahead::Dropped;
+  // The message's first PSN and RETH.
+  uint32_t first = 0, rkey = 0, len = 0;
+  uint64_t va = 0;
+  if (pos == Position::First || pos == Position::Only) {
+    first = p.psn;
+    va = p.reth.va;
+    rkey = p.reth.rkey;
+    len = p.reth.dma_len;
+  } else {
+    bool found = false;  // the nearest kept packet before this one: of the same message?
+    for (uint32_t q = psn_add(p.psn, -1); q != r.epsn; q = psn_add(q, -1)) {
+      const RecvSide::Held& e = r.held[q & kSrMask];
+      if (!e.valid || e.psn != q) continue;
+      first = e.msg_first;
+      va = e.va;
+      rkey = e.rkey;
+      len = e.dma_len;
+      found = true;
+      break;
+    }
+    if (!found) {
+      if (r.msg != RespMsg::Write) return Ahead::Dropped;  // its FIRST has not come
+      first = r.write_first;  // the message in progress
+      va = r.write_va0;
+      rkey = r.write_rkey;
+      len = r.write_total;
+    }
+  }
+  const int32_t idx = psn_diff(p.psn, first);
+  const uint32_t npkts = len == 0 ? 1 : uint32_t((uint64_t(len) + qp.mtu - 1) / qp.mtu);
+  if (idx < 0 || uint32_t(idx) >= npkts) return Ahead::Dropped;  // another message, its FIRST lost
+  const bool is_first = idx == 0, is_last = uint32_t(idx) + 1 == npkts;
+  const Position want = is_first && is_last ? Position::Only
+                        : is_first          ? Position::First
+                        : is_last           ? Position::Last
+                                            : Position::Middle;
+  const uint64_t off = uint64_t(idx) * qp.mtu;
+  if (pos != want || (is_last && plen != len - off)) return Ahead::Dropped;
+  if (plen) {
+    if (!(qp.attrs.qp_access_flags & kRemoteWrite)) return Ahead::Dropped;
+    AccessCheck c = check_remote(dev.mrs(), rkey, qp.init.pd, va + off, plen, kRemoteWrite);
+    if (!c.ok) return Ahead::Dropped;  // the in-order pass NAKs it, when it comes again
+    std::memcpy(c.host, p.payload.data(), plen);
+  }
+  h.valid = true;
+  h.opcode = p.opcode;
+  h.ack_req = p.ack_req;
+  h.solicited = p.solicited;
+  h.psn = p.psn;
+  h.plen = plen;
+  h.imm = p.imm;
+  h.msg_first = first;
+  h.va = va;
+  h.rkey = rkey;
+  h.dma_len = len;
+  ++r.held_n;
+  ++qp.ctr.sr_held;
+  return Ahead::Held;
+}
+
+void process(Device& dev, Qp& qp, const proto::Packet& p);
+
+// After an in-order packet: the held packets that now follow in order go through the in-order
+// pass (checks, completions, the MSN), without copying. Then one answer: the ACK up to the new
+// expected PSN, or, if packets beyond a further gap are held, the sequence NAK for that gap
+// (it acknowledges everything before it; sent once for the gap).
+void replay_held(Device& dev, Qp& qp) {
+  RecvSide& r = qp.rx;
+  bool replayed = false;
+  while (r.held_n && r.state == RespState::Idle) {
+    RecvSide::Held& h = r.held[r.epsn & kSrMask];
+    if (!h.valid || h.psn != r.epsn) break;
+    proto::Packet q;
+    q.opcode = h.opcode;
+    q.psn = h.psn;
+    q.ack_req = h.ack_req;
+    q.solicited = h.solicited;
+    q.imm = h.imm;
+    if (q.opcode == proto::op::kWriteFirst || q.opcode == proto::op::kWriteOnly || q.opcode == proto::op::kWriteOnlyImm)
+      q.reth = {h.va, h.rkey, h.dma_len};
+    q.payload = {static_cast<const uint8_t*>(nullptr), h.plen};  // the bytes are in place
+    h.valid = false;
+    --r.held_n;
+    r.replaying = true;
+    process(dev, qp, q);
+    r.replaying = false;
+    replayed = true;
+  }
+  if (!replayed || r.state != RespState::Idle) return;
+  if (r.held_n && r.res_pending == 0) {
+    r.ack_pending = false;  // the NAK acknowledges it
+    r.seq_nak_sent = true;
+    send_ack(dev, qp, Syndrome::nak(NakCode::PsnSequenceError), r.epsn);
+  } else {
+    r.ack_pending = true;
+    r.ack_psn = psn_add(r.epsn, -1);
+  }
+}
+
 }  // namespace
 
 void on_request(Device& dev, Qp& qp, const proto::Packet& p) {
+  RecvSide& r = qp.rx;
+  if (r.held.empty()) return process(dev, qp, p);  // selective repeat off
+  if (p.psn == r.epsn) {  // a held copy of this PSN (a stale or forged one) gives way
+    RecvSide::Held& h = r.held[p.psn & kSrMask];
+    if (h.valid && h.psn == p.psn) {
+      h.valid = false;
+      --r.held_n;
+    }
+  }
+  process(dev, qp, p);
+  if (r.held_n) replay_held(dev, qp);
+}
+
+namespace {
+
+void process(Device& dev, Qp& qp, const proto::Packet& p) {
   RecvSide& r = qp.rx;
   if (r.state == RespState::Error) return;
   const proto::OpcodeInfo& info = p.info();
@@ -381,7 +550,15 @@ void on_request(Device& dev, Qp& qp, const proto::Packet& p) {
       case RespState::OutOfSequence:
         // A gap: one PSN sequence NAK, then silence until the expected PSN arrives.
         ++qp.ctr.out_of_sequence;
-        if (!r.seq_nak_sent) {
+        if (!r.held.empty() && qp.init.qp_type == QpType::RC) {
+          // Selective repeat: kept if its place is known. A resend or probe of one we keep
+          // asks for an answer: the NAK for the gap again (its first one may have been lost).
+          const Ahead a = hold(dev, qp, p);
+          if (!r.seq_nak_sent || (a == Ahead::Have && p.ack_req)) {
+            r.seq_nak_sent = true;
+            send_ack(dev, qp, Syndrome::nak(NakCode::PsnSequenceError), r.epsn);
+          }
+        } else if (!r.seq_nak_sent) {
           r.seq_nak_sent = true;
           send_ack(dev, qp, Syndrome::nak(NakCode::PsnSequenceError), r.epsn);
         }
@@ -431,6 +608,8 @@ void on_request(Device& dev, Qp& qp, const proto::Packet& p) {
     }
   }
 }
+
+}  // namespace
 
 // A UD datagram (SEND ONLY, with or without immediate): the Q_Key, a receive WQE, then the
 // 40-byte GRH area (the IPv6 header, or 20 zero bytes and the IPv4 header, as rxe and ConnectX
@@ -514,13 +693,21 @@ void send_responses(Device& dev, Qp& qp) {
       r.host = c.host;
       r.mr_gen = mrs.gen();
     }
-    while (r.sent < r.npkts) {
+    for (;;) {
+      if (r.sent == r.end) {
+        if (!r.resume) break;
+        // A re-requested part is done: the responses it interrupted go on (opening with FIRST).
+        r.sent = r.restart = r.resume;
+        r.end = r.resume_end;
+        r.resume = 0;
+        continue;
+      }
       if (budget == 0) return;
       const uint32_t k = r.sent;
       proto::Packet& p = qp.resp_pkt;
       const uint32_t off = k * qp.mtu;
       const uint32_t len = std::min(qp.mtu, r.length - std::min(r.length, off));
-      const bool last = k + 1 == r.npkts;
+      const bool last = k + 1 == r.end;
       const bool first = k == r.restart;
       p.opcode = first && last ? op::kReadRespOnly : first ? op::kReadRespFirst : last ? op::kReadRespLast : op::kReadRespMiddle;
       p.psn = psn_add(r.psn, k);

@@ -209,6 +209,8 @@ bool set_key(EndpointConfig& c, const std::string& key, const std::string& val, 
     if (!parse_u32(val, u) || u > param::kProbeFloorMaxUs)
       return fail("bad probe_floor_us (0.." + std::to_string(param::kProbeFloorMaxUs) + ")");
     c.probe_floor_us = u;
+  } else if (key == "selective_repeat") {
+    if (!parse_bool(val, c.selective_repeat)) return fail("selective_repeat is on or off");
   } else if (key == "cnp_dscp") {
     if (!parse_u32(val, u) || u > 63) return fail("bad cnp_dscp");
     c.cnp_dscp = uint8_t(u);

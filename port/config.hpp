@@ -53,6 +53,7 @@ struct EndpointConfig {
   uint32_t ack_req_every = param::kAckReqEvery;
   uint32_t ack_every = param::kAckEvery;
   uint32_t probe_floor_us = uint32_t(param::kProbeFloorNs / 1000);
+  bool selective_repeat = param::kSelectiveRepeat;  // both ends must have it on (docs/reliability.md)
   bool flow_isolate = false;           // rte_flow isolation (share a NIC port with the kernel)
   bool promiscuous = true;             // enable promiscuous mode when our MAC is not the port's
   uint32_t arp_timeout_ms = param::kArpTimeoutMs;  // bounded address resolution

@@ -22,6 +22,7 @@ std::unique_ptr<Endpoint> Endpoint::open(const EndpointConfig& cfg, std::string&
   dc.ack_req_every = cfg.ack_req_every;
   dc.ack_every = cfg.ack_every;
   dc.probe_floor_ns = uint64_t(cfg.probe_floor_us) * 1000;
+  dc.selective_repeat = cfg.selective_repeat;
   e->dev_ = std::make_unique<engine::Device>(*e->link_, *e->clock_, dc);
   if (engine::mtu_bytes(cfg.path_mtu) > e->dev_->mtu_limit()) {
     err = "path mtu " + std::to_string(engine::mtu_bytes(cfg.path_mtu)) + " larger than the link carries";

@@ -557,11 +557,14 @@ TEST(AckEvery, TheResponderAcknowledgesEveryNPackets) {
 // and NAKs into A.
 class Recovery : public ::testing::Test {
  protected:
-  void make(uint32_t window = param::kMaxUnackedPsns, uint8_t timeout = 14) {
+  void make(uint32_t window = param::kMaxUnackedPsns, uint8_t timeout = 14, bool sr = false) {
     PairOptions o;
     o.mtu = Mtu::M256;
     o.timeout = timeout;
-    o.config_a = [window](Device::Config& c) { c.max_unacked_psns = window; };
+    o.config_a = [window, sr](Device::Config& c) {
+      c.max_unacked_psns = window;
+      c.selective_repeat = sr;
+    };
     pr = std::make_unique<Pair>(o);
     pr->wire.a().tap = [this](const uint8_t* d, uint32_t n) {
       proto::Packet p;
@@ -686,6 +689,48 @@ TEST_F(Recovery, TailLossProbeBeforeTheTimer) {
   Wc wc;
   ASSERT_EQ(pr->a.dev->poll_cq(pr->a.scq, 1, &wc), 1);
   EXPECT_EQ(wc.status, WcStatus::Success);
+  // Karn's rule: that ACK may answer a probe; it is no round-trip sample (it would count the
+  // probe waits, ms, as RTT, and every later probe would wait that long).
+  EXPECT_EQ(pr->a.qp->counters().rtt_samples, 0u);
+  EXPECT_EQ(pr->a.qp->tx.srtt_ns, 0u);
+}
+
+// Selective repeat: the answer to a later atomic is kept while the first one waits; a resend
+// from before them sends the first again and skips the answered one (a bug once sent it with
+// the next PSN: an atomic at another packet's PSN).
+TEST_F(Recovery, SelectiveResendSkipsAnAnsweredAtomic) {
+  make(param::kMaxUnackedPsns, 14, true);
+  for (uint64_t id = 1; id <= 2; ++id) {
+    Sge s{pr->a.addr() + 8 * id, 8, pr->a.mr->lkey};
+    SendWr w = wr_to(pr->b, id, WrOpcode::AtomicFetchAdd, &s);
+    w.compare_add = 1;
+    ASSERT_EQ(pr->a.dev->post_send(pr->a.qp, w), 0);
+  }
+  post_write(256, 3);
+  turn();
+  ASSERT_EQ(psns(0), (std::vector<int32_t>{0, 1, 2}));
+  proto::Packet ack = forge(pr->b, pr->a, op::kAtomicAck, proto::psn_add(first, 1));
+  ack.ack_req = false;
+  ack.aeth = {0x1F, 2};
+  ack.atomic_ack_orig = 41;
+  inject(pr->wire.a(), ack);  // the second atomic's answer; the first one's was lost
+  turn();
+  ASSERT_EQ(psns(3), (std::vector<int32_t>{0})) << "the first atomic asked again, alone";
+  pr->wire.clock().advance(2 * param::kProbeInitialNs);  // past the answer time
+  answer(0x60, first);  // the responder never saw the first: a sequence NAK for it
+  turn();
+  const std::vector<int32_t> again = psns(4);
+  ASSERT_FALSE(again.empty());
+  for (size_t i = 4; i < sent.size(); ++i) {
+    const int32_t d = proto::psn_diff(sent[i].psn, first);
+    if (sent[i].opcode == op::kFetchAdd) {
+      EXPECT_EQ(d, 0) << "only the unanswered atomic, at its own PSN";
+    }
+    EXPECT_NE(d, 1) << "the answered atomic is not sent again";
+  }
+  uint64_t v = 0;
+  std::memcpy(&v, pr->a.buf() + 16, 8);
+  EXPECT_EQ(v, 41u) << "the kept answer is in place";
 }
 
 // With a round trip measured, the probe comes after a few of them (at least the floor).
@@ -711,6 +756,261 @@ TEST_F(Recovery, ProbeTimeFollowsTheMeasuredRtt) {
   EXPECT_GE(waited, 120'000u);
   EXPECT_LE(waited, 121'000u);
   EXPECT_EQ(pr->a.qp->counters().probes, 1u);
+}
+
+
+// ---- Selective repeat (docs/reliability.md) --------------------------------------------------
+
+// The responder with selective_repeat on: WRITE packets after a gap are placed at once and
+// kept; the gap gets one sequence NAK; when it is filled, the kept packets complete in order
+// and one ACK covers them.
+class SrResponder : public Responder {
+ protected:
+  void SetUp() override {
+    PairOptions o;
+    o.mtu = Mtu::M256;
+    o.config_b = [](Device::Config& c) { c.selective_repeat = true; };
+    pr = std::make_unique<Pair>(o);
+    pr->wire.b().tap = [this](const uint8_t* d, uint32_t n) { out.frames.emplace_back(d, d + n); };
+    epsn = pr->b.qp->expected_psn();
+    for (size_t i = 0; i < data.size(); ++i) data[i] = uint8_t(i * 7 + 1);
+  }
+  proto::Packet write(uint8_t opcode, int32_t k, uint32_t off, uint32_t len) {
+    proto::Packet p = request(opcode, proto::psn_add(epsn, k));
+    p.reth = {pr->b.addr() + 1024, pr->b.mr->rkey, 768};
+    p.payload = {data.data() + off, len};
+    p.ack_req = false;
+    return p;
+  }
+};
+
+TEST_F(SrResponder, HeldWritesArePlacedAtOnceAndCompleteInOrder) {
+  post_recv(64);
+  inject(write(op::kWriteFirst, 0, 0, 256));   // a 768-byte WRITE: FIRST, (MIDDLE lost), LAST
+  proto::Packet last = write(op::kWriteLast, 2, 512, 256);
+  last.ack_req = true;
+  inject(last);
+  proto::Packet imm = request(op::kWriteOnlyImm, proto::psn_add(epsn, 3));  // then a WRITE with immediate
+  imm.reth = {pr->b.addr() + 4096, pr->b.mr->rkey, 16};
+  imm.payload = {data.data() + 2000, 16};
+  imm.imm = 0x1234;
+  inject(imm);
+  ASSERT_EQ(out.frames.size(), 1u) << "one NAK for the gap, nothing for the packets after it";
+  EXPECT_EQ(out.at(0).aeth.syndrome, 0x60);
+  EXPECT_EQ(out.at(0).psn, proto::psn_add(epsn, 1)) << "the NAK names the missing PSN";
+  EXPECT_EQ(std::memcmp(pr->b.buf() + 1024 + 512, data.data() + 512, 256), 0) << "the LAST is in place already";
+  EXPECT_EQ(std::memcmp(pr->b.buf() + 4096, data.data() + 2000, 16), 0);
+  EXPECT_EQ(pr->b.qp->counters().sr_held, 2u);
+  Wc wc;
+  EXPECT_EQ(pr->b.dev->poll_cq(pr->b.rcq, 1, &wc), 0) << "no completion before the gap is filled";
+  EXPECT_EQ(pr->b.qp->expected_psn(), proto::psn_add(epsn, 1));
+  inject(write(op::kWriteMiddle, 1, 256, 256));  // the missing packet
+  ASSERT_EQ(out.frames.size(), 2u);
+  EXPECT_EQ(out.at(1).aeth.syndrome, 0x1F) << "one ACK for everything kept";
+  EXPECT_EQ(out.at(1).psn, proto::psn_add(epsn, 3));
+  EXPECT_EQ(out.at(1).aeth.msn, 2u) << "both messages completed";
+  EXPECT_EQ(pr->b.qp->expected_psn(), proto::psn_add(epsn, 4));
+  EXPECT_EQ(std::memcmp(pr->b.buf() + 1024, data.data(), 768), 0);
+  ASSERT_EQ(pr->b.dev->poll_cq(pr->b.rcq, 1, &wc), 1);
+  EXPECT_EQ(wc.status, WcStatus::Success);
+  EXPECT_EQ(wc.imm_data, 0x1234u);
+  EXPECT_EQ(wc.byte_len, 16u);
+}
+
+// A MIDDLE whose FIRST was lost has no known address: not kept (the requester resends it with
+// the FIRST). A packet whose key does not cover its bytes is not placed.
+TEST_F(SrResponder, NothingIsPlacedWithoutAKnownAddressAndAValidKey) {
+  std::vector<uint8_t> before(pr->b.buf(), pr->b.buf() + 4096);
+  inject(write(op::kWriteMiddle, 1, 256, 256));  // FIRST (at epsn) lost
+  proto::Packet bad = write(op::kWriteOnly, 2, 0, 256);
+  bad.reth = {pr->b.addr() + 1024, pr->b.mr->rkey ^ 0x100, 256};  // not a key of B's
+  inject(bad);
+  EXPECT_EQ(pr->b.qp->counters().sr_held, 0u);
+  EXPECT_EQ(std::memcmp(pr->b.buf(), before.data(), 4096), 0) << "no byte written";
+  ASSERT_EQ(out.frames.size(), 1u);
+  EXPECT_EQ(out.at(0).aeth.syndrome, 0x60);
+  EXPECT_EQ(out.at(0).psn, epsn);
+}
+
+// Two engines over the fake link, one frame of A's dropped once (by PSN), A's frames recorded.
+class Selective : public ::testing::Test {
+ protected:
+  void make(bool sr_a, bool sr_b) {
+    PairOptions o;
+    o.mtu = Mtu::M256;
+    o.config_a = [sr_a](Device::Config& c) { c.selective_repeat = sr_a; };
+    o.config_b = [sr_b](Device::Config& c) { c.selective_repeat = sr_b; };
+    pr = std::make_unique<Pair>(o);
+    first = pr->a.qp->next_send_psn();
+    pr->wire.a().filter = [this](const uint8_t* d, uint32_t n) {
+      proto::Packet p;
+      if (!proto::parse({d, n}, p).ok()) return true;
+      sent.push_back(p);
+      if (p.opcode == drop_opcode && p.psn == proto::psn_add(first, drop_at) && !dropped) return !(dropped = true);
+      return true;
+    };
+    pr->wire.b().filter = [this](const uint8_t* d, uint32_t n) {
+      proto::Packet p;
+      if (!proto::parse({d, n}, p).ok()) return true;
+      if (p.opcode == drop_resp_opcode && ++resp_seen == drop_resp_nth) return false;
+      return true;
+    };
+  }
+  // Three WRITEs of 8 packets each (the last with immediate), completed and checked.
+  void three_writes() {
+    fill_pattern(pr->a.buf(), 3 * 2048, 11);
+    Sge r{pr->b.addr() + 65536, 64, pr->b.mr->lkey};
+    RecvWr rw{9, &r, 1};
+    ASSERT_EQ(pr->b.dev->post_recv(pr->b.qp, rw), 0);
+    for (uint64_t i = 0; i < 3; ++i) {
+      Sge s{pr->a.addr() + i * 2048, 2048, pr->a.mr->lkey};
+      SendWr w = wr_to(pr->b, i + 1, i == 2 ? WrOpcode::RdmaWriteWithImm : WrOpcode::RdmaWrite, &s);
+      w.remote_addr = pr->b.addr() + i * 2048;
+      ASSERT_EQ(pr->a.dev->post_send(pr->a.qp, w), 0);
+    }
+    for (uint64_t i = 0; i < 3; ++i) {
+      Wc wc;
+      ASSERT_TRUE(pr->next_wc(pr->a.scq, wc));
+      EXPECT_EQ(wc.status, WcStatus::Success);
+      EXPECT_EQ(wc.wr_id, i + 1) << "completions in order";
+    }
+    Wc wc;
+    ASSERT_TRUE(pr->next_wc(pr->b.rcq, wc));
+    EXPECT_EQ(wc.wr_id, 9u);
+    EXPECT_EQ(std::memcmp(pr->b.buf(), pr->a.buf(), 3 * 2048), 0) << "every byte in its place";
+    EXPECT_EQ(pr->a.qp->counters().timeouts, 0u);
+  }
+  // How many times A sent each PSN (relative to the first), 24 PSNs.
+  std::vector<int> times_sent() const {
+    std::vector<int> n(24, 0);
+    for (const proto::Packet& p : sent) {
+      const int32_t d = proto::psn_diff(p.psn, first);
+      if (d >= 0 && d < 24) ++n[size_t(d)];
+    }
+    return n;
+  }
+  std::unique_ptr<Pair> pr;
+  std::vector<proto::Packet> sent;
+  uint32_t first = 0;
+  uint8_t drop_opcode = op::kWriteMiddle;
+  int32_t drop_at = 3;
+  bool dropped = false;
+  uint8_t drop_resp_opcode = 0;
+  int drop_resp_nth = 0, resp_seen = 0;
+};
+
+TEST_F(Selective, AHoleInAWriteBurstIsRepairedByResendingOnlyThatPsn) {
+  make(true, true);
+  three_writes();
+  std::vector<int> want(24, 1);
+  want[3] = 2;
+  EXPECT_EQ(times_sent(), want) << "only the lost PSN went out again";
+  EXPECT_EQ(pr->a.qp->counters().retransmitted, 1u);
+  EXPECT_EQ(pr->a.qp->counters().sr_resends, 1u);
+  EXPECT_EQ(pr->b.qp->counters().sr_held, 20u) << "every packet after the gap kept";
+  EXPECT_EQ(pr->b.qp->counters().out_of_seq_request, 1u) << "one NAK for the gap";
+}
+
+// A lost FIRST: its MIDDLEs cannot be placed; the requester resends the message so far, and
+// nothing of the next message (its FIRST carries its address: kept).
+TEST_F(Selective, ALostFirstResendsItsMessageOnly) {
+  drop_opcode = op::kWriteFirst;
+  drop_at = 8;
+  make(true, true);
+  three_writes();
+  std::vector<int> want(24, 1);
+  for (int i = 8; i < 16; ++i) want[size_t(i)] = 2;
+  EXPECT_EQ(times_sent(), want);
+}
+
+// Selective repeat off at both ends: go-back-N, everything sent after the hole goes again.
+TEST_F(Selective, OffIsGoBackN) {
+  make(false, false);
+  three_writes();
+  const std::vector<int> n = times_sent();
+  EXPECT_EQ(n[3], 2);
+  EXPECT_GT(pr->a.qp->counters().retransmitted, 1u) << "the packets after the hole too";
+  EXPECT_EQ(pr->a.qp->counters().sr_resends, 0u);
+  EXPECT_EQ(pr->b.qp->counters().sr_held, 0u);
+}
+
+// On a clean link the mode changes nothing on the wire: the same frames, byte for byte.
+TEST(SelectiveClean, TheSameFramesWithoutLoss) {
+  std::vector<std::vector<uint8_t>> frames[2];
+  for (int sr = 0; sr < 2; ++sr) {
+    PairOptions o;
+    o.mtu = Mtu::M256;
+    o.config_a = o.config_b = [sr](Device::Config& c) { c.selective_repeat = sr != 0; };
+    Pair pr(o);
+    // The RETH addresses are B's buffer, wherever this run allocated it: made relative to it.
+    const uint64_t base = pr.b.addr();
+    auto tap = [&, sr, base](const uint8_t* d, uint32_t n) {
+      proto::Packet p;
+      ASSERT_TRUE(proto::parse({d, n}, p).ok());
+      if (p.info().has(proto::kReth)) p.reth.va -= base;
+      std::vector<uint8_t> f(proto::frame_len(p));
+      ASSERT_TRUE(proto::build(p, f).ok());
+      frames[sr].push_back(f);
+    };
+    pr.wire.a().tap = tap;
+    pr.wire.b().tap = tap;
+    fill_pattern(pr.b.buf() + 8192, 3000, 5);
+    Sge s{pr.a.addr(), 5000, pr.a.mr->lkey};
+    ASSERT_EQ(pr.a.dev->post_send(pr.a.qp, wr_to(pr.b, 1, WrOpcode::RdmaWrite, &s)), 0);
+    Sge rd{pr.a.addr() + 8192, 3000, pr.a.mr->lkey};
+    SendWr r = wr_to(pr.b, 2, WrOpcode::RdmaRead, &rd);
+    r.remote_addr = pr.b.addr() + 8192;
+    ASSERT_EQ(pr.a.dev->post_send(pr.a.qp, r), 0);
+    for (int i = 0; i < 2; ++i) {
+      Wc wc;
+      ASSERT_TRUE(pr.next_wc(pr.a.scq, wc));
+    }
+  }
+  ASSERT_FALSE(frames[0].empty());
+  EXPECT_EQ(frames[0], frames[1]);
+}
+
+// One end on, the other off: never selective toward a go-back-N peer for long. A (on) resends
+// the lost PSN alone; B (off) kept nothing after it and acknowledges just that one; A goes
+// back N from there. The bytes and completions are right.
+TEST_F(Selective, OnTowardAnOffResponderFallsBackToGoBackN) {
+  make(true, false);
+  three_writes();
+  EXPECT_EQ(pr->a.qp->counters().sr_resends, 1u);
+  EXPECT_EQ(pr->a.qp->counters().gap_restarts, 2u) << "the selective resend, then go-back-N from the next PSN";
+  EXPECT_EQ(pr->b.qp->counters().sr_held, 0u);
+}
+
+// B on, A off: A is plain go-back-N (its frames as if B were off too); B keeps what it can.
+TEST_F(Selective, OffTowardAnOnResponderIsGoBackN) {
+  make(false, true);
+  three_writes();
+  EXPECT_EQ(pr->a.qp->counters().sr_resends, 0u);
+  EXPECT_GT(pr->a.qp->counters().retransmitted, 1u);
+}
+
+// A lost READ response: the responses after it are placed, and the READ is asked again for
+// the missing part only: a request at the missing PSN, for one MTU, at its address.
+TEST_F(Selective, ALostReadResponseIsAskedForAsAPart) {
+  drop_resp_opcode = op::kReadRespMiddle;
+  drop_resp_nth = 2;  // the third response
+  make(true, true);
+  fill_pattern(pr->b.buf() + 8192, 2048, 21);
+  Sge s{pr->a.addr(), 2048, pr->a.mr->lkey};
+  SendWr r = wr_to(pr->b, 1, WrOpcode::RdmaRead, &s);
+  r.remote_addr = pr->b.addr() + 8192;
+  ASSERT_EQ(pr->a.dev->post_send(pr->a.qp, r), 0);
+  Wc wc;
+  ASSERT_TRUE(pr->next_wc(pr->a.scq, wc));
+  EXPECT_EQ(wc.status, WcStatus::Success);
+  EXPECT_EQ(std::memcmp(pr->a.buf(), pr->b.buf() + 8192, 2048), 0);
+  ASSERT_EQ(sent.size(), 2u) << "the READ and one request for the missing part";
+  EXPECT_EQ(sent[1].opcode, op::kReadRequest);
+  EXPECT_EQ(sent[1].psn, proto::psn_add(first, 2));
+  EXPECT_EQ(sent[1].reth.va, pr->b.addr() + 8192 + 512);
+  EXPECT_EQ(sent[1].reth.dma_len, 256u);
+  EXPECT_EQ(pr->b.qp->counters().replayed_responses, 1u) << "one response sent again";
+  EXPECT_EQ(pr->a.qp->counters().timeouts, 0u);
 }
 
 }  // namespace

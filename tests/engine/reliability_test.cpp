@@ -37,10 +37,12 @@ struct Op {
 };
 
 // Runs `nops` random operations in batches; returns false (with a gtest failure) on any error.
+// `sr`: selective repeat on at both ends.
 bool run_random(uint64_t seed, const FaultConfig& f, uint64_t nops, uint32_t max_size, RunStats& st,
-                Mtu forced_mtu = Mtu(0)) {
+                Mtu forced_mtu = Mtu(0), bool sr = false) {
   std::mt19937_64 rng(seed);
   PairOptions o;
+  if (sr) o.config_a = o.config_b = [](Device::Config& c) { c.selective_repeat = true; };
   const Mtu mtus[] = {Mtu::M256, Mtu::M512, Mtu::M1024, Mtu::M2048, Mtu::M4096};
   o.mtu = uint32_t(forced_mtu) ? forced_mtu : mtus[rng() % 5];
   o.mem = 6 << 20;
@@ -242,6 +244,29 @@ TEST_P(Property, RandomOperationsSurviveTheLink) {
   }
 }
 
+// The same with selective repeat on at both ends (docs/reliability.md).
+class PropertySr : public ::testing::TestWithParam<FaultParam> {};
+
+TEST_P(PropertySr, RandomOperationsSurviveTheLink) {
+  auto [what, rate] = GetParam();
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    RunStats st;
+    ASSERT_TRUE(run_random(seed * 7919 + uint64_t(rate * 1000), only(what, rate), 60, 1 << 20, st, Mtu(0), true));
+    if (only(what, rate).drop > 0 || only(what, rate).reorder > 0) {
+      EXPECT_GT(st.b.sr_held, 0u) << "packets after a gap were kept";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, PropertySr,
+                         ::testing::Combine(::testing::Values("drop", "duplicate", "reorder", "corrupt", "delay", "all"),
+                                            ::testing::Values(0.01, 0.05, 0.10)),
+                         [](const ::testing::TestParamInfo<FaultParam>& i) {
+                           return std::string(std::get<0>(i.param)) + "_" +
+                                  std::to_string(int(std::get<1>(i.param) * 100)) + "pct";
+                         });
+
 INSTANTIATE_TEST_SUITE_P(Faults, Property,
                          ::testing::Combine(::testing::Values("drop", "duplicate", "reorder", "corrupt", "delay", "all"),
                                             ::testing::Values(0.01, 0.05, 0.10)),
@@ -258,6 +283,8 @@ TEST(Long, MillionOperations) {
   const char* r = std::getenv("UROCE_LONG_RATE");
   const double rate = r ? std::atof(r) : 0.05;
   const uint32_t max_size = std::getenv("UROCE_LONG_MAX") ? uint32_t(std::atol(std::getenv("UROCE_LONG_MAX"))) : (1u << 20);
+  // UROCE_LONG_SR=1: selective repeat on at both ends.
+  const bool sr = std::getenv("UROCE_LONG_SR") && std::atoi(std::getenv("UROCE_LONG_SR")) != 0;
   auto w0 = std::chrono::steady_clock::now();
   RunStats all;
   Counters sum_a, sum_b;
@@ -266,7 +293,7 @@ TEST(Long, MillionOperations) {
   const uint64_t per_run = 20000;
   while (all.ops < total) {
     RunStats st;
-    ASSERT_TRUE(run_random(1000003 * seed++, only("all", rate), std::min(per_run, total - all.ops), max_size, st));
+    ASSERT_TRUE(run_random(1000003 * seed++, only("all", rate), std::min(per_run, total - all.ops), max_size, st, Mtu(0), sr));
     all.ops += st.ops;
     all.bytes_verified += st.bytes_verified;
     all.virtual_ns += st.virtual_ns;
@@ -278,8 +305,8 @@ TEST(Long, MillionOperations) {
     }
   }
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
-  std::printf("long run: %llu operations, every fault at %.0f%%, %llu bytes verified, %.3f s virtual, %.1f s wall, %llu runs\n",
-              (unsigned long long)all.ops, rate * 100, (unsigned long long)all.bytes_verified, all.virtual_ns / 1e9, wall,
+  std::printf("long run%s: %llu operations, every fault at %.0f%%, %llu bytes verified, %.3f s virtual, %.1f s wall, %llu runs\n",
+              sr ? " (selective repeat)" : "", (unsigned long long)all.ops, rate * 100, (unsigned long long)all.bytes_verified, all.virtual_ns / 1e9, wall,
               (unsigned long long)(seed - 1));
   for (auto [name, l] : {std::pair{"A->B", &lab}, std::pair{"B->A", &lba}})
     std::printf("link %s: sent %llu delivered %llu dropped %llu duplicated %llu reordered %llu corrupted %llu delayed %llu\n", name,
@@ -289,7 +316,7 @@ TEST(Long, MillionOperations) {
   for (auto [name, c] : {std::pair{"A (requester)", &sum_a}, std::pair{"B (responder)", &sum_b}})
     std::printf("%s: sent_pkts %llu rcvd_pkts %llu retransmitted %llu timeouts %llu out_of_seq_request %llu rcvd_seq_err %llu "
                 "send_rnr_err %llu rcvd_rnr_err %llu duplicate_request %llu out_of_sequence %llu icrc_errors %llu malformed %llu "
-                "not_for_us %llu implied_naks %llu gap_restarts %llu naks_ignored %llu probes %llu\n",
+                "not_for_us %llu implied_naks %llu gap_restarts %llu naks_ignored %llu probes %llu sr_resends %llu sr_held %llu\n",
                 name, (unsigned long long)c->sent_pkts, (unsigned long long)c->rcvd_pkts,
                 (unsigned long long)c->retransmitted, (unsigned long long)c->timeouts,
                 (unsigned long long)c->out_of_seq_request, (unsigned long long)c->rcvd_seq_err,
@@ -297,7 +324,8 @@ TEST(Long, MillionOperations) {
                 (unsigned long long)c->duplicate_request, (unsigned long long)c->out_of_sequence,
                 (unsigned long long)c->icrc_errors, (unsigned long long)c->malformed,
                 (unsigned long long)c->dropped_not_for_us, (unsigned long long)c->implied_naks,
-                (unsigned long long)c->gap_restarts, (unsigned long long)c->naks_ignored, (unsigned long long)c->probes);
+                (unsigned long long)c->gap_restarts, (unsigned long long)c->naks_ignored, (unsigned long long)c->probes,
+                (unsigned long long)c->sr_resends, (unsigned long long)c->sr_held);
 }
 
 // ---- Scripted faults -----------------------------------------------------------------------

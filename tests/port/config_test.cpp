@@ -196,15 +196,19 @@ TEST(Config, TransportKeys) {
   EXPECT_EQ(d->ack_req_every, param::kAckReqEvery);
   EXPECT_EQ(d->ack_every, param::kAckEvery);
   EXPECT_EQ(uint64_t(d->probe_floor_us) * 1000, param::kProbeFloorNs);
-  auto c = ecn_keys::load_text("max_unacked_psns = 32\nack_req_every = 8\nack_every = 4\nprobe_floor_us = 0\n", err);
+  EXPECT_EQ(d->selective_repeat, param::kSelectiveRepeat);
+  EXPECT_FALSE(d->selective_repeat) << "off unless both ends say on";
+  auto c = ecn_keys::load_text(
+      "max_unacked_psns = 32\nack_req_every = 8\nack_every = 4\nprobe_floor_us = 0\nselective_repeat = on\n", err);
   ASSERT_TRUE(c) << err;
+  EXPECT_TRUE(c->selective_repeat);
   EXPECT_EQ(c->max_unacked_psns, 32u);
   EXPECT_EQ(c->ack_req_every, 8u);
   EXPECT_EQ(c->ack_every, 4u);
   EXPECT_EQ(c->probe_floor_us, 0u);
   for (const char* bad : {"max_unacked_psns = 0\n", "max_unacked_psns = 4194305\n", "ack_req_every = 0\n",
                           "ack_req_every = 65537\n", "ack_every = 65537\n", "ack_every = -1\n",
-                          "probe_floor_us = 1000001\n", "probe_floor_us = x\n"}) {
+                          "probe_floor_us = 1000001\n", "probe_floor_us = x\n", "selective_repeat = maybe\n"}) {
     EXPECT_FALSE(ecn_keys::load_text(bad, err)) << bad;
     EXPECT_NE(err.find(std::string(bad).substr(0, std::string(bad).find(' '))), std::string::npos) << err;
   }
