@@ -19,11 +19,13 @@ import datetime
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "support"))
+import driver  # noqa: E402  (tests/support/driver.py)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LESSONS = ["write-send", "go-back-n", "rnr", "read-atomic", "qp-states"]
@@ -43,28 +45,16 @@ LIB = os.path.join(BUILD, "verbs_shim", "liburoce-verbs.so")
 LESSON = os.path.join(BUILD, "tools", "lesson", "uroce-lesson")
 DISSECT = os.path.join(BUILD, "tools", "dissect", "uroce-dissect")
 STAT = os.path.join(ROOT, "tools", "stat", "uroce-stat")
-procs = []
+children = driver.Children()
+procs = children.procs   # start() below appends its own Popen (it needs stdin)
 problems = []
 
 
 def cleanup():
-    for p in procs:
-        if p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            p.wait()
-    procs.clear()
+    children.stop_all()
 
 
-def on_term(signum, frame):
-    cleanup()
-    sys.exit(1)
-
-
-signal.signal(signal.SIGTERM, on_term)
-signal.signal(signal.SIGINT, on_term)
+driver.on_signals(cleanup)
 
 
 def expect(cond, what):

@@ -20,8 +20,12 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import driver  # noqa: E402  (tests/support/driver.py)
+
 SOCK = "/tmp/uroce-memif.sock"
-procs = []
+children = driver.Children(grace=5, echo=lambda line: log(line))
+procs = children.procs
 netns_up = False
 args = None
 
@@ -32,23 +36,8 @@ def log(*a):
 
 def cleanup():
     global netns_up
-    for p in procs:
-        if p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-    for p in procs:
-        try:
-            p.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-    procs.clear()
-    if os.path.exists(SOCK):
-        os.unlink(SOCK)
+    children.stop_all()
+    driver.remove(SOCK)
     if netns_up:
         subprocess.run([args.netns, "down"], check=False)
         netns_up = False
@@ -59,11 +48,7 @@ def on_term(signum, frame):
 
 
 def start(cmd, out):
-    log("+", " ".join(cmd))
-    f = open(out, "w")
-    p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
-    procs.append(p)
-    return p
+    return children.start(cmd, out)
 
 
 def finish(p, out, timeout):

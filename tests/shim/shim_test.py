@@ -9,15 +9,15 @@ usage: shim_test.py --root REPO --lib liburoce-verbs.so [--results FILE] [--cxx-
 (--cxx-test: shim_data_test for scenario cxx, api_sweep for scenario sweep)
 """
 import argparse
-import glob
 import json
 import os
 import re
-import shutil
-import signal
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import driver  # noqa: E402  (tests/support/driver.py)
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--root", required=True)
@@ -34,7 +34,7 @@ CFG = os.path.join(ROOT, "config")
 SOCK = "/tmp/uroce-memif.sock"
 NSA = ["ip", "netns", "exec", "uroce-a"]
 NSB = ["ip", "netns", "exec", "uroce-b"]
-procs = []
+children = driver.Children()
 netns_up = False
 port_counter = [19000 + (os.getpid() % 500) * 2]
 
@@ -45,30 +45,14 @@ def log(*a):
 
 def cleanup():
     global netns_up
-    for p in procs:
-        if p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            p.wait()
-    procs.clear()
-    for d in glob.glob("/var/run/dpdk/uroce-shim-*"):
-        pid = d.rsplit("-", 1)[-1]
-        if pid.isdigit() and not os.path.exists("/proc/" + pid):
-            shutil.rmtree(d, ignore_errors=True)
+    children.stop_all()
+    driver.remove_stale_shim_runtime_dirs()
     if netns_up:
         subprocess.run([NETNS, "down"], check=False)
         netns_up = False
 
 
-def on_term(signum, frame):
-    cleanup()
-    sys.exit(1)
-
-
-signal.signal(signal.SIGTERM, on_term)
-signal.signal(signal.SIGINT, on_term)
+driver.on_signals(cleanup)
 
 
 def record(entry):
@@ -78,19 +62,11 @@ def record(entry):
 
 
 def start(cmd, out):
-    env = dict(os.environ, UROCE_VERBS_LIB=args.lib)
-    p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
-    procs.append(p)
-    return p
+    return children.start(cmd, out, dict(os.environ, UROCE_VERBS_LIB=args.lib))
 
 
 def finish(p, timeout):
-    try:
-        return p.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.wait()
-        return "timeout"
+    return children.finish(p, timeout)
 
 
 def ns_up():
@@ -213,14 +189,7 @@ def run_perftest(link, tool, opts, sizes=None, timeout=60, expect_sizes=None):
 
 
 def cleanup_procs():
-    for p in procs:
-        if p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            p.wait()
-    procs.clear()
+    children.stop_all()
 
 
 def run_pingpong(link, server_side_ns, opts, timeout=40, tool="ibv_rc_pingpong"):

@@ -16,7 +16,6 @@ timeout). Needs root; exits 77 (skip) otherwise.
 usage: stat_test.py --root REPO --perf BUILD/bench/uroce-perf --lib liburoce-verbs.so SCENARIO
 """
 import argparse
-import glob
 import json
 import os
 import re
@@ -26,6 +25,9 @@ import socket
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import driver  # noqa: E402  (tests/support/driver.py)
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--root", required=True)
@@ -39,7 +41,8 @@ STAT = os.path.join(ROOT, "tools", "stat", "uroce-stat")
 RUN = os.path.join(ROOT, "scripts", "uroce-run")
 CFG = os.path.join(ROOT, "config")
 SOCK = "/tmp/uroce-memif.sock"
-procs = []
+children = driver.Children(grace=5, echo=lambda line: log(line))
+procs = children.procs
 failures = []
 
 
@@ -55,29 +58,9 @@ def check(cond, msg):
 
 
 def cleanup():
-    for p in procs:
-        if p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-    for p in procs:
-        try:
-            p.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            p.wait()
-    procs.clear()
-    if os.path.exists(SOCK):
-        os.unlink(SOCK)
-    # Runtime directories of shim processes that are gone (a killed process leaves its own).
-    for d in glob.glob("/var/run/dpdk/uroce-shim-*"):
-        pid = d.rsplit("-", 1)[-1]
-        if pid.isdigit() and not os.path.exists("/proc/" + pid):
-            shutil.rmtree(d, ignore_errors=True)
+    children.stop_all()
+    driver.remove(SOCK)
+    driver.remove_stale_shim_runtime_dirs()
 
 
 def on_term(signum, frame):
@@ -85,11 +68,7 @@ def on_term(signum, frame):
 
 
 def start(cmd, out, env=None):
-    log("+", " ".join(cmd))
-    p = subprocess.Popen(cmd, stdout=open(out, "w"), stderr=subprocess.STDOUT, start_new_session=True,
-                         env=env)
-    procs.append(p)
-    return p
+    return children.start(cmd, out, env)
 
 
 def wait_for(pred, t, what, alive=()):

@@ -36,11 +36,13 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import driver  # noqa: E402  (tests/support/driver.py)
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--root", required=True)
@@ -57,7 +59,7 @@ NETNS = os.path.join(ROOT, "scripts", "netns-pair")
 CFG = os.path.join(ROOT, "config")
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOCK = "/tmp/uroce-memif.sock"
-procs = []
+children = driver.Children()
 netns_up = False
 
 # UCP tests (UCX chooses the transports among UCX_TLS): tag matching, put, get (RDMA READ on
@@ -82,18 +84,8 @@ def log(*a):
 
 
 def kill_procs():
-    for p in procs:
-        if p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            p.wait()
-    procs.clear()
-    for d in glob.glob("/var/run/dpdk/uroce-shim-*"):
-        pid = d.rsplit("-", 1)[-1]
-        if pid.isdigit() and not os.path.exists("/proc/" + pid):
-            shutil.rmtree(d, ignore_errors=True)
+    children.stop_all()
+    driver.remove_stale_shim_runtime_dirs()
 
 
 def cleanup():
@@ -104,13 +96,7 @@ def cleanup():
         netns_up = False
 
 
-def on_term(signum, frame):
-    cleanup()
-    sys.exit(1)
-
-
-signal.signal(signal.SIGTERM, on_term)
-signal.signal(signal.SIGINT, on_term)
+driver.on_signals(cleanup)
 
 
 def record(entry):
@@ -126,18 +112,11 @@ def env(extra):
 
 
 def start(cmd, out, extra=None):
-    p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env(extra or {}))
-    procs.append(p)
-    return p
+    return children.start(cmd, out, env(extra or {}))
 
 
 def finish(p, timeout):
-    try:
-        return p.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.wait()
-        return "timeout"
+    return children.finish(p, timeout)
 
 
 def side_config(conf):
