@@ -444,6 +444,7 @@ def scenario_bench():
     subprocess.run([NETNS, "up"], check=True)
     netns_up = True
     rows = []
+    perftest_bw = None
     try:
         for label, uroce, tls, extra in [("uroce rc_verbs", True, "rc_verbs,ud_verbs", {}),
                                          ("kernel tcp", False, "tcp", {"UCX_NET_DEVICES": "uroce-va,uroce-vb"})]:
@@ -452,8 +453,21 @@ def scenario_bench():
                 rows.append((label, test, size, fig if ok else None, lanes_ok(lanes, {tls.split(",")[0], "ud_verbs"})[1]))
                 if not ok:
                     log("\n".join(text.splitlines()[-15:]))
+        # The same link's ceiling for uroce through the verbs API: perftest's ib_write_bw 1 MiB.
+        s = start(side_cmd("veth", "server", ["ib_write_bw", "-d", DEV, "-x", "1", "-F", "-s", "1048576",
+                                              "-n", "2000", "-p", "18777"]), subprocess.PIPE)
+        wait_port("veth", 18777, s)
+        c = subprocess.run(side_cmd("veth", "client", ["ib_write_bw", "-d", DEV, "-x", "1", "-F", "-s",
+                                                       "1048576", "-n", "2000", "-p", "18777", "198.18.0.2"]),
+                           capture_output=True, text=True, timeout=120, env=env({}), start_new_session=True)
+        finish(s, 20)
+        kill_procs()
+        m = re.search(r"^\s*1048576\s+\d+\s+[\d.]+\s+([\d.]+)", c.stdout, re.M)
+        perftest_bw = float(m.group(1)) if m else None
     finally:
         cleanup()
+    if perftest_bw is not None:
+        log(f"perftest ib_write_bw 1 MiB through the shim on the same link: {perftest_bw:.1f} MB/s")
     log("| transport | test | size | bandwidth MB/s | latency p50 us | latency avg us | lanes |")
     log("|---|---|---:|---:|---:|---:|---|")
     for label, test, size, fig, lanes in rows:
