@@ -654,6 +654,28 @@ def main():
     check("  003e               +8   (frame ends at 0x0040, inside RETH)" in out,
           "--bytes of the RETH-truncated packet:\n" + "\n".join(out))
 
+    # A capture cut at a snap length (uroce's port keeps the headers and 64 bytes by default):
+    # the headers are decoded, the ICRC is not checked, nothing is called malformed. A frame cut
+    # short on the wire (the capture has all it had) stays malformed.
+    w64k = read_pcap(os.path.join(golden, "rxe/write_64k.pcap"))[0]    # a WRITE FIRST, 1024 B payload
+    snap = os.path.join(work, "snapped.pcap")
+    with open(snap, "wb") as f:
+        f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 126, 1))
+        for i, (fr, keep) in enumerate(((w64k, 126), (ack, len(ack)), (cut, len(cut)))):
+            f.write(struct.pack("<IIII", 1700000000, i, keep, len(fr)) + fr[:keep])
+    rc, out, _ = run(exe, snap)
+    text = "\n".join(out)
+    check(rc == 1 and summary(out) == (3, 3, 1, 0, 1), "snapped: rc %d summary %s" % (rc, summary(out)))
+    check("RC_RDMA_WRITE_FIRST qp 0x" in out[0] and "payload 1024" in out[0] and
+          "(snapped: 126 of %d bytes captured, icrc not checked)" % len(w64k) in out[0] and "MALFORMED" not in out[0],
+          "snapped: the cut WRITE FIRST: " + out[0])
+    check("MALFORMED: truncated in IP payload" in out[2], "snapped: the frame cut on the wire: " + out[2])
+    check("(1 frame cut short by the capture's snap length: headers decoded, ICRC not checked)" in text,
+          "snapped: no note of the snapped frame:\n" + text)
+    rc, out, _ = run(exe, "--bytes", snap)
+    check(any("not checked (snapped)" in l for l in out) or any("frame ends" in l for l in out),
+          "snapped --bytes:\n" + "\n".join(out[:30]))
+
     # 3. --qp, in decimal and hex, against the QPs read from the bytes.
     path = os.path.join(golden, "tutorial/rdma_cm.pcap")
     qps = {}

@@ -561,7 +561,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  size_t n_frames = 0, n_roce = 0, n_ok = 0, n_bad = 0, n_malformed = 0, n_v1 = 0;
+  size_t n_frames = 0, n_roce = 0, n_ok = 0, n_bad = 0, n_malformed = 0, n_v1 = 0, n_snapped = 0;
   size_t n_cnp = 0, n_ecn[4] = {};
   const double t0 = cap.frames.empty() ? 0 : cap.frames.front().time;
   std::vector<uint8_t> conv;
@@ -596,7 +596,23 @@ int main(int argc, char** argv) {
     }
 
     Packet p;
-    const ParseResult r = parse(f, p);
+    ParseResult r = parse(f, p);
+    // A frame the capture cut short (its snap length: uroce's port keeps the headers and 64
+    // bytes by default): decode its headers from a copy filled up to the length it had on the
+    // wire with zeros. Only the ICRC and the missing payload bytes differ from the frame that was
+    // sent, so what parse() says of the headers holds for it; the ICRC cannot be checked.
+    std::vector<uint8_t> filled;
+    bool snapped = false;
+    if (!r.ok() && fr.orig_len > fr.bytes.size() && !cooked_hdr) {
+      filled.assign(f.begin(), f.end());
+      filled.resize(fr.orig_len, 0);
+      Packet q;
+      if (parse(filled, q).error == ParseError::BadIcrc) {
+        p = q;
+        r = ParseResult{};
+        snapped = true;
+      }
+    }
     // The BTH is in the frame if parse() got that far; for earlier errors read what is there.
     const size_t b = o.bth;
     const bool bth_present = b + 12 <= f.size();
@@ -618,7 +634,10 @@ int main(int argc, char** argv) {
       }
       // The connection manager's MADs: a UD SEND to QP 1 (proto/cm.hpp).
       if (uroce::proto::cm::is_gsi_send(p.opcode, p.dest_qp)) line += uroce::dissect::cm_line(p.payload);
-      if (r.ok()) {
+      if (snapped) {
+        ++n_snapped;
+        line += fmt("  (snapped: %zu of %u bytes captured, icrc not checked)", fr.bytes.size(), unsigned(fr.orig_len));
+      } else if (r.ok()) {
         ++n_ok;
         line += "  icrc ok";
       } else {
@@ -646,7 +665,8 @@ int main(int argc, char** argv) {
     std::printf("%s\n", line.c_str());
     if (opt.bytes) {
       std::string verdict;
-      if (r.ok()) verdict = ", ok";
+      if (snapped) verdict = ", not checked (snapped)";
+      else if (r.ok()) verdict = ", ok";
       else if (r.error == ParseError::BadIcrc) verdict = fmt(", BAD: computed 0x%08" PRIx32, p.icrc_computed);
       print_layout(f, o, verdict);
     }
@@ -655,6 +675,9 @@ int main(int argc, char** argv) {
   if (n_cnp || n_ecn[1] || n_ecn[2] || n_ecn[3])
     std::printf("(%zu CNP, ECN: %zu ECT0, %zu ECT1, %zu CE)\n", n_cnp, n_ecn[2], n_ecn[1], n_ecn[3]);
   if (n_v1) std::printf("(%zu RoCE v1 frame%s counted as roce, not decoded)\n", n_v1, n_v1 == 1 ? "" : "s");
+  if (n_snapped)
+    std::printf("(%zu frame%s cut short by the capture's snap length: headers decoded, ICRC not checked)\n", n_snapped,
+                n_snapped == 1 ? "" : "s");
   std::printf("%zu frames, %zu roce, %zu icrc ok, %zu icrc bad, %zu malformed\n", n_frames, n_roce, n_ok, n_bad,
               n_malformed);
   return (n_bad || n_malformed) ? 1 : 0;
