@@ -296,7 +296,7 @@ int Manager::listen(uint64_t service_id, uint32_t* id) {
 int Manager::connect(const ConnectParams& p, uint32_t* id) {
   const size_t room = pcm::ReqView<uint8_t>::kPrivateDataSize - (p.cma ? pcm::CmaHeaderView<uint8_t>::kSize : 0);
   if (p.private_data.size() > room || !dev_.sgid(p.peer.sgid_index) || p.qpn == 0 || p.qpn > 0xFFFFFF ||
-      p.max_retries > 15 || p.response_timeout > 31)
+      p.max_retries > 15 || p.response_timeout > 31 || p.local_response_timeout > 31)
     return EINVAL;
   // TimeWait: a QP number still reserved by a finished connection is not used again yet.
   for (const auto& [cid, c] : conns_)
@@ -327,7 +327,7 @@ int Manager::connect(const ConnectParams& p, uint32_t* id) {
   r.remote_cm_response_timeout = p.response_timeout;
   r.transport_service_type = p.uc ? 1 : 0;
   r.starting_psn = p.starting_psn & 0xFFFFFF;
-  r.local_cm_response_timeout = p.response_timeout;
+  r.local_cm_response_timeout = p.local_response_timeout;
   r.retry_count = p.retry_count & 7;
   r.path_mtu = uint8_t(p.path_mtu);
   r.rnr_retry_count = p.rnr_retry_count & 7;

@@ -118,7 +118,11 @@ struct ConnectParams {
   uint8_t local_ack_timeout = 17;   // into the REQ's primary path
   bool uc = false;                  // transport service type UC (else RC)
   bool srq = false;
-  uint8_t response_timeout = param::kCmResponseTimeout;  // both CM response timeouts of the REQ
+  // The REQ's remote CM response timeout: how long we wait for the peer's answers (REP, DREP).
+  uint8_t response_timeout = param::kCmResponseTimeout;
+  // The REQ's local CM response timeout: how long we may take to answer (the peer waits that
+  // long for our RTU and DREP before resending).
+  uint8_t local_response_timeout = param::kCmResponseTimeout;
   uint8_t max_retries = param::kCmMaxRetries;
   const pcm::CmaHeader* cma = nullptr;  // rdma_cm's IP header, first 36 bytes of the private data
   std::span<const uint8_t> private_data{};  // up to 92 bytes (56 after the IP header)
