@@ -14,9 +14,11 @@ namespace uroce::engine::cm {
 
 namespace {
 
+// Private data into a message's field at `off` (the caller checked the size; an empty span may
+// have no data pointer at all, and memcpy must not see it).
 template <size_t N>
-void copy_pd(std::array<uint8_t, N>& dst, std::span<const uint8_t> src) {
-  std::memcpy(dst.data(), src.data(), std::min(N, src.size()));
+void copy_pd(std::array<uint8_t, N>& dst, std::span<const uint8_t> src, size_t off = 0) {
+  if (!src.empty() && off < N) std::memcpy(dst.data() + off, src.data(), std::min(N - off, src.size()));
 }
 template <size_t N>
 std::vector<uint8_t> vec(const std::array<uint8_t, N>& a) {
@@ -345,7 +347,7 @@ int Manager::connect(const ConnectParams& p, uint32_t* id) {
     pcm::emit_cma_header(*p.cma, r.private_data);
     off = pcm::CmaHeaderView<uint8_t>::kSize;
   }
-  std::memcpy(r.private_data.data() + off, p.private_data.data(), p.private_data.size());
+  copy_pd(r.private_data, p.private_data, off);
   pcm::Mad m{{}, r};
   m.hdr.tid = c->tid;
   send(c->peer, c->local_gid, m, c);  // a lost (or unsent) REQ is resent by the timer
@@ -459,7 +461,7 @@ int Manager::sidr_request(const SidrParams& p, uint32_t* id) {
     pcm::emit_cma_header(*p.cma, r.private_data);
     off = pcm::CmaHeaderView<uint8_t>::kSize;
   }
-  std::memcpy(r.private_data.data() + off, p.private_data.data(), p.private_data.size());
+  copy_pd(r.private_data, p.private_data, off);
   pcm::Mad m{{}, r};
   m.hdr.tid = c->tid;
   send(c->peer, c->local_gid, m, c);
