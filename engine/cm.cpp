@@ -286,6 +286,12 @@ void Manager::send_rej(Conn& c, uint8_t msg, uint16_t reason, std::span<const ui
 
 // ---- The library's calls ------------------------------------------------------------------------
 
+// The source GID exists and is of the destination's family (IPv4 to IPv4, IPv6 to IPv6).
+bool Manager::same_family(const Peer& to) const {
+  const proto::Ip6* src = dev_.sgid(to.sgid_index);
+  return src && gid_is_v4mapped(*src) == gid_is_v4mapped(to.dgid);
+}
+
 int Manager::listen(uint64_t service_id, uint32_t* id) {
   if (find_listener(service_id)) return EADDRINUSE;
   Conn* c = new_conn(State::Listen);
@@ -297,7 +303,7 @@ int Manager::listen(uint64_t service_id, uint32_t* id) {
 
 int Manager::connect(const ConnectParams& p, uint32_t* id) {
   const size_t room = pcm::ReqView<uint8_t>::kPrivateDataSize - (p.cma ? pcm::CmaHeaderView<uint8_t>::kSize : 0);
-  if (p.private_data.size() > room || !dev_.sgid(p.peer.sgid_index) || p.qpn == 0 || p.qpn > 0xFFFFFF ||
+  if (p.private_data.size() > room || !same_family(p.peer) || p.qpn == 0 || p.qpn > 0xFFFFFF ||
       p.max_retries > 15 || p.response_timeout > 31 || p.local_response_timeout > 31)
     return EINVAL;
   // TimeWait: a QP number still reserved by a finished connection is not used again yet.
@@ -444,7 +450,7 @@ int Manager::disconnect(uint32_t id, std::span<const uint8_t> pd) {
 
 int Manager::sidr_request(const SidrParams& p, uint32_t* id) {
   const size_t room = pcm::SidrReqView<uint8_t>::kPrivateDataSize - (p.cma ? pcm::CmaHeaderView<uint8_t>::kSize : 0);
-  if (p.private_data.size() > room || !dev_.sgid(p.peer.sgid_index) || p.max_retries > 15) return EINVAL;
+  if (p.private_data.size() > room || !same_family(p.peer) || p.max_retries > 15) return EINVAL;
   Conn* c = new_conn(State::SidrReqSent);
   if (!c) return ENOMEM;
   c->active = true;
@@ -541,7 +547,7 @@ void Manager::on_frame(const proto::Packet& p) {
 void Manager::on_req(const proto::Packet& p, const pcm::MadHeader& h, const pcm::Req& m) {
   const proto::Ip6 peer_gid = gid_of(p, true);
   // A duplicate: our answer was lost, or the peer's timer is shorter than our application.
-  if (Conn* c = find_remote(m.local_comm_id, peer_gid)) {
+  if (Conn* c = find_remote(m.local_comm_id, peer_gid); c && !c->active) {
     switch (c->state) {
       case State::ReqRcvd: {  // not accepted yet: tell the peer to wait longer
         pcm::Mra a;
@@ -772,9 +778,16 @@ void Manager::on_dreq(const proto::Packet& p, const pcm::MadHeader& h, const pcm
       push(event(EventType::Disconnected, *c));
       return;
     }
-    case State::TimeWait:
-      resend(*c);  // our DREP was lost
+    case State::TimeWait: {  // our DREP was lost (or our DREQ crossed theirs): answer again
+      pcm::Drep r;
+      r.local_comm_id = c->local_id;
+      r.remote_comm_id = c->remote_id;
+      pcm::Mad out{{}, r};
+      out.hdr.tid = h.tid;
+      ++ctr_.resent;
+      send(c->peer, c->local_gid, out, nullptr);
       return;
+    }
     default:
       ++ctr_.dropped_wrong_state;
   }

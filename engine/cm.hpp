@@ -246,6 +246,7 @@ class Manager {
   void arm(Conn& c, uint64_t timeout_ns, uint8_t retries);
   void enter_timewait(Conn& c);
   uint64_t cm_time_ns(uint8_t exp) const;
+  bool same_family(const Peer& to) const;
 
   bool send(const Peer& to, const proto::Ip6& from, const pcm::Mad& m, Conn* keep);
   bool resend(Conn& c);

@@ -330,6 +330,24 @@ TEST_F(CmPair, LostDrepIsAnsweredFromTimeWait) {
   EXPECT_EQ(count(1, attr(pcm::Attr::Drep)), 2u);  // the resent DREQ found B in TimeWait
 }
 
+// Both sides disconnect at once (as in the golden capture, frames 91-94): each answers the
+// other's DREQ with a DREP and both end in TimeWait.
+TEST_F(CmPair, CrossingDreqs) {
+  uint32_t ida, idb;
+  connect(ida, idb);
+  ASSERT_EQ(cm(0).disconnect(ida), 0);
+  ASSERT_EQ(cm(1).disconnect(idb), 0);
+  Event e;
+  ASSERT_TRUE(wait(0, EventType::Disconnected, &e));
+  ASSERT_TRUE(wait(1, EventType::Disconnected, &e));
+  EXPECT_EQ(state(0, ida), State::TimeWait);
+  EXPECT_EQ(state(1, idb), State::TimeWait);
+  EXPECT_EQ(count(0, attr(pcm::Attr::Drep)), 1u);
+  EXPECT_EQ(count(1, attr(pcm::Attr::Drep)), 1u);
+  ASSERT_TRUE(wait(0, EventType::TimewaitExit, &e));
+  ASSERT_TRUE(wait(1, EventType::TimewaitExit, &e));
+}
+
 TEST_F(CmPair, PeerThatVanishesTimesOut) {
   uint32_t lid, ida;
   ASSERT_EQ(cm(1).listen(kSid, &lid), 0);
@@ -529,6 +547,9 @@ TEST_F(CmPair, ReqOnTheWireParsesWithProtoCm) {
   // Private data beyond 56 bytes after the IP header does not fit.
   std::vector<uint8_t> big(57);
   params.private_data = big;
+  EXPECT_EQ(cm(0).connect(params, &ida), EINVAL);
+  params.private_data = {};
+  params.peer.dgid = proto::Ip6{0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};  // IPv6 from an IPv4 GID
   EXPECT_EQ(cm(0).connect(params, &ida), EINVAL);
 }
 
