@@ -191,7 +191,7 @@ Event Manager::event(EventType t, const Conn& c) const {
   e.id = c.local_id;
   e.service_id = c.service_id;
   e.remote_qpn = c.remote_qpn;
-  e.remote_psn = c.local_psn;
+  e.starting_psn = c.local_psn;
   return e;
 }
 
@@ -631,7 +631,7 @@ void Manager::on_req(const proto::Packet& p, const pcm::MadHeader& h, const pcm:
   e.listen_id = listen_id;
   e.service_id = m.service_id;
   e.remote_qpn = m.local_qpn;
-  e.remote_psn = m.starting_psn;
+  e.starting_psn = m.starting_psn;
   e.private_data = vec(m.private_data);
   push(std::move(e));
 }

@@ -91,7 +91,9 @@ struct Event {
   uint32_t listen_id = 0;   // ReqReceived, SidrReqReceived: the listener that took it
   uint64_t service_id = 0;
   uint32_t remote_qpn = 0;  // REQ / REP: the peer's QP; SIDR_REP: the QPN to send to
-  uint32_t remote_psn = 0;  // REQ / REP: the starting PSN announced (see Conn)
+  // REQ / REP: the starting PSN the peer announced, which is the PSN *our* QP sends from
+  // (Conn::local_psn; the library sets it as the QP's sq_psn).
+  uint32_t starting_psn = 0;
   uint32_t qkey = 0;        // SIDR_REP
   uint16_t reason = 0;      // RejReceived: the REJ reason
   uint8_t status = 0;       // SidrRepReceived: the SIDR status

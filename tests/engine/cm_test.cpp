@@ -170,7 +170,7 @@ TEST_F(CmPair, ConnectAcceptEstablishDisconnect) {
   EXPECT_EQ(e.listen_id, lid);
   EXPECT_EQ(e.service_id, kSid);
   EXPECT_EQ(e.remote_qpn, pr->a.qp->qpn());
-  EXPECT_EQ(e.remote_psn, pr->opt.sq_psn_b);
+  EXPECT_EQ(e.starting_psn, pr->opt.sq_psn_b);
   ASSERT_TRUE(e.has_cma);
   EXPECT_EQ(e.cma, cma);
   ASSERT_EQ(e.private_data.size(), 92u);
@@ -186,7 +186,7 @@ TEST_F(CmPair, ConnectAcceptEstablishDisconnect) {
   ASSERT_TRUE(wait(0, EventType::RepReceived, &e));
   EXPECT_EQ(e.id, ida);
   EXPECT_EQ(e.remote_qpn, pr->b.qp->qpn());
-  EXPECT_EQ(e.remote_psn, pr->opt.sq_psn_a);  // the PSN A sends from
+  EXPECT_EQ(e.starting_psn, pr->opt.sq_psn_a);  // the PSN A sends from
   EXPECT_EQ(e.private_data[0], 1);
   EXPECT_EQ(e.private_data[2], 3);
   EXPECT_EQ(state(0, ida), State::RepRcvd);
@@ -583,7 +583,7 @@ TEST(CmGolden, KernelReqGetsOurRep) {
   ASSERT_TRUE(dev.cm()->poll_event(e));
   ASSERT_EQ(e.type, EventType::ReqReceived);
   EXPECT_EQ(e.remote_qpn, 0x3du);
-  EXPECT_EQ(e.remote_psn, 8176132u);
+  EXPECT_EQ(e.starting_psn, 8176132u);
   ASSERT_TRUE(e.has_cma);
   EXPECT_EQ(e.cma.src_port, 52471);
   const uint8_t src[] = {10, 1, 16, 62}, dst[] = {10, 1, 16, 61};
