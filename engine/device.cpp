@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "engine/cm.hpp"
 #include "engine/engine.hpp"
 
 namespace uroce::engine {
@@ -60,6 +61,7 @@ Device::Device(Link& link, Clock& clock, const Config& cfg)
       local6_.push_back(g);
     }
   }
+  if (cfg_.cm) cm_ = std::make_unique<cm::Manager>(*this, rng_.next());
 }
 
 const proto::Ip6* Device::sgid(uint32_t index) const {

@@ -11,7 +11,8 @@
 // The files (docs/architecture.md): device.cpp (resources), qp.cpp (QP state shared by the
 // roles), qp_modify.cpp (the state machine of ibv_modify_qp), post.cpp, progress.cpp (the
 // polling loop and receive dispatch), tx.cpp, requester.cpp, completer.cpp, responder.cpp,
-// sge.cpp (scatter/gather), wc.hpp (completions), param.hpp (every limit and default).
+// sge.cpp (scatter/gather), wc.hpp (completions), param.hpp (every limit and default), cm.cpp
+// (the connection manager on QP 1).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -27,6 +28,10 @@
 #include "proto/packet.hpp"
 
 namespace uroce::engine {
+
+namespace cm {
+class Manager;  // the connection manager on QP 1 (engine/cm.hpp)
+}
 
 // The link's transmit side as the roles see it: frames are built into link buffers and
 // handed over in batches (tx.cpp).
@@ -80,6 +85,12 @@ class Device {
     // The GID table: a QP or address handle sends from gids[sgid_index]. Zero entries are
     // unused. Empty: {gid}.
     std::vector<proto::Ip6> gids;
+    // The IB connection manager on QP 1 (engine/cm.hpp; keys cm, cm_timewait_ms, cm_max_conns,
+    // cm_mra_timeout). Off: frames to QP 1 are dropped as for an unknown QP.
+    bool cm = param::kCmEnabled;
+    uint64_t cm_timewait_ns = param::kCmTimewaitNs;
+    uint32_t cm_max_conns = param::kCmMaxConns;
+    uint8_t cm_mra_timeout = param::kCmMraTimeout;
   };
 
   Device(Link& link, Clock& clock, const Config& cfg);
@@ -134,6 +145,8 @@ class Device {
   // progress() fills it. qps(): every QP, for the snapshot (polling thread only).
   SnapshotMailbox& telemetry() { return telemetry_; }
   const std::vector<std::unique_ptr<Qp>>& qps() const { return qps_; }
+  // The connection manager, or nullptr when Config::cm is off.
+  cm::Manager* cm() { return cm_.get(); }
 
   // ---- For the roles (engine/*.cpp) ----
   const MrTable& mrs() const { return mrs_; }
@@ -168,6 +181,7 @@ class Device {
   std::array<PacketBuf, param::kRxBurstMax> rx_{};
   proto::Packet rx_pkt_{};                 // reused for every received frame
   SnapshotMailbox telemetry_;              // telemetry requests from other threads
+  std::unique_ptr<cm::Manager> cm_;        // QP 1, when Config::cm is on
 };
 
 // ---- The roles and the QP operations they share (engine-internal) ----------------------------

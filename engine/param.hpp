@@ -80,6 +80,31 @@ inline constexpr uint32_t kCnpIntervalMaxUs = 1'000'000;  // the largest cnp_int
 // (../shared/golden/hardware). Key cnp_dscp.
 inline constexpr uint8_t kCnpDscp = 48;
 
+// ---- Engine: the IB connection manager on QP 1 (engine/cm.hpp, docs/rdma_cm.md) ----------------
+// Off unless a Device::Config turns it on (key cm: 0 or 1): without it, frames to QP 1 are dropped
+// as for any unknown QP.
+inline constexpr bool kCmEnabled = false;
+// CM response timeout a side announces in its REQ (how long it may take to answer, and how long
+// it waits for the peer's answer): 4.096 us * 2^t. 20 is about 4.3 s, the Linux kernel's
+// CMA_CM_RESPONSE_TIMEOUT. Key cm_response_timeout (0..kCmMaxTimeoutExp).
+inline constexpr uint8_t kCmResponseTimeout = 20;
+// A peer's announced timeouts are capped at this exponent (4.096 us * 2^24, about 69 s), so that a
+// forged or odd MAD cannot hold a connection's state for hours.
+inline constexpr uint8_t kCmMaxTimeoutExp = 24;
+// Resends of a REQ, REP or DREQ (or SIDR_REQ) before giving up (4 bits in the REQ; the kernel's
+// CMA_MAX_CM_RETRIES). Key cm_max_retries (0..15).
+inline constexpr uint8_t kCmMaxRetries = 15;
+// The service timeout our MRAs announce (the peer waits 4.096 us * 2^t longer). Key cm_mra_timeout.
+inline constexpr uint8_t kCmMraTimeout = 24;
+// TimeWait: how long a finished connection's communication ID and QP number stay reserved (a
+// late MAD of the old connection is answered, not mistaken for a new one). Key cm_timewait_ms.
+inline constexpr uint64_t kCmTimewaitNs = 1'000'000'000;
+// Connections (listeners, SIDR requests and ids in TimeWait included) one device keeps; a REQ
+// beyond that is rejected with "no resources". Key cm_max_conns.
+inline constexpr uint32_t kCmMaxConns = 4096;
+// Events waiting for the library to poll; further ones are dropped and counted.
+inline constexpr uint32_t kCmMaxEvents = 4096;
+
 // ---- Port: DPDK link and control plane --------------------------------------------------------
 // Endpoint config defaults (port/config.hpp); the config file key that overrides each is named.
 inline constexpr uint32_t kPathMtu = 1024;           // RoCE path MTU in bytes, 256..4096 (key mtu)

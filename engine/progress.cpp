@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "engine/cm.hpp"
 #include "engine/engine.hpp"
 
 namespace uroce::engine {
@@ -35,6 +36,7 @@ bool Device::progress() {
       did |= qp.ctr.sent_pkts != before;
     }
   }
+  if (cm_) did |= cm_->progress();  // the CM's timers: resends, timeouts, TimeWait
   if (tx_.pending()) tx_.flush();
   // A telemetry snapshot asked for by another thread (engine/telemetry.hpp): one relaxed load
   // per call when nobody asks.
@@ -88,6 +90,11 @@ void Device::rx_frame(PacketBuf& b) {
     ++dev_ctr_.dropped_not_for_us;
     return;
   }
+  // QP 1, the GSI: the connection manager's MADs (engine/cm.cpp). No data QP has number 1.
+  if (p.dest_qp == proto::cm::kCmQpn && cm_) {
+    cm_->on_frame(p);
+    return;
+  }
   Qp* qp = qp_by_num(p.dest_qp);
   const proto::Transport tr = p.info().transport;
   const bool cnp = tr == proto::Transport::CNP;  // to any QP type: its sender's rate, not a message
@@ -125,6 +132,8 @@ void Device::rx_frame(PacketBuf& b) {
   }
   ++qp->ctr.rcvd_pkts;
   qp->ctr.rx_bytes += b.len;
+  // The implicit RTU: the first packet on a QP whose connection waits for the RTU.
+  if (cm_ && cm_->awaiting_rtu() && tr != proto::Transport::UD) [[unlikely]] cm_->qp_data(qp->qpn());
   if (tr == proto::Transport::UD) responder::on_datagram(*this, *qp, p);
   else if (p.info().request) responder::on_request(*this, *qp, p);
   else if (s == QpState::Rts || s == QpState::Sqd || s == QpState::Sqe) completer::on_response(*this, *qp, p);

@@ -15,8 +15,8 @@
 // emit() writes every byte of the MAD (reserved fields as zero). For a MAD whose reserved
 // fields are zero, emit(parse(bytes)) gives back the same bytes.
 //
-// What is not here: the CM state machine, timers and retries, and liburoce-rdmacm. They are
-// not built yet (docs/rdma_cm.md).
+// What is not here: the CM state machine, timers and retries (engine/cm.hpp), and
+// liburoce-rdmacm (not built yet; docs/rdma_cm.md).
 #pragma once
 #include <array>
 #include <cstddef>

@@ -3,8 +3,10 @@
 # executions per second, crashes. TARGET is parse (default: proto::parse() and build(),
 # tests/fuzz/fuzz_parse.cpp), locate (proto::locate(), the ARP / ND views and the port's
 # control plane, tests/fuzz/fuzz_locate.cpp), cm (the CM MAD layer: cm::parse(), cm::emit(), the
-# rdma_cm IP header, tests/fuzz/fuzz_cm.cpp) or engine (a connected pair of engines driven by
-# forged frames, posted work and deregistration, tests/fuzz/fuzz_engine.cpp).
+# rdma_cm IP header, tests/fuzz/fuzz_cm.cpp), engine (a connected pair of engines driven by
+# forged frames, posted work and deregistration, tests/fuzz/fuzz_engine.cpp) or cm_engine (the
+# connection manager's state machine in two engines, driven by MADs, calls and time,
+# tests/fuzz/fuzz_cm_engine.cpp).
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET]
 #
@@ -12,8 +14,8 @@
 # (build-fuzz-locate/ for locate, build-fuzz-cm/ for cm; override with FUZZ_BUILD=dir), seeds the corpus with every
 # frame of the golden captures (GOLDEN_DIR, default ../shared/golden) and keeps the corpus it
 # grows between runs. A crash leaves build-fuzz/artifacts/crash-*; reproduce it with
-# build/tests/fuzz/fuzz_regress FILE (parse), build/tests/fuzz/fuzz_locate FILE (locate) or
-# build/tests/fuzz/fuzz_cm FILE (cm).
+# build/tests/fuzz/fuzz_regress FILE (parse), build/tests/fuzz/fuzz_locate FILE (locate),
+# build/tests/fuzz/fuzz_cm FILE (cm) or build/tests/fuzz/fuzz_cm_engine FILE (cm_engine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,8 +26,8 @@ case "$TARGET" in
   parse) extra=() ;;
   locate) extra=(port/neigh.cpp port/config.cpp) ;;
   cm) extra=() ;;
-  engine) extra=(engine/*.cpp tests/support/fake_link.cpp); seed=no ;;  # its inputs are actions, not frames
-  *) echo "usage: scripts/fuzz.sh [SECONDS] [parse|locate|cm|engine]" >&2; exit 2 ;;
+  engine|cm_engine) extra=(engine/*.cpp tests/support/fake_link.cpp); seed=no ;;  # inputs are actions, not frames
+  *) echo "usage: scripts/fuzz.sh [SECONDS] [parse|locate|cm|engine|cm_engine]" >&2; exit 2 ;;
 esac
 BUILD=${FUZZ_BUILD:-build-fuzz$([ "$TARGET" = parse ] || echo "-$TARGET")}
 GOLDEN=${GOLDEN_DIR:-$(cd .. && pwd)/shared/golden}

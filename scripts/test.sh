@@ -2,7 +2,7 @@
 # The README's second command (and CI's): install what is missing, build, run every test.
 #  1. the normal build (-Wall -Wextra -Werror): every suite;
 #  2. an address+undefined sanitizer build: the unit suites again;
-#  3. a short run of each libFuzzer target (parse, locate, cm, engine).
+#  3. a short run of each libFuzzer target (parse, locate, cm, engine, cm_engine).
 # Ends with one line "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +20,7 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 
 # Each libFuzzer target briefly (scripts/fuzz.sh; the long runs are in docs/security.md).
 fuzz_results=()
-for t in parse locate cm engine; do
+for t in parse locate cm engine cm_engine; do
   if bash scripts/fuzz.sh "${UROCE_FUZZ_SECONDS:-30}" "$t"; then fuzz_results+=(0); else fuzz_results+=(1); status=1; fi
 done
 
