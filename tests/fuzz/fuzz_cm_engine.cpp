@@ -20,10 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -284,22 +281,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 }
 
 #ifndef UROCE_LIBFUZZER
+#include "tests/fuzz/fuzz_regress.hpp"
+
 int main(int argc, char** argv) {
-  if (argc > 1) {
-    for (int i = 1; i < argc; ++i) {
-      std::ifstream f(argv[i], std::ios::binary);
-      std::vector<uint8_t> b((std::istreambuf_iterator<char>(f)), {});
-      LLVMFuzzerTestOneInput(b.data(), b.size());
-    }
-    return 0;
-  }
-  std::mt19937_64 rng(20261201);
-  const int runs = 20000;
-  for (int i = 0; i < runs; ++i) {
-    std::vector<uint8_t> b(1 + rng() % 1024);
-    for (auto& c : b) c = uint8_t(rng());
-    LLVMFuzzerTestOneInput(b.data(), b.size());
-  }
+  const int runs = uroce::fuzz::run_regression(argc, argv, 20261201, 20000, 1024);
+  if (!runs) return 0;
   std::printf("fuzz_cm_engine regression: %d random inputs, every invariant held; events:", runs);
   for (int t = 0; t <= int(cm::EventType::Timeout); ++t)
     std::printf(" %s=%llu", std::string(cm::event_name(cm::EventType(t))).c_str(), (unsigned long long)g_events[t]);

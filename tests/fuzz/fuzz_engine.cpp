@@ -21,7 +21,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <random>
 #include <vector>
 
 #include "engine/engine.hpp"
@@ -310,26 +309,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
 #ifndef UROCE_LIBFUZZER
 // The regression program: seeded random inputs (and any files named on the command line).
-#include <fstream>
-#include <iterator>
+#include "tests/fuzz/fuzz_regress.hpp"
 
 int main(int argc, char** argv) {
-  if (argc > 1) {
-    for (int i = 1; i < argc; ++i) {
-      std::ifstream f(argv[i], std::ios::binary);
-      std::vector<uint8_t> b((std::istreambuf_iterator<char>(f)), {});
-      LLVMFuzzerTestOneInput(b.data(), b.size());
-    }
-    return 0;
-  }
-  std::mt19937_64 rng(20261130);
-  const int runs = 3000;
-  for (int i = 0; i < runs; ++i) {
-    std::vector<uint8_t> b(1 + rng() % 2048);
-    for (auto& c : b) c = uint8_t(rng());
-    LLVMFuzzerTestOneInput(b.data(), b.size());
-  }
-  std::printf("fuzz_engine regression: %d random inputs, every invariant held\n", runs);
+  const int runs = uroce::fuzz::run_regression(argc, argv, 20261130, 3000, 2048);
+  if (runs) std::printf("fuzz_engine regression: %d random inputs, every invariant held\n", runs);
   return 0;
 }
 #endif
