@@ -27,6 +27,7 @@
 #include "engine/cm.hpp"
 #include "engine/engine.hpp"
 #include "proto/cm.hpp"
+#include "tests/fuzz/fuzz_input.hpp"
 #include "tests/support/fake_link.hpp"
 
 using namespace uroce;
@@ -48,19 +49,7 @@ constexpr uint32_t kMaxConns = 32;
 uint64_t g_events[16];
 constexpr uint32_t kMaxFramesPerProgress = 4 * kMaxConns + 64;
 
-struct Input {
-  const uint8_t* p;
-  size_t n;
-  bool empty() const { return n == 0; }
-  uint8_t u8() {
-    if (!n) return 0;
-    --n;
-    return *p++;
-  }
-  uint16_t u16() { return uint16_t(u8() | u8() << 8); }
-  uint32_t u32() { return uint32_t(u16() | uint32_t(u16()) << 16); }
-  uint64_t u64() { return u32() | uint64_t(u32()) << 32; }
-};
+using uroce::fuzz::Input;  // tests/fuzz/fuzz_input.hpp
 
 proto::Ip6 v4gid(uint8_t d) {
   proto::Ip6 g{};

@@ -26,6 +26,7 @@
 #include "engine/engine.hpp"
 #include "proto/aeth.hpp"
 #include "proto/psn.hpp"
+#include "tests/fuzz/fuzz_input.hpp"
 #include "tests/support/fake_link.hpp"
 
 using namespace uroce;
@@ -44,19 +45,7 @@ namespace {
 constexpr size_t kMem = 1 << 16, kCanary = 64;
 constexpr uint32_t kMaxFramesPerProgress = 2048;  // far above what the limits allow (see below)
 
-struct Input {
-  const uint8_t* p;
-  size_t n;
-  bool empty() const { return n == 0; }
-  uint8_t u8() {
-    if (!n) return 0;
-    --n;
-    return *p++;
-  }
-  uint16_t u16() { return uint16_t(u8() | u8() << 8); }
-  uint32_t u32() { return uint32_t(u16() | uint32_t(u16()) << 16); }
-  uint64_t u64() { return u32() | uint64_t(u32()) << 32; }
-};
+using uroce::fuzz::Input;  // tests/fuzz/fuzz_input.hpp
 
 struct End {
   std::unique_ptr<Device> dev;
