@@ -105,20 +105,6 @@ struct LineText {
 
 // ---- --bytes ------------------------------------------------------------------------------------
 
-std::string bits(unsigned v, std::initializer_list<unsigned> groups) {
-  std::string s;
-  int bit = 7;
-  for (unsigned g : groups) {
-    if (!s.empty()) s += ' ';
-    for (unsigned i = 0; i < g; ++i, --bit) s += (v >> bit) & 1 ? '1' : '0';
-  }
-  return s;
-}
-
-std::string named(const char* name, const std::string& value) { return fmt("%-11s = %s", name, value.c_str()); }
-std::string with_bits(const std::string& fields, const std::string& b) {
-  return fmt("%-28s [%s]", fields.c_str(), b.c_str());
-}
 
 // Collects the fields of one header.
 class Fields {

@@ -125,7 +125,10 @@ bool is_option(std::string_view a, std::string_view name) {
 
 // ---- formatting helpers ------------------------------------------------------------------
 
+using uroce::dissect::bits;
 using uroce::dissect::fmt;
+using uroce::dissect::named;
+using uroce::dissect::with_bits;
 
 // Source or destination address of the IP header locate() found.
 std::string ip_str(std::span<const uint8_t> f, const Located& at, bool src) {
@@ -149,15 +152,6 @@ std::string hex_bytes(const uint8_t* p, size_t n) {
   return s;
 }
 
-std::string bits(uint8_t v, std::initializer_list<int> groups) {
-  std::string s;
-  int bit = 7;
-  for (int g : groups) {
-    if (!s.empty()) s += ' ';
-    for (int i = 0; i < g; ++i, --bit) s += (v >> bit) & 1 ? '1' : '0';
-  }
-  return s;
-}
 
 std::string aeth_text(uint8_t syndrome) {
   Syndrome s = Syndrome::decode(syndrome);
@@ -267,10 +261,6 @@ class Layout {
   bool ended_ = false;
 };
 
-// A byte of several bit fields: the fields, then its bits grouped field by field.
-std::string with_bits(const std::string& fields, const std::string& b) { return fmt("%-28s [%s]", fields.c_str(), b.c_str()); }
-
-std::string named(const char* name, const std::string& value) { return fmt("%-11s = %s", name, value.c_str()); }
 
 // Prints the layout of the BTH and the extension headers its opcode names, read from the
 // frame bytes, then payload, pad and ICRC, as far as the frame holds them.

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "tools/dissect/text.hpp"
+
 namespace uroce::dissect {
 
-// printf into a std::string (at most 511 characters): the line view and the drawing share it.
-std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
 
 // What the dissector learnt about one RoCE frame.
 struct LadderFrame {

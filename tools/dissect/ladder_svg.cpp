@@ -24,14 +24,6 @@ namespace uroce::dissect {
 
 using namespace uroce::proto;
 
-std::string fmt(const char* f, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, f);
-  std::vsnprintf(buf, sizeof buf, f, ap);
-  va_end(ap);
-  return buf;
-}
 
 namespace {
 
