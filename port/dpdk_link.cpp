@@ -175,15 +175,16 @@ bool DpdkLink::setup(std::string& err) {
   // A memif client cannot start before its server has made the socket (a failed start leaves the
   // PMD unable to connect later): two programs started together, as ucx_perftest's two sides open
   // their devices at the same moment, wait for it up to kLinkWaitMs, as they would for the link.
-  memif_client_ = !memif_client_socket(cfg_.eal).empty();
+  const std::string server_socket = memif_client_socket(cfg_.eal);
+  memif_client_ = !server_socket.empty();
   if (memif_client_) {
-    const std::string sock = memif_client_socket(cfg_.eal);
-    for (uint32_t waited_ms = 0; !unix_socket_listening(sock) && waited_ms < param::kLinkWaitMs; waited_ms += 20)
-      rte_delay_us_sleep(20'000);
+    for (uint32_t waited_ms = 0; !unix_socket_listening(server_socket) && waited_ms < param::kLinkWaitMs;
+         waited_ms += param::kLinkCheckMs)
+      rte_delay_us_sleep(param::kLinkCheckMs * 1000);
   }
   if (int rc = rte_eth_dev_start(port_); rc != 0) {
     err = "rte_eth_dev_start: " + std::string(rte_strerror(-rc));
-    if (is_memif_) err += " (a memif client: is its server running?)";
+    if (memif_client_) err += " (a memif client: is its server running?)";
     return false;
   }
   // In flow isolation the rte_flow rule for our MAC (below) receives for it; the MAC list and
