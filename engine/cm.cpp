@@ -214,13 +214,13 @@ uint64_t Manager::cm_time_ns(uint8_t exp) const {
 void Manager::arm(Conn& c, uint64_t timeout_ns, uint8_t retries) {
   c.timeout_ns = timeout_ns;
   c.retries_left = retries;
-  c.timer_ns = dev_.now_ns() + timeout_ns;
+  c.timer_ns = dev_.step_ns() + timeout_ns;
 }
 
 void Manager::enter_timewait(Conn& c) {
   set_state(c, State::TimeWait);
   c.retries_left = 0;
-  c.timer_ns = dev_.now_ns() + dev_.config().cm_timewait_ns;
+  c.timer_ns = dev_.step_ns() + dev_.config().cm_timewait_ns;
 }
 
 // ---- Sending ------------------------------------------------------------------------------------
@@ -651,7 +651,7 @@ void Manager::on_mra(const proto::Packet& p, const pcm::Mra& m) {
     ++ctr_.dropped_wrong_state;
     return;
   }
-  c->timer_ns = dev_.now_ns() + wait;
+  c->timer_ns = dev_.step_ns() + wait;
   c->retries_left = 0;
   push(event(EventType::MraReceived, *c));
 }
@@ -874,7 +874,7 @@ void Manager::on_sidr_rep(const proto::Packet& p, const pcm::SidrRep& m) {
 
 // Resend what is unanswered, give up after the retries, end TimeWait.
 bool Manager::progress() {
-  const uint64_t now = dev_.now_ns();
+  const uint64_t now = dev_.step_ns();
   bool did = false;
   std::vector<uint32_t> gone;
   for (auto& [id, c] : conns_) {

@@ -203,7 +203,6 @@ inline constexpr uint64_t kShimInlineCheckNs = 1'000'000;
 inline constexpr uint64_t kShimAppStateCheckNs = 1'000'000;
 inline constexpr unsigned long kShimPollerTimerSlackNs = 1'000;
 inline constexpr uint32_t kShimTokenSpins = 256;    // ownership token: pause this often, then yield
-inline constexpr int kShimPollBatch = 32;           // engine completions converted per step of ibv_poll_cq
 inline constexpr uint32_t kShimWrBatchReserve = 64;  // ibv_wr_* batch entries reserved per QP
 // modify_qp with an address vector waits for link-up and resolves the peer's MAC
 // (port::Endpoint::resolve_peer: kLinkWaitMs, then the config's arp_timeout_ms), pausing

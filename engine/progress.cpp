@@ -10,6 +10,8 @@
 namespace uroce::engine {
 
 bool Device::progress() {
+  step_ns_ = clock_.now_ns();
+  in_step_ = true;
   // Frames to our own address first (loopback), then a burst from the link.
   size_t n = tx_.take_loopback(rx_.data(), cfg_.rx_burst);
   bool did = n > 0;
@@ -41,6 +43,7 @@ bool Device::progress() {
   // A telemetry snapshot asked for by another thread (engine/telemetry.hpp): one relaxed load
   // per call when nobody asks.
   if (telemetry_.wanted()) [[unlikely]] telemetry_.serve(*this);
+  in_step_ = false;
   return did;
 }
 
@@ -145,7 +148,7 @@ void Device::rx_frame(PacketBuf& b) {
 // its peer QP on its own address pair and UDP source port; a UD QP's to the datagram's source
 // (DETH source QP, the frame's addresses). The IP header carries cnp_dscp and the device's ECN.
 void Device::send_cnp(Qp& qp, const proto::Packet& p) {
-  const uint64_t now = clock_.now_ns();
+  const uint64_t now = step_ns();
   if (now < qp.cnp_next_ns) return;
   proto::Packet c = qp.tmpl;
   if (qp.init.qp_type == QpType::UD) {

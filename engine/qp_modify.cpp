@@ -179,7 +179,7 @@ int Device::modify_qp(Qp* qp, const QpAttr& a, uint32_t mask) {
   q.cur_qp_state = to;
   if (to == QpState::Reset) qp_ops::reset(*qp);
   if (to == QpState::Rtr) qp_ops::build_template(*qp, *this);
-  if (to == QpState::Rts && cur != QpState::Rts) qp->tx.last_progress_ns = clock_.now_ns();
+  if (to == QpState::Rts && cur != QpState::Rts) qp->tx.last_progress_ns = step_ns();
   if (to == QpState::Err && cur != QpState::Err) qp_ops::set_error(*qp);
   return 0;
 }

@@ -146,19 +146,27 @@ class Cq {
       overflowed_ = true;
       return false;
     }
-    ring_[(head_ + count_) % ring_.size()] = wc;
+    uint32_t tail = head_ + count_;
+    if (tail >= ring_.size()) tail -= uint32_t(ring_.size());
+    ring_[tail] = wc;
     ++count_;
     ++events_;
     return true;
   }
-  uint32_t poll(Wc* out, uint32_t max) {
+  // Takes up to `max` completions, oldest first, handing each to `f` where it lies (the verbs
+  // shim converts them straight into the application's ibv_wc array: no copy in between).
+  template <typename F>
+  uint32_t poll_each(uint32_t max, F&& f) {
     uint32_t n = 0;
-    while (n < max && count_) {
-      out[n++] = ring_[head_];
-      head_ = (head_ + 1) % ring_.size();
+    for (; n < max && count_; ++n) {
+      f(ring_[head_]);
+      if (++head_ == ring_.size()) head_ = 0;
       --count_;
     }
     return n;
+  }
+  uint32_t poll(Wc* out, uint32_t max) {
+    return poll_each(max, [&out](const Wc& w) { *out++ = w; });
   }
   uint32_t depth() const { return uint32_t(ring_.size()); }
   uint32_t size() const { return count_; }

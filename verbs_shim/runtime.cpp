@@ -61,7 +61,7 @@ bool Runtime::drive() {
     }
   }
   if (!contexts.empty()) {
-    const uint64_t now = engine->now_ns();
+    const uint64_t now = engine->last_step_ns();
     if (now >= next_scan_ns) async_scan(*this, now);
   }
   return did;
