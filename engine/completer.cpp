@@ -22,7 +22,7 @@ namespace {
 // the timers start again, and the round trip may be sampled.
 void made_progress(Device& dev, Qp& qp, uint32_t psn) {
   qp.tx.retries_left = qp.attrs.retry_cnt;
-  qp.tx.last_progress_ns = dev.clock().now_ns();
+  qp.tx.last_progress_ns = dev.step_ns();
   requester::acked_through(dev, qp, psn);
 }
 
@@ -122,9 +122,13 @@ void complete_acked(Device& dev, Qp& qp, uint32_t psn, bool inclusive) {
     const bool probing = t.probes > 0;
     made_progress(dev, qp, covered);
     t.rnr_retries_left = qp.attrs.rnr_retry;
-    // The answer to a probe stops short of what we sent: the responder expects the next PSN
-    // and dropped everything after it (its NAK was lost). Resend from there.
-    if (probing && inclusive && !t.sq.empty()) {
+    // The answer to a probe of the oldest unacknowledged packet acknowledges exactly that
+    // packet although more went out after it: the responder expects the next PSN and dropped
+    // everything after it (its NAK was lost; rxe stays silent about later packets until the gap
+    // is filled). Resend from there. Any other ACK after a probe proves nothing: ACKs for
+    // packets sent before the probe still arrive from a responder that was only slow (a
+    // restart on them resent whole windows of packets the responder had, on a loaded machine).
+    if (probing && inclusive && t.probe_oldest && psn == t.probe_psn && !t.sq.empty()) {
       const SendWqe& head = t.sq.front();
       if (head.started && !head.is_read_or_atomic() && (head.next_pkt > head.rcvd_pkts || t.send_idx > 0))
         requester::restart_for_gap(dev, qp, psn_add(head.first_psn, head.rcvd_pkts));
@@ -325,7 +329,7 @@ void on_response(Device& dev, Qp& qp, const proto::Packet& p) {
           qp_ops::fail_wqe(qp, t.sq.front(), WcStatus::RnrRetryExcErr);
           s = CompState::Error;
         } else {
-          t.rnr_until_ns = dev.clock().now_ns() + uint64_t(proto::rnr_timer_us(syn.value)) * 1000;
+          t.rnr_until_ns = dev.step_ns() + uint64_t(proto::rnr_timer_us(syn.value)) * 1000;
           t.req_state = ReqState::WaitRnr;
           requester::go_back_n(qp, p.psn);
           s = CompState::Idle;

@@ -109,6 +109,8 @@ void reset(Qp& qp) {
   t.srtt_ns = t.rttvar_ns = 0;
   t.probes = t.loss_window = 0;
   t.probe_from_ns = 0;
+  t.probe_psn = 0;
+  t.probe_oldest = false;
   t.sr_next = t.sr_end = t.gap_end = 0;
   t.sr_check = false;
   for (auto& b : t.rd_held) b = 0;

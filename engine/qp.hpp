@@ -152,6 +152,8 @@ struct SendSide {
   uint32_t loss_window = 0;        // PSNs allowed in flight after losses (0: max_unacked_psns)
   uint32_t probes = 0;
   uint64_t probe_from_ns = 0;      // the probe timer runs from here (progress, a restart, a probe)
+  uint32_t probe_psn = 0;          // the PSN the last probe resent
+  bool probe_oldest = false;       // ... and it was the oldest unacknowledged packet
   // Selective repeat (docs/reliability.md): PSNs [sr_next, sr_end) are to be resent, before
   // anything new. gap_end: the end of the last such run. sr_check: packets after the run went
   // out before it, and the answer to the run is awaited; an ACK that stops exactly at gap_end

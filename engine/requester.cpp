@@ -175,7 +175,7 @@ bool send_packet(Device& dev, Qp& qp, SendWqe& w, bool out_of_line = false, bool
                  wr.opcode == WrOpcode::SendWithInv || wr.opcode == WrOpcode::RdmaWriteWithImm);
   const bool nothing_in_flight = !out_of_line && t.send_idx == 0 && k == w.rcvd_pkts;
   if (!dev.tx().emit(qp, p, ud && w.ah_local)) return false;
-  const uint64_t now = dev.clock().now_ns();
+  const uint64_t now = dev.step_ns();
   if (p.ack_req) t.pkts_since_ackreq = 0;
   if (nothing_in_flight) t.last_progress_ns = t.probe_from_ns = now;  // the timers start
   // Time one AckReq packet at a time, never a resent one (its ACK may answer the first copy).
@@ -275,7 +275,7 @@ bool send_resends(Device& dev, Qp& qp) {
 // The gap bookkeeping of a resend from `psn` up to `end` (exclusive).
 void mark_gap(Device& dev, Qp& qp, uint32_t psn, uint32_t end) {
   SendSide& t = qp.tx;
-  const uint64_t now = dev.clock().now_ns();
+  const uint64_t now = dev.step_ns();
   t.gap_valid = true;
   t.gap_psn = psn;
   t.gap_end = end;
@@ -346,12 +346,12 @@ void resend_answered(Device& dev, Qp& qp, uint32_t psn) {
 void run(Device& dev, Qp& qp) {
   SendSide& t = qp.tx;
   if (t.rnr_until_ns) {
-    if (dev.clock().now_ns() < t.rnr_until_ns) {
+    if (dev.step_ns() < t.rnr_until_ns) {
       t.req_state = ReqState::WaitRnr;
       return;
     }
     t.rnr_until_ns = 0;
-    t.last_progress_ns = t.probe_from_ns = dev.clock().now_ns();  // the timers start again with the resend
+    t.last_progress_ns = t.probe_from_ns = dev.step_ns();  // the timers start again with the resend
   }
   if (t.sr_next != t.sr_end && !send_resends(dev, qp)) {
     t.req_state = qp.attrs.qp_state == QpState::Err ? ReqState::Error : ReqState::WaitTxBuf;
@@ -442,7 +442,7 @@ void begin_resend(Device& dev, Qp& qp, uint32_t psn) {
 
 bool same_gap(Device& dev, const Qp& qp, uint32_t psn) {
   const SendSide& t = qp.tx;
-  return t.gap_valid && t.gap_psn == psn && dev.clock().now_ns() < t.gap_until_ns;
+  return t.gap_valid && t.gap_psn == psn && dev.step_ns() < t.gap_until_ns;
 }
 
 bool restart_for_gap(Device& dev, Qp& qp, uint32_t psn) {
@@ -464,7 +464,7 @@ uint64_t answer_time_ns(const Device& dev, const Qp& qp) {
 
 void acked_through(Device& dev, Qp& qp, uint32_t psn) {
   SendSide& t = qp.tx;
-  const uint64_t now = dev.clock().now_ns();
+  const uint64_t now = dev.step_ns();
   t.probes = 0;
   t.probe_from_ns = now;
   if (t.loss_window && ++t.loss_window >= dev.config().max_unacked_psns) t.loss_window = 0;  // back to full
@@ -511,8 +511,12 @@ SendWqe* probe_target(Qp& qp, bool oldest, uint32_t& k) {
 void probe(Device& dev, Qp& qp) {
   SendSide& t = qp.tx;
   uint32_t k = 0;
-  SendWqe* w = probe_target(qp, t.probes % 2 == 1, k);
-  if (w->started && k >= w->npkts) w = probe_target(qp, true, k);  // answered already (kept): the oldest
+  bool oldest = t.probes % 2 == 1;
+  SendWqe* w = probe_target(qp, oldest, k);
+  if (w->started && k >= w->npkts) {  // answered already (kept): the oldest
+    oldest = true;
+    w = probe_target(qp, true, k);
+  }
   if (!w->started || k >= w->npkts) return;
   const uint32_t next = w->next_pkt;
   w->next_pkt = k;
@@ -521,7 +525,9 @@ void probe(Device& dev, Qp& qp) {
   if (!sent) return;   // no transmit buffer: the next progress() tries again
   ++qp.ctr.probes;
   ++t.probes;
-  t.probe_from_ns = dev.clock().now_ns();
+  t.probe_from_ns = dev.step_ns();
+  t.probe_psn = psn_add(w->first_psn, k);
+  t.probe_oldest = oldest;
   t.rtt_timing = false;  // Karn's rule: the ACK that comes may answer the probe, not the timed packet
 }
 
@@ -534,7 +540,7 @@ void check_timers(Device& dev, Qp& qp) {
   if (!head.started || head.next_pkt <= head.rcvd_pkts) return;  // nothing in flight
   if (t.rnr_until_ns) return;                                     // waiting for an RNR timer
   const uint64_t timeout = proto::local_ack_timeout_ns(qp.attrs.timeout);
-  const uint64_t now = dev.clock().now_ns();
+  const uint64_t now = dev.step_ns();
   // The QP timer (the local ACK timeout of the IBA): nothing acknowledged for the local ACK timeout. It alone
   // takes retry_cnt; probes neither take a retry nor restart it, so a dead peer fails after
   // retry_cnt + 1 timeouts exactly as without probes.

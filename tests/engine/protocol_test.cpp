@@ -695,6 +695,55 @@ TEST_F(Recovery, TailLossProbeBeforeTheTimer) {
   EXPECT_EQ(pr->a.qp->tx.srtt_ns, 0u);
 }
 
+// A slow responder, not a lossy one: the probe fires, then the ACKs for packets sent before it
+// arrive. They stop short of what was sent, as they would after a lost NAK, but they answer the
+// first copies: nothing is resent (a restart on them resent up to a window of packets each time
+// the peer was descheduled for longer than the probe time).
+TEST_F(Recovery, LateAcksAfterAProbeRestartNothing) {
+  make();
+  post_write(4 * 256, 1);
+  turn();
+  ASSERT_EQ(sent.size(), 4u);
+  const uint64_t t0 = pr->wire.clock().now_ns();
+  while (sent.size() < 5 && pr->wire.clock().now_ns() - t0 < 100'000'000) {
+    pr->wire.clock().advance(1000);
+    turn();
+  }
+  ASSERT_EQ(sent.size(), 5u);
+  EXPECT_EQ(proto::psn_diff(sent[4].psn, first), 3) << "the probe: the last packet sent";
+  answer(0x1F, proto::psn_add(first, 1));  // the responder's ACK for the first two, late
+  turn();
+  EXPECT_EQ(sent.size(), 5u) << "nothing resent";
+  EXPECT_EQ(pr->a.qp->counters().gap_restarts, 0u);
+  answer(0x1F, proto::psn_add(first, 3), 1);
+  turn();
+  Wc wc;
+  ASSERT_EQ(pr->a.dev->poll_cq(pr->a.scq, 1, &wc), 1);
+  EXPECT_EQ(wc.status, WcStatus::Success);
+  EXPECT_EQ(pr->a.qp->counters().retransmitted, 1u) << "the probe alone";
+}
+
+// The gap's NAK was lost and the responder (as rxe) is silent about the packets after the gap:
+// the second probe resends the oldest packet, its ACK acknowledges exactly that packet, and the
+// rest is resent from the next PSN at once.
+TEST_F(Recovery, AnswerToTheOldestProbeRestartsAfterIt) {
+  make();
+  post_write(4 * 256, 1);
+  turn();
+  ASSERT_EQ(sent.size(), 4u);
+  const uint64_t t0 = pr->wire.clock().now_ns();
+  while (sent.size() < 6 && pr->wire.clock().now_ns() - t0 < 100'000'000) {
+    pr->wire.clock().advance(1000);
+    turn();
+  }
+  ASSERT_EQ(sent.size(), 6u);
+  EXPECT_EQ(proto::psn_diff(sent[5].psn, first), 0) << "the second probe: the oldest";
+  answer(0x1F, first);
+  turn();
+  EXPECT_EQ(psns(6), (std::vector<int32_t>{1, 2, 3})) << "everything after the probed packet";
+  EXPECT_EQ(pr->a.qp->counters().gap_restarts, 1u);
+}
+
 // Selective repeat: the answer to a later atomic is kept while the first one waits; a resend
 // from before them sends the first again and skips the answered one (a bug once sent it with
 // the next PSN: an atomic at another packet's PSN).
