@@ -58,12 +58,14 @@ inline constexpr uint32_t kLossWindowMin = 8;
 // requester resends only what is missing; in this mode the send window is at most this.
 inline constexpr bool kSelectiveRepeat = false;
 inline constexpr uint32_t kSelectiveRepeatWindow = 256;  // a power of two
-// The reorder store of a QP with selective repeat on: SEND packets after a gap wait there (their
-// payload copied: which receive WQE and which offset they belong to is known only once the gap
-// is filled) in slots of one path MTU, bytes / MTU of them: 128 at MTU 1024, the default send
-// window; 32 at 4096. Allocated with the QP only when the mode is on; a SEND packet that finds
-// its slot taken is dropped (and resent, as in go-back-N). Fixed (no key). A power of two.
-inline constexpr uint32_t kSelectiveRepeatSendBytes = 128 * 1024;
+// The reorder store of a QP with selective repeat on: SEND packets after a gap wait there, their
+// payload copied (which receive WQE and which offset they belong to is known only once the gap
+// is filled), one slot per PSN for this many PSNs from the expected one (the default send
+// window), each slot the largest path MTU the link carries: 128 KiB on a 1500-byte link, 512 KiB
+// with jumbo frames. Allocated with the QP only when the mode is on. A SEND packet beyond its
+// reach is dropped and resent (the answer after the gap says it is missing). Fixed (no key). A
+// power of two, at most kSelectiveRepeatWindow.
+inline constexpr uint32_t kSelectiveRepeatSendSlots = 128;
 inline constexpr uint16_t kDefaultPkey = 0xFFFF;
 inline constexpr uint32_t kRxBurst = 32;             // frames taken from the link per progress()
 inline constexpr uint32_t kRxBurstMax = 64;          // the most a Device::Config may ask for

@@ -93,7 +93,8 @@ Qp::Qp(Device& d, uint32_t qpn, const QpInitAttr& ia) : dev(d), init(ia), qpn_(q
   rx.res.assign(param::kMaxRdAtomic, RdAtomicRes{});  // modify_qp only chooses how many are used
   if (dev.config().selective_repeat && ia.qp_type == QpType::RC) {
     rx.held.assign(param::kSelectiveRepeatWindow, RecvSide::Held{});
-    rx.send_store.assign(param::kSelectiveRepeatSendBytes, 0);
+    rx.store_slot = dev.mtu_limit();  // no path MTU can be larger
+    rx.send_store.assign(size_t(param::kSelectiveRepeatSendSlots) * rx.store_slot, 0);
   }
 }
 
@@ -104,7 +105,8 @@ namespace {
 void forget_held(Qp& qp) {
   RecvSide& r = qp.rx;
   for (auto& h : r.held) h = RecvSide::Held{};
-  r.held_n = r.held_sends = r.store_mtu = 0;
+  r.held_n = r.held_sends = 0;
+  r.store_overflow = false;
 }
 
 }  // namespace

@@ -217,12 +217,13 @@ struct RecvSide {
   std::vector<Held> held;          // kSelectiveRepeatWindow entries when selective_repeat is on
   uint32_t held_n = 0;             // valid entries
   bool replaying = false;          // an in-order pass over a held packet
-  // The reorder store of kept SEND payloads (kSelectiveRepeatSendBytes when selective_repeat
-  // is on): slots of store_mtu bytes (the path MTU when the first of them was kept), PSN p in
-  // slot p modulo the slot count.
+  // The reorder store of kept SEND payloads (when selective_repeat is on): kSelectiveRepeatSendSlots
+  // slots of store_slot bytes, PSN p in slot p modulo the slot count; it reaches that many PSNs
+  // from epsn, so every PSN in reach has its own slot.
   std::vector<uint8_t> send_store;
+  uint32_t store_slot = 0;         // bytes per slot: the largest path MTU of the link
   uint32_t held_sends = 0;         // valid entries that are SEND packets
-  uint32_t store_mtu = 0;
+  bool store_overflow = false;     // a SEND packet beyond the store's reach was dropped
   uint32_t write_first = 0;        // the WRITE in progress: the PSN of its FIRST and its RETH
   uint64_t write_va0 = 0;
 };

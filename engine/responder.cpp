@@ -460,25 +460,23 @@ bool hold_write(Device& dev, Qp& qp, const proto::Packet& p, RecvSide::Held& h) 
 // is not known yet (the lost packets before it may end a message, or start one), so nothing is
 // checked against a receive WQE or a registration here: its payload is copied into the reorder
 // store, and the in-order pass does all of that when the gap is filled, exactly as for a packet
-// that has just arrived. False: not kept (it comes again): its length cannot be right, or its
-// slot in the store is taken.
+// that has just arrived. False: not kept (it comes again): its length cannot be right, or it is
+// beyond the store's reach.
 bool hold_send(Qp& qp, const proto::Packet& p, RecvSide::Held& h) {
   RecvSide& r = qp.rx;
   const Position pos = p.info().pos;
   const uint32_t plen = uint32_t(p.payload.size());
   if (plen > qp.mtu || ((pos == Position::First || pos == Position::Middle) && plen != qp.mtu)) return false;
-  if (r.held_sends == 0) r.store_mtu = qp.mtu;  // the slot size while SEND packets are kept
-  else if (r.store_mtu != qp.mtu) return false;  // the path MTU changed meanwhile
-  // PSN p takes slot p modulo the slot count. With fewer slots than the window (a path MTU
-  // above 1024), a kept SEND a multiple of the slot count away may have it.
-  const uint32_t slots = uint32_t(r.send_store.size()) / r.store_mtu;
-  for (uint32_t k = slots; k < param::kSelectiveRepeatWindow; k += slots) {
-    for (const uint32_t q : {psn_add(p.psn, int32_t(k)), psn_add(p.psn, -int32_t(k))}) {
-      const RecvSide::Held& o = r.held[q & kSrMask];
-      if (o.valid && o.psn == q && o.is_send()) return false;
-    }
+  // The store reaches kSelectiveRepeatSendSlots PSNs from the expected one, PSN p in slot p
+  // modulo that: every PSN in reach has its own slot. A SEND packet beyond it (a send window
+  // above the default) is dropped, and the answer after the gap is filled says so (replay_held).
+  constexpr uint32_t kSlots = param::kSelectiveRepeatSendSlots;
+  static_assert((kSlots & (kSlots - 1)) == 0 && kSlots <= param::kSelectiveRepeatWindow);
+  if (uint32_t(psn_diff(p.psn, r.epsn)) >= kSlots || plen > r.store_slot) {
+    r.store_overflow = true;
+    return false;
   }
-  h.store_off = (p.psn & (slots - 1)) * r.store_mtu;
+  h.store_off = (p.psn & (kSlots - 1)) * r.store_slot;
   if (plen) std::memcpy(r.send_store.data() + h.store_off, p.payload.data(), plen);
   h.ieth_rkey = p.ieth_rkey;
   ++r.held_sends;
@@ -520,8 +518,9 @@ void process(Device& dev, Qp& qp, const proto::Packet& p);
 // The pass stops where it would for a new packet: an RNR NAK (no receive WQE: the requester
 // sends that packet again, and the packets kept after it stay kept), or a NAK and the error
 // state (an invalid request: nothing kept after it is delivered). Otherwise one answer: the
-// ACK up to the new expected PSN, or, if packets beyond a further gap are held, the sequence
-// NAK for that gap (it acknowledges everything before it; sent once for the gap).
+// ACK up to the new expected PSN, or, if packets beyond a further gap are held (or SEND
+// packets beyond the reorder store's reach were dropped: the requester cannot know), the
+// sequence NAK for the new expected PSN (it acknowledges everything before it; sent once).
 void replay_held(Device& dev, Qp& qp) {
   RecvSide& r = qp.rx;
   bool replayed = false;
@@ -539,14 +538,16 @@ void replay_held(Device& dev, Qp& qp) {
       q.reth = {h.va, h.rkey, h.dma_len};
     if (h.is_send()) q.payload = {r.send_store.data() + h.store_off, h.plen};
     else q.payload = {static_cast<const uint8_t*>(nullptr), h.plen};  // the bytes are in place
-    forget(r, h);  // (the store's bytes stay until another SEND packet takes the slot)
+    forget(r, h);  // (its bytes in the store stay until the slot is taken again)
     r.replaying = true;
     process(dev, qp, q);
     r.replaying = false;
     replayed = true;
   }
   if (!replayed || r.state != RespState::Idle) return;
-  if (r.held_n && r.res_pending == 0) {
+  const bool missing = r.held_n || r.store_overflow;
+  r.store_overflow = false;
+  if (missing && r.res_pending == 0) {
     r.ack_pending = false;  // the NAK acknowledges it
     r.seq_nak_sent = true;
     send_ack(dev, qp, Syndrome::nak(NakCode::PsnSequenceError), r.epsn);
@@ -567,6 +568,7 @@ void on_request(Device& dev, Qp& qp, const proto::Packet& p) {
   }
   process(dev, qp, p);
   if (r.held_n) replay_held(dev, qp);
+  else r.store_overflow = false;  // nothing kept to replay: the gap's own NAK covers it
 }
 
 namespace {

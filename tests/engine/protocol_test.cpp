@@ -768,7 +768,7 @@ class SrResponder : public Responder {
  protected:
   void SetUp() override {
     PairOptions o;
-    o.mtu = mtu;
+    o.mtu = Mtu::M256;
     o.config_b = [](Device::Config& c) { c.selective_repeat = true; };
     pr = std::make_unique<Pair>(o);
     pr->wire.b().tap = [this](const uint8_t* d, uint32_t n) { out.frames.emplace_back(d, d + n); };
@@ -782,7 +782,6 @@ class SrResponder : public Responder {
     p.ack_req = false;
     return p;
   }
-  Mtu mtu = Mtu::M256;
 };
 
 TEST_F(SrResponder, HeldWritesArePlacedAtOnceAndCompleteInOrder) {
@@ -1003,26 +1002,28 @@ TEST_F(SrSend, ADeregisteredReceiveBufferIsNotWritten) {
   EXPECT_EQ(wcs[0].status, WcStatus::LocProtErr);
 }
 
-// At path MTU 4096 the store has fewer slots than the window (32): a SEND packet whose slot is
-// taken (by a kept SEND a multiple of 32 PSNs away) is dropped, and kept when it comes again
-// after the slot is free.
-class SrSendMtu4096 : public SrSend {
- protected:
-  SrSendMtu4096() { mtu = Mtu::M4096; }
-};
-
-TEST_F(SrSendMtu4096, ASendWhoseSlotIsTakenIsNotKept) {
-  const int32_t slots = int32_t(param::kSelectiveRepeatSendBytes / 4096);
-  ASSERT_LT(uint32_t(slots), param::kSelectiveRepeatWindow);
+// The reorder store reaches kSelectiveRepeatSendSlots PSNs from the expected one (fewer than
+// the window, which a larger max_unacked_psns may fill): a SEND packet beyond that is dropped,
+// the answer after the gap is filled is the NAK for the first PSN not kept (not an ACK: the
+// requester must learn it is missing), and it is kept when it comes again within reach.
+TEST_F(SrSend, ASendBeyondTheStoresReachIsNotKept) {
+  const int32_t reach = int32_t(param::kSelectiveRepeatSendSlots);
+  ASSERT_LT(uint32_t(reach), param::kSelectiveRepeatWindow);
   for (uint64_t i = 0; i < 4; ++i) recv_at(i + 1, uint32_t(i) * 64, 64);
   inject(send(op::kSendOnly, 1, 10, 10));
-  inject(send(op::kSendOnly, 1 + slots, 30, 10));  // the slot of +1
+  inject(send(op::kSendOnly, reach, 30, 10));  // out of reach
   inject(send(op::kSendOnly, 2, 20, 10));
-  EXPECT_EQ(pr->b.qp->counters().sr_held, 2u) << "+1 and +2 kept, +33 not";
-  inject(send(op::kSendOnly, 0, 0, 10));  // the gap filled: +1 and +2 delivered, the slot free
+  EXPECT_EQ(pr->b.qp->counters().sr_held, 2u) << "+1 and +2 kept, +128 not";
+  ASSERT_EQ(out.frames.size(), 1u);
+  inject(send(op::kSendOnly, 0, 0, 10));  // the gap filled: +1 and +2 delivered
   EXPECT_EQ(pr->b.qp->expected_psn(), proto::psn_add(epsn, 3));
-  inject(send(op::kSendOnly, 1 + slots, 30, 10));
-  EXPECT_EQ(pr->b.qp->counters().sr_held, 3u) << "kept now";
+  ASSERT_EQ(out.frames.size(), 2u);
+  EXPECT_EQ(out.at(1).aeth.syndrome, 0x60) << "a NAK: what was dropped beyond the reach is missing";
+  EXPECT_EQ(out.at(1).psn, proto::psn_add(epsn, 3));
+  EXPECT_EQ(out.at(1).aeth.msn, 3u);
+  inject(send(op::kSendOnly, reach, 30, 10));
+  EXPECT_EQ(pr->b.qp->counters().sr_held, 3u) << "in reach now: kept";
+  EXPECT_EQ(out.frames.size(), 2u) << "the gap's NAK went out already";
   const std::vector<Wc> wcs = recv_wcs();
   ASSERT_EQ(wcs.size(), 3u);
   for (int i = 0; i < 3; ++i)
