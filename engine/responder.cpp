@@ -391,7 +391,7 @@ constexpr uint32_t kSrMask = param::kSelectiveRepeatWindow - 1;
 enum class Ahead : uint8_t {
   Held,     // placed and kept
   Have,     // kept already (a resend or a probe)
-  Dropped,  // not kept: its place is not known here (or it fails a check); it comes again
+  Dropped,  // not kept: its place is not known, it fails a check, or no room; it comes again
 };
 
 // A WRITE packet ahead of the expected PSN: kept only when its destination is known, a FIRST
