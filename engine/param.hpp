@@ -53,11 +53,19 @@ inline constexpr uint64_t kProbeInitialNs = 1'000'000;    // the probe time befo
 inline constexpr uint32_t kLossWindowMin = 8;
 // Selective repeat between uroce peers (docs/reliability.md). Key selective_repeat = on | off;
 // both ends must have it on (the wire toward a peer with it off, rxe included, stays go-back-N,
-// and with it off nothing on the wire changes). On: the responder keeps WRITE packets that come
-// ahead of the expected PSN (placed at once, completed in order) in a window of this many PSNs,
-// and the requester resends only what is missing; in this mode the send window is at most this.
+// and with it off nothing on the wire changes). On: the responder keeps WRITE and SEND packets
+// that come ahead of the expected PSN (completed in order) in a window of this many PSNs, and the
+// requester resends only what is missing; in this mode the send window is at most this.
 inline constexpr bool kSelectiveRepeat = false;
 inline constexpr uint32_t kSelectiveRepeatWindow = 256;  // a power of two
+// The reorder store of a QP with selective repeat on: SEND packets after a gap wait there, their
+// payload copied (which receive WQE and which offset they belong to is known only once the gap
+// is filled), one slot per PSN for this many PSNs from the expected one (the default send
+// window), each slot the largest path MTU the link carries: 128 KiB on a 1500-byte link, 512 KiB
+// with jumbo frames. Allocated with the QP only when the mode is on. A SEND packet beyond its
+// reach is dropped and resent (the answer after the gap says it is missing). Fixed (no key). A
+// power of two, at most kSelectiveRepeatWindow.
+inline constexpr uint32_t kSelectiveRepeatSendSlots = 128;
 inline constexpr uint16_t kDefaultPkey = 0xFFFF;
 inline constexpr uint32_t kRxBurst = 32;             // frames taken from the link per progress()
 inline constexpr uint32_t kRxBurstMax = 64;          // the most a Device::Config may ask for

@@ -91,9 +91,25 @@ Qp::Qp(Device& d, uint32_t qpn, const QpInitAttr& ia) : dev(d), init(ia), qpn_(q
   tx.sq = Ring<SendWqe>(ia.cap.max_send_wr);
   rx.rq = Ring<RecvWqe>(ia.srq ? 1 : ia.cap.max_recv_wr);
   rx.res.assign(param::kMaxRdAtomic, RdAtomicRes{});  // modify_qp only chooses how many are used
-  if (dev.config().selective_repeat && ia.qp_type == QpType::RC)
+  if (dev.config().selective_repeat && ia.qp_type == QpType::RC) {
     rx.held.assign(param::kSelectiveRepeatWindow, RecvSide::Held{});
+    rx.store_slot = dev.mtu_limit();  // no path MTU can be larger
+    rx.send_store.assign(size_t(param::kSelectiveRepeatSendSlots) * rx.store_slot, 0);
+  }
 }
+
+namespace {
+
+// Selective repeat: every packet kept after a gap forgotten (the reorder store's bytes with
+// them; none of them is delivered).
+void forget_held(Qp& qp) {
+  RecvSide& r = qp.rx;
+  for (auto& h : r.held) h = RecvSide::Held{};
+  r.held_n = r.held_sends = 0;
+  r.store_overflow = false;
+}
+
+}  // namespace
 
 namespace qp_ops {
 
@@ -126,8 +142,7 @@ void reset(Qp& qp) {
   r.msn = 0;
   for (auto& x : r.res) x = RdAtomicRes{};
   r.res_pending = r.res_next = 0;
-  for (auto& h : r.held) h = RecvSide::Held{};
-  r.held_n = 0;
+  forget_held(qp);
   r.replaying = false;
   qp.attrs = QpAttr{};
   qp.attrs.cap = qp.init.cap;
@@ -184,6 +199,7 @@ void set_error(Qp& qp) {
   qp.attrs.cur_qp_state = QpState::Err;
   qp.tx.req_state = ReqState::Error;
   qp.rx.state = RespState::Error;
+  forget_held(qp);  // nothing kept after a gap is delivered now
   flush(qp);
 }
 

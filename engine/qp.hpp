@@ -195,9 +195,11 @@ struct RecvSide {
   uint32_t res_n = 1;              // slots in use: max_dest_rd_atomic
   uint32_t res_next = 0;
   uint32_t res_pending = 0;        // slots that still owe responses
-  // Selective repeat (docs/reliability.md): WRITE packets that came ahead of epsn, already
-  // placed, kept by PSN modulo the window until epsn reaches them; then each goes through the
-  // in-order checks again (without copying) and completes in order.
+  // Selective repeat (docs/reliability.md): packets that came ahead of epsn, kept by PSN modulo
+  // the window until epsn reaches them; then each goes through the in-order pass (checks,
+  // receive WQE, completion, MSN) and completes in order. WRITE packets are placed at once and
+  // replayed without copying; SEND packets wait in the reorder store (send_store) and are
+  // scattered into their receive WQE by the in-order pass.
   struct Held {
     bool valid = false;
     uint8_t opcode = 0;
@@ -206,14 +208,24 @@ struct RecvSide {
     uint32_t psn = 0;
     uint32_t plen = 0;
     uint32_t imm = 0;
-    uint32_t msg_first = 0;        // the PSN of its message's FIRST (or ONLY)
-    uint64_t va = 0;               // its message's RETH
+    uint32_t ieth_rkey = 0;        // SEND with invalidate: the key it names
+    uint32_t store_off = 0;        // SEND: where its payload is in send_store
+    uint32_t msg_first = 0;        // WRITE: the PSN of its message's FIRST (or ONLY)
+    uint64_t va = 0;               // WRITE: its message's RETH
     uint32_t rkey = 0;
     uint32_t dma_len = 0;
+    bool is_send() const { return proto::opcode_info(opcode).op == proto::Operation::Send; }
   };
   std::vector<Held> held;          // kSelectiveRepeatWindow entries when selective_repeat is on
   uint32_t held_n = 0;             // valid entries
-  bool replaying = false;          // an in-order pass over a held packet: its bytes are in place
+  bool replaying = false;          // an in-order pass over a held packet
+  // The reorder store of kept SEND payloads (when selective_repeat is on): kSelectiveRepeatSendSlots
+  // slots of store_slot bytes, PSN p in slot p modulo the slot count; it reaches that many PSNs
+  // from epsn, so every PSN in reach has its own slot.
+  std::vector<uint8_t> send_store;
+  uint32_t store_slot = 0;         // bytes per slot: the largest path MTU of the link
+  uint32_t held_sends = 0;         // valid entries that are SEND packets
+  bool store_overflow = false;     // a SEND packet beyond the store's reach was dropped
   uint32_t write_first = 0;        // the WRITE in progress: the PSN of its FIRST and its RETH
   uint64_t write_va0 = 0;
 };

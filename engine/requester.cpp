@@ -210,10 +210,11 @@ SendWqe* wqe_at(Qp& qp, uint32_t psn, uint32_t& i, uint32_t& k) {
 
 // Where a selective resend from `psn` (the responder's first missing PSN) ends: that packet,
 // and after it every packet already sent that the responder cannot have kept (responder.cpp,
-// hold()): SEND packets, READ requests, atomics, and MIDDLE/LAST packets of a WRITE whose FIRST
-// is in the run. It stops at the first one that was kept if it came: a WRITE FIRST or ONLY, or
-// a WRITE packet whose FIRST came before the gap. (If that one was lost too, the responder's
-// answer says so: its NAK for it, or an ACK ending just before it.)
+// hold()): READ requests, atomics, and MIDDLE/LAST packets of a WRITE whose FIRST is in the
+// run. It stops at the first one that was kept if it came: a SEND packet (any: the responder
+// keeps its payload until it knows its receive WQE), a WRITE FIRST or ONLY, or a WRITE packet
+// whose FIRST came before the gap. (If that one was lost too, or the responder had no room for
+// it, its answer says so: its NAK for it, or an ACK ending just before it.)
 uint32_t resend_end(Qp& qp, uint32_t psn) {
   uint32_t i = 0, k = 0;
   SendWqe* w = wqe_at(qp, psn, i, k);
@@ -222,8 +223,10 @@ uint32_t resend_end(Qp& qp, uint32_t psn) {
   SendSide& t = qp.tx;
   for (bool at_gap = true;; at_gap = false) {
     if (k >= w->sent_max) break;  // not sent yet: new work, not a resend
-    const bool write = w->wr.opcode == WrOpcode::RdmaWrite || w->wr.opcode == WrOpcode::RdmaWriteWithImm;
-    if (!at_gap && write && (k == 0 || psn_diff(w->first_psn, psn) < 0)) break;
+    const WrOpcode o = w->wr.opcode;
+    const bool write = o == WrOpcode::RdmaWrite || o == WrOpcode::RdmaWriteWithImm;
+    const bool send = o == WrOpcode::Send || o == WrOpcode::SendWithImm || o == WrOpcode::SendWithInv;
+    if (!at_gap && (send || (write && (k == 0 || psn_diff(w->first_psn, psn) < 0)))) break;
     end = w->is_read_or_atomic() ? psn_add(w->first_psn, w->npkts) : psn_add(w->first_psn, k + 1);
     if (psn_diff(end, psn) >= int32_t(param::kSelectiveRepeatWindow)) break;
     if (w->is_read_or_atomic() || k + 1 == w->npkts) {
@@ -298,8 +301,8 @@ void selective_resend(Device& dev, Qp& qp, uint32_t psn) {
   SendSide& t = qp.tx;
   const uint32_t end = resend_end(qp, psn);
   if (psn_diff(end, psn) > 1 && !was_sent(qp, end)) {
-    // Nothing after the gap can have been kept (SEND packets, say): that is go-back-N, and
-    // go-back-N's own way (the send point moves back, the loss window paces it) sends it.
+    // Nothing after the gap can have been kept (READs and atomics, say): that is go-back-N,
+    // and go-back-N's own way (the send point moves back, the loss window paces it) sends it.
     begin_resend(dev, qp, psn);
     return;
   }
@@ -309,8 +312,8 @@ void selective_resend(Device& dev, Qp& qp, uint32_t psn) {
   // Packets after the run went out before it: the answer to the run says whether the
   // responder kept them (resend_answered).
   t.sr_check = was_sent(qp, end);
-  // A run of more than the gap (a WRITE whose FIRST was lost, SEND packets before a WRITE):
-  // the loss window halves as for go-back-N.
+  // A run of more than the gap (a WRITE whose FIRST was lost, a READ before a SEND): the loss
+  // window halves as for go-back-N.
   if (psn_diff(end, psn) > 1) t.loss_window = std::max(param::kLossWindowMin, window(dev, qp) / 2);
 }
 

@@ -26,6 +26,14 @@ using proto::Syndrome;
 
 namespace {
 
+// Selective repeat: a kept packet is no longer kept (delivered, superseded, or inside a READ's
+// range). A SEND's slot in the reorder store is free again with it.
+void forget(RecvSide& r, RecvSide::Held& h) {
+  if (h.is_send()) --r.held_sends;
+  h.valid = false;
+  --r.held_n;
+}
+
 void send_ack(Device& dev, Qp& qp, Syndrome s, uint32_t psn) {
   RecvSide& r = qp.rx;
   if (s.kind != proto::AckKind::Ack && r.ack_pending) {
@@ -280,10 +288,7 @@ RespState exec_read(Device& dev, Qp& qp, const proto::Packet& p) {
   // Selective repeat: nothing held inside the range the READ's responses take.
   for (uint32_t i = 1; i < std::min(npkts, param::kSelectiveRepeatWindow) && qp.rx.held_n; ++i) {
     RecvSide::Held& h = qp.rx.held[psn_add(p.psn, int32_t(i)) & (param::kSelectiveRepeatWindow - 1)];
-    if (h.valid && h.psn == psn_add(p.psn, int32_t(i))) {
-      h.valid = false;
-      --qp.rx.held_n;
-    }
+    if (h.valid && h.psn == psn_add(p.psn, int32_t(i))) forget(qp.rx, h);
   }
   return RespState::Idle;
 }
@@ -386,27 +391,19 @@ constexpr uint32_t kSrMask = param::kSelectiveRepeatWindow - 1;
 enum class Ahead : uint8_t {
   Held,     // placed and kept
   Have,     // kept already (a resend or a probe)
-  Dropped,  // not kept: its place is not known here (or it fails a check); it comes again
+  Dropped,  // not kept: its place is not known, it fails a check, or no room; it comes again
 };
 
-// A packet ahead of the expected PSN, with selective repeat on. Only WRITE packets are kept,
-// and only those whose destination is known: a FIRST or ONLY (its RETH), or a MIDDLE or LAST
-// of a message whose FIRST came (kept here, or the message in progress in order). The key is
-// checked for exactly the bytes this packet writes, then they are placed; the in-order pass
-// later checks the message as a whole again. SEND packets (which receive WQE, which offset?
-// the lost packets may end a message), READ requests and atomics are not kept: executed only
-// in order. The requester knows this rule and resends those with the gap.
-Ahead hold(Device& dev, Qp& qp, const proto::Packet& p) {
+// A WRITE packet ahead of the expected PSN: kept only when its destination is known, a FIRST
+// or ONLY (its RETH), or a MIDDLE or LAST of a message whose FIRST came (kept here, or the
+// message in progress in order); its offset in the message follows from its PSN. The key is
+// checked for exactly the bytes this packet writes, then they are placed at once; the in-order
+// pass later checks the message as a whole again. False: not kept (it comes again).
+bool hold_write(Device& dev, Qp& qp, const proto::Packet& p, RecvSide::Held& h) {
   RecvSide& r = qp.rx;
-  const int32_t d = psn_diff(p.psn, r.epsn);
-  if (d <= 0 || uint32_t(d) >= param::kSelectiveRepeatWindow) return Ahead::Dropped;
-  RecvSide::Held& h = r.held[p.psn & kSrMask];
-  if (h.valid && h.psn == p.psn) return Ahead::Have;
-  const proto::OpcodeInfo& info = p.info();
-  if (info.op != Operation::Write) return Ahead::Dropped;
-  const Position pos = info.pos;
+  const Position pos = p.info().pos;
   const uint32_t plen = uint32_t(p.payload.size());
-  if (plen > qp.mtu || ((pos == Position::First || pos == Position::Middle) && plen != qp.mtu)) return Ahead::Dropped;
+  if (plen > qp.mtu || ((pos == Position::First || pos == Position::Middle) && plen != qp.mtu)) return false;
   // The message's first PSN and RETH.
   uint32_t first = 0, rkey = 0, len = 0;
   uint64_t va = 0;
@@ -420,6 +417,7 @@ Ahead hold(Device& dev, Qp& qp, const proto::Packet& p) {
     for (uint32_t q = psn_add(p.psn, -1); q != r.epsn; q = psn_add(q, -1)) {
       const RecvSide::Held& e = r.held[q & kSrMask];
       if (!e.valid || e.psn != q) continue;
+      if (e.is_send()) return false;  // a SEND between: this WRITE's FIRST was lost
       first = e.msg_first;
       va = e.va;
       rkey = e.rkey;
@@ -428,7 +426,7 @@ Ahead hold(Device& dev, Qp& qp, const proto::Packet& p) {
       break;
     }
     if (!found) {
-      if (r.msg != RespMsg::Write) return Ahead::Dropped;  // its FIRST has not come
+      if (r.msg != RespMsg::Write) return false;  // its FIRST has not come
       first = r.write_first;  // the message in progress
       va = r.write_va0;
       rkey = r.write_rkey;
@@ -437,31 +435,76 @@ Ahead hold(Device& dev, Qp& qp, const proto::Packet& p) {
   }
   const int32_t idx = psn_diff(p.psn, first);
   const uint32_t npkts = len == 0 ? 1 : uint32_t((uint64_t(len) + qp.mtu - 1) / qp.mtu);
-  if (idx < 0 || uint32_t(idx) >= npkts) return Ahead::Dropped;  // another message, its FIRST lost
+  if (idx < 0 || uint32_t(idx) >= npkts) return false;  // another message, its FIRST lost
   const bool is_first = idx == 0, is_last = uint32_t(idx) + 1 == npkts;
   const Position want = is_first && is_last ? Position::Only
                         : is_first          ? Position::First
                         : is_last           ? Position::Last
                                             : Position::Middle;
   const uint64_t off = uint64_t(idx) * qp.mtu;
-  if (pos != want || (is_last && plen != len - off)) return Ahead::Dropped;
+  if (pos != want || (is_last && plen != len - off)) return false;
   if (plen) {
-    if (!(qp.attrs.qp_access_flags & kRemoteWrite)) return Ahead::Dropped;
+    if (!(qp.attrs.qp_access_flags & kRemoteWrite)) return false;
     AccessCheck c = check_remote(dev.mrs(), rkey, qp.init.pd, va + off, plen, kRemoteWrite);
-    if (!c.ok) return Ahead::Dropped;  // the in-order pass NAKs it, when it comes again
+    if (!c.ok) return false;  // the in-order pass NAKs it, when it comes again
     std::memcpy(c.host, p.payload.data(), plen);
   }
+  h.msg_first = first;
+  h.va = va;
+  h.rkey = rkey;
+  h.dma_len = len;
+  return true;
+}
+
+// A SEND packet ahead of the expected PSN. Which receive WQE it belongs to and at which offset
+// is not known yet (the lost packets before it may end a message, or start one), so nothing is
+// checked against a receive WQE or a registration here: its payload is copied into the reorder
+// store, and the in-order pass does all of that when the gap is filled, exactly as for a packet
+// that has just arrived. False: not kept (it comes again): its length cannot be right, or it is
+// beyond the store's reach.
+bool hold_send(Qp& qp, const proto::Packet& p, RecvSide::Held& h) {
+  RecvSide& r = qp.rx;
+  const Position pos = p.info().pos;
+  const uint32_t plen = uint32_t(p.payload.size());
+  if (plen > qp.mtu || ((pos == Position::First || pos == Position::Middle) && plen != qp.mtu)) return false;
+  // The store reaches kSelectiveRepeatSendSlots PSNs from the expected one, PSN p in slot p
+  // modulo that: every PSN in reach has its own slot. A SEND packet beyond it (a send window
+  // above the default) is dropped, and the answer after the gap is filled says so (replay_held).
+  constexpr uint32_t kSlots = param::kSelectiveRepeatSendSlots;
+  static_assert((kSlots & (kSlots - 1)) == 0 && kSlots <= param::kSelectiveRepeatWindow);
+  if (uint32_t(psn_diff(p.psn, r.epsn)) >= kSlots || plen > r.store_slot) {
+    r.store_overflow = true;
+    return false;
+  }
+  h.store_off = (p.psn & (kSlots - 1)) * r.store_slot;
+  if (plen) std::memcpy(r.send_store.data() + h.store_off, p.payload.data(), plen);
+  h.ieth_rkey = p.ieth_rkey;
+  ++r.held_sends;
+  return true;
+}
+
+// A packet ahead of the expected PSN, with selective repeat on: a WRITE packet whose
+// destination is known (hold_write) or any SEND packet (hold_send) is kept. READ requests and
+// atomics are not: executed only in order. The requester knows this rule (requester.cpp,
+// resend_end) and resends those with the gap.
+Ahead hold(Device& dev, Qp& qp, const proto::Packet& p) {
+  RecvSide& r = qp.rx;
+  const int32_t d = psn_diff(p.psn, r.epsn);
+  if (d <= 0 || uint32_t(d) >= param::kSelectiveRepeatWindow) return Ahead::Dropped;
+  RecvSide::Held& h = r.held[p.psn & kSrMask];
+  if (h.valid && h.psn == p.psn) return Ahead::Have;
+  const Operation op = p.info().op;
+  const bool kept = op == Operation::Send    ? hold_send(qp, p, h)
+                    : op == Operation::Write ? hold_write(dev, qp, p, h)
+                                             : false;
+  if (!kept) return Ahead::Dropped;
   h.valid = true;
   h.opcode = p.opcode;
   h.ack_req = p.ack_req;
   h.solicited = p.solicited;
   h.psn = p.psn;
-  h.plen = plen;
+  h.plen = uint32_t(p.payload.size());
   h.imm = p.imm;
-  h.msg_first = first;
-  h.va = va;
-  h.rkey = rkey;
-  h.dma_len = len;
   ++r.held_n;
   ++qp.ctr.sr_held;
   return Ahead::Held;
@@ -470,9 +513,14 @@ Ahead hold(Device& dev, Qp& qp, const proto::Packet& p) {
 void process(Device& dev, Qp& qp, const proto::Packet& p);
 
 // After an in-order packet: the held packets that now follow in order go through the in-order
-// pass (checks, completions, the MSN), without copying. Then one answer: the ACK up to the new
-// expected PSN, or, if packets beyond a further gap are held, the sequence NAK for that gap
-// (it acknowledges everything before it; sent once for the gap).
+// pass (checks, receive WQEs, completions, the MSN) as if they had just arrived: a WRITE
+// without copying (its bytes are in place), a SEND from the reorder store into its receive WQE.
+// The pass stops where it would for a new packet: an RNR NAK (no receive WQE: the requester
+// sends that packet again, and the packets kept after it stay kept), or a NAK and the error
+// state (an invalid request: nothing kept after it is delivered). Otherwise one answer: the
+// ACK up to the new expected PSN, or, if packets beyond a further gap are held (or SEND
+// packets beyond the reorder store's reach were dropped: the requester cannot know), the
+// sequence NAK for the new expected PSN (it acknowledges everything before it; sent once).
 void replay_held(Device& dev, Qp& qp) {
   RecvSide& r = qp.rx;
   bool replayed = false;
@@ -485,18 +533,21 @@ void replay_held(Device& dev, Qp& qp) {
     q.ack_req = h.ack_req;
     q.solicited = h.solicited;
     q.imm = h.imm;
+    q.ieth_rkey = h.ieth_rkey;
     if (q.opcode == proto::op::kWriteFirst || q.opcode == proto::op::kWriteOnly || q.opcode == proto::op::kWriteOnlyImm)
       q.reth = {h.va, h.rkey, h.dma_len};
-    q.payload = {static_cast<const uint8_t*>(nullptr), h.plen};  // the bytes are in place
-    h.valid = false;
-    --r.held_n;
+    if (h.is_send()) q.payload = {r.send_store.data() + h.store_off, h.plen};
+    else q.payload = {static_cast<const uint8_t*>(nullptr), h.plen};  // the bytes are in place
+    forget(r, h);  // (its bytes in the store stay until the slot is taken again)
     r.replaying = true;
     process(dev, qp, q);
     r.replaying = false;
     replayed = true;
   }
   if (!replayed || r.state != RespState::Idle) return;
-  if (r.held_n && r.res_pending == 0) {
+  const bool missing = r.held_n || r.store_overflow;
+  r.store_overflow = false;
+  if (missing && r.res_pending == 0) {
     r.ack_pending = false;  // the NAK acknowledges it
     r.seq_nak_sent = true;
     send_ack(dev, qp, Syndrome::nak(NakCode::PsnSequenceError), r.epsn);
@@ -513,13 +564,11 @@ void on_request(Device& dev, Qp& qp, const proto::Packet& p) {
   if (r.held.empty()) return process(dev, qp, p);  // selective repeat off
   if (p.psn == r.epsn) {  // a held copy of this PSN (a stale or forged one) gives way
     RecvSide::Held& h = r.held[p.psn & kSrMask];
-    if (h.valid && h.psn == p.psn) {
-      h.valid = false;
-      --r.held_n;
-    }
+    if (h.valid && h.psn == p.psn) forget(r, h);
   }
   process(dev, qp, p);
   if (r.held_n) replay_held(dev, qp);
+  else r.store_overflow = false;  // nothing kept to replay: the gap's own NAK covers it
 }
 
 namespace {

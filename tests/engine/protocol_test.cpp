@@ -881,6 +881,204 @@ TEST_F(SrResponder, NothingIsPlacedWithoutAKnownAddressAndAValidKey) {
   EXPECT_EQ(out.at(0).psn, epsn);
 }
 
+// SEND packets after a gap are kept too (their payload in the reorder store: the receive WQE
+// and the offset are known only once the gap is filled). Here: a 3-packet SEND whose MIDDLE is
+// lost, then a SEND with immediate and a SEND with invalidate, each into its own receive WQE.
+class SrSend : public SrResponder {
+ protected:
+  // Receive WQE `id` into B's buffer at `off`, `len` bytes.
+  void recv_at(uint64_t id, uint32_t off, uint32_t len) {
+    Sge s{pr->b.addr() + off, len, pr->b.mr->lkey};
+    RecvWr r{id, &s, 1};
+    ASSERT_EQ(pr->b.dev->post_recv(pr->b.qp, r), 0);
+  }
+  proto::Packet send(uint8_t opcode, int32_t k, uint32_t off, uint32_t len) {
+    proto::Packet p = request(opcode, proto::psn_add(epsn, k));
+    p.payload = {data.data() + off, len};
+    p.ack_req = false;
+    return p;
+  }
+  std::vector<Wc> recv_wcs() {
+    std::vector<Wc> v;
+    Wc wc;
+    while (pr->b.dev->poll_cq(pr->b.rcq, 1, &wc) == 1) v.push_back(wc);
+    return v;
+  }
+};
+
+TEST_F(SrSend, HeldSendsReachTheirReceiveBuffersInOrder) {
+  std::memset(pr->b.buf(), 0, 16384);
+  recv_at(1, 0, 1024);
+  recv_at(2, 4096, 64);
+  recv_at(3, 8192, 64);
+  inject(send(op::kSendFirst, 0, 0, 256));  // 256 + (256 lost) + 100 bytes
+  proto::Packet last = send(op::kSendLast, 2, 512, 100);
+  last.ack_req = true;
+  inject(last);
+  proto::Packet imm = send(op::kSendOnlyImm, 3, 1000, 50);
+  imm.imm = 0x5566;
+  inject(imm);
+  proto::Packet inv = send(op::kSendOnlyInv, 4, 2000, 20);
+  inv.ieth_rkey = 0xABCD;
+  inv.ack_req = true;
+  inject(inv);
+  ASSERT_EQ(out.frames.size(), 1u) << "one NAK for the gap, nothing for the packets after it";
+  EXPECT_EQ(out.at(0).aeth.syndrome, 0x60);
+  EXPECT_EQ(out.at(0).psn, proto::psn_add(epsn, 1));
+  EXPECT_EQ(pr->b.qp->counters().sr_held, 3u);
+  EXPECT_EQ(pr->b.qp->rx.held_sends, 3u);
+  EXPECT_TRUE(recv_wcs().empty()) << "no completion before the gap is filled";
+  EXPECT_EQ(pr->b.buf()[4096], 0) << "a kept SEND is not placed: its receive WQE is not known yet";
+  EXPECT_EQ(pr->b.buf()[512], 0);
+  // A resend of a kept packet (AckReq: a probe, or its NAK was lost) draws the NAK again.
+  inject(inv);
+  ASSERT_EQ(out.frames.size(), 2u);
+  EXPECT_EQ(out.at(1).aeth.syndrome, 0x60);
+  EXPECT_EQ(out.at(1).psn, proto::psn_add(epsn, 1));
+  EXPECT_EQ(pr->b.qp->counters().sr_held, 3u) << "kept once";
+  inject(send(op::kSendMiddle, 1, 256, 256));  // the missing packet
+  ASSERT_EQ(out.frames.size(), 3u);
+  EXPECT_EQ(out.at(2).aeth.syndrome, 0x1F) << "one ACK for everything kept";
+  EXPECT_EQ(out.at(2).psn, proto::psn_add(epsn, 4));
+  EXPECT_EQ(out.at(2).aeth.msn, 3u) << "three messages completed";
+  EXPECT_EQ(pr->b.qp->expected_psn(), proto::psn_add(epsn, 5));
+  EXPECT_EQ(pr->b.qp->rx.held_n, 0u);
+  EXPECT_EQ(std::memcmp(pr->b.buf(), data.data(), 612), 0) << "the first SEND's bytes in order";
+  EXPECT_EQ(pr->b.buf()[612], 0);
+  EXPECT_EQ(std::memcmp(pr->b.buf() + 4096, data.data() + 1000, 50), 0);
+  EXPECT_EQ(std::memcmp(pr->b.buf() + 8192, data.data() + 2000, 20), 0);
+  const std::vector<Wc> wcs = recv_wcs();
+  ASSERT_EQ(wcs.size(), 3u);
+  EXPECT_EQ(wcs[0].wr_id, 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::Success);
+  EXPECT_EQ(wcs[0].byte_len, 612u);
+  EXPECT_EQ(wcs[0].wc_flags, 0u);
+  EXPECT_EQ(wcs[1].wr_id, 2u);
+  EXPECT_EQ(wcs[1].byte_len, 50u);
+  EXPECT_EQ(wcs[1].wc_flags, kWcWithImm);
+  EXPECT_EQ(wcs[1].imm_data, 0x5566u);
+  EXPECT_EQ(wcs[2].wr_id, 3u);
+  EXPECT_EQ(wcs[2].byte_len, 20u);
+  EXPECT_EQ(wcs[2].wc_flags, kWcWithInv);
+  EXPECT_EQ(wcs[2].invalidated_rkey, 0xABCDu);
+}
+
+// A kept SEND replayed with no receive WQE: an RNR NAK at its PSN (after the ACK owed for the
+// packet before it); the packets kept after it stay kept and follow when it comes again.
+TEST_F(SrSend, NoReceiveWqeOnReplayIsAnRnrNak) {
+  recv_at(1, 0, 64);
+  inject(send(op::kSendOnly, 1, 100, 30));
+  inject(send(op::kSendOnly, 2, 200, 40));
+  proto::Packet p0 = send(op::kSendOnly, 0, 0, 20);
+  p0.ack_req = true;
+  inject(p0);
+  ASSERT_EQ(out.frames.size(), 3u);
+  EXPECT_EQ(out.at(0).aeth.syndrome, 0x60);
+  EXPECT_EQ(out.at(1).aeth.syndrome, 0x1F) << "the packet before it acknowledged";
+  EXPECT_EQ(out.at(1).psn, epsn);
+  EXPECT_EQ(out.at(2).aeth.syndrome >> 5, 1) << "RNR NAK";
+  EXPECT_EQ(out.at(2).psn, proto::psn_add(epsn, 1));
+  EXPECT_EQ(pr->b.qp->expected_psn(), proto::psn_add(epsn, 1));
+  EXPECT_EQ(pr->b.qp->rx.held_n, 1u) << "the packet after it stays kept";
+  recv_at(2, 4096, 64);
+  recv_at(3, 8192, 64);
+  proto::Packet p1 = send(op::kSendOnly, 1, 100, 30);  // sent again after the RNR timer
+  p1.ack_req = true;
+  inject(p1);
+  ASSERT_EQ(out.frames.size(), 4u);
+  EXPECT_EQ(out.at(3).aeth.syndrome, 0x1F);
+  EXPECT_EQ(out.at(3).psn, proto::psn_add(epsn, 2));
+  EXPECT_EQ(out.at(3).aeth.msn, 3u);
+  const std::vector<Wc> wcs = recv_wcs();
+  ASSERT_EQ(wcs.size(), 3u);
+  for (uint64_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(wcs[i].wr_id, i + 1);
+    EXPECT_EQ(wcs[i].status, WcStatus::Success);
+  }
+  EXPECT_EQ(std::memcmp(pr->b.buf() + 4096, data.data() + 100, 30), 0);
+  EXPECT_EQ(std::memcmp(pr->b.buf() + 8192, data.data() + 200, 40), 0);
+}
+
+// An invalid request found on replay (too long for its receive WQE): NAK invalid request at its
+// PSN, the QP in ERR, nothing kept after it delivered (and the store forgotten).
+TEST_F(SrSend, AnInvalidKeptSendIsNakedOnReplay) {
+  recv_at(1, 0, 300);
+  recv_at(2, 4096, 100);
+  recv_at(3, 8192, 100);
+  inject(send(op::kSendOnly, 1, 0, 200));  // 200 bytes for a 100-byte receive WQE
+  inject(send(op::kSendOnly, 2, 0, 50));
+  proto::Packet p0 = send(op::kSendOnly, 0, 0, 256);
+  p0.ack_req = true;
+  inject(p0);
+  ASSERT_EQ(out.frames.size(), 3u);
+  EXPECT_EQ(out.at(1).aeth.syndrome, 0x1F);
+  EXPECT_EQ(out.at(1).psn, epsn);
+  EXPECT_EQ(out.at(2).aeth.syndrome, 0x61) << "NAK invalid request";
+  EXPECT_EQ(out.at(2).psn, proto::psn_add(epsn, 1));
+  EXPECT_EQ(pr->b.qp->state(), QpState::Err);
+  EXPECT_EQ(pr->b.qp->rx.held_n, 0u);
+  EXPECT_EQ(pr->b.qp->rx.held_sends, 0u);
+  const std::vector<Wc> wcs = recv_wcs();
+  ASSERT_EQ(wcs.size(), 3u);
+  EXPECT_EQ(wcs[0].status, WcStatus::Success);
+  EXPECT_EQ(wcs[1].wr_id, 2u);
+  EXPECT_EQ(wcs[1].status, WcStatus::LocLenErr);
+  EXPECT_EQ(wcs[2].wr_id, 3u);
+  EXPECT_EQ(wcs[2].status, WcStatus::WrFlushErr) << "the SEND kept after it is not delivered";
+}
+
+// A receive buffer deregistered while a SEND for it is kept: the kept bytes are scattered only
+// on replay, into a live registration or not at all (LocProtErr, NAK remote operational error).
+TEST_F(SrSend, ADeregisteredReceiveBufferIsNotWritten) {
+  Mr* mr = pr->b.dev->reg_mr(pr->b.pd, pr->b.buf() + 4096, 4096, kLocalWrite);
+  ASSERT_NE(mr, nullptr);
+  std::memset(pr->b.buf() + 4096, 0, 64);
+  Sge sg{pr->b.addr() + 4096, 64, mr->lkey};
+  RecvWr rw{5, &sg, 1};
+  ASSERT_EQ(pr->b.dev->post_recv(pr->b.qp, rw), 0);
+  inject(send(op::kSendOnly, 1, 0, 40));  // kept
+  ASSERT_EQ(pr->b.dev->dereg_mr(mr), 0);
+  proto::Packet w = write(op::kWriteOnly, 0, 0, 0);  // fills the gap (no receive WQE, no bytes)
+  w.reth = {0, 0, 0};
+  w.ack_req = true;
+  inject(w);
+  ASSERT_EQ(out.frames.size(), 3u);
+  EXPECT_EQ(out.at(2).aeth.syndrome, 0x63) << "NAK remote operational error";
+  EXPECT_EQ(out.at(2).psn, proto::psn_add(epsn, 1));
+  EXPECT_EQ(pr->b.buf()[4096], 0) << "nothing written outside a live registration";
+  const std::vector<Wc> wcs = recv_wcs();
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::LocProtErr);
+}
+
+// The reorder store reaches kSelectiveRepeatSendSlots PSNs from the expected one (fewer than
+// the window, which a larger max_unacked_psns may fill): a SEND packet beyond that is dropped,
+// the answer after the gap is filled is the NAK for the first PSN not kept (not an ACK: the
+// requester must learn it is missing), and it is kept when it comes again within reach.
+TEST_F(SrSend, ASendBeyondTheStoresReachIsNotKept) {
+  const int32_t reach = int32_t(param::kSelectiveRepeatSendSlots);
+  ASSERT_LT(uint32_t(reach), param::kSelectiveRepeatWindow);
+  for (uint64_t i = 0; i < 4; ++i) recv_at(i + 1, uint32_t(i) * 64, 64);
+  inject(send(op::kSendOnly, 1, 10, 10));
+  inject(send(op::kSendOnly, reach, 30, 10));  // out of reach
+  inject(send(op::kSendOnly, 2, 20, 10));
+  EXPECT_EQ(pr->b.qp->counters().sr_held, 2u) << "+1 and +2 kept, +128 not";
+  ASSERT_EQ(out.frames.size(), 1u);
+  inject(send(op::kSendOnly, 0, 0, 10));  // the gap filled: +1 and +2 delivered
+  EXPECT_EQ(pr->b.qp->expected_psn(), proto::psn_add(epsn, 3));
+  ASSERT_EQ(out.frames.size(), 2u);
+  EXPECT_EQ(out.at(1).aeth.syndrome, 0x60) << "a NAK: what was dropped beyond the reach is missing";
+  EXPECT_EQ(out.at(1).psn, proto::psn_add(epsn, 3));
+  EXPECT_EQ(out.at(1).aeth.msn, 3u);
+  inject(send(op::kSendOnly, reach, 30, 10));
+  EXPECT_EQ(pr->b.qp->counters().sr_held, 3u) << "in reach now: kept";
+  EXPECT_EQ(out.frames.size(), 2u) << "the gap's NAK went out already";
+  const std::vector<Wc> wcs = recv_wcs();
+  ASSERT_EQ(wcs.size(), 3u);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(std::memcmp(pr->b.buf() + 64 * i, data.data() + 10 * i, 10), 0) << "message " << i;
+}
+
 // Two engines over the fake link, one frame of A's dropped once (by PSN), A's frames recorded.
 class Selective : public ::testing::Test {
  protected:
@@ -927,6 +1125,46 @@ class Selective : public ::testing::Test {
     ASSERT_TRUE(pr->next_wc(pr->b.rcq, wc));
     EXPECT_EQ(wc.wr_id, 9u);
     EXPECT_EQ(std::memcmp(pr->b.buf(), pr->a.buf(), 3 * 2048), 0) << "every byte in its place";
+    EXPECT_EQ(pr->a.qp->counters().timeouts, 0u);
+  }
+  // Three SENDs of 8 packets each (with immediate, plain, with invalidate), each into its own
+  // receive WQE: bytes, completions and their order checked.
+  void three_sends() {
+    fill_pattern(pr->a.buf(), 3 * 2048, 13);
+    for (uint64_t i = 0; i < 3; ++i) {
+      Sge r{pr->b.addr() + i * 4096, 4096, pr->b.mr->lkey};
+      RecvWr rw{10 + i, &r, 1};
+      ASSERT_EQ(pr->b.dev->post_recv(pr->b.qp, rw), 0);
+    }
+    static constexpr WrOpcode kOps[] = {WrOpcode::SendWithImm, WrOpcode::Send, WrOpcode::SendWithInv};
+    for (uint64_t i = 0; i < 3; ++i) {
+      Sge s{pr->a.addr() + i * 2048, 2048, pr->a.mr->lkey};
+      SendWr w = wr_to(pr->b, i + 1, kOps[i], &s);
+      w.imm_data = 0x100 + uint32_t(i);
+      w.invalidate_rkey = 0x200 + uint32_t(i);
+      ASSERT_EQ(pr->a.dev->post_send(pr->a.qp, w), 0);
+    }
+    for (uint64_t i = 0; i < 3; ++i) {
+      Wc wc;
+      ASSERT_TRUE(pr->next_wc(pr->a.scq, wc));
+      EXPECT_EQ(wc.status, WcStatus::Success);
+      EXPECT_EQ(wc.wr_id, i + 1) << "completions in order";
+    }
+    for (uint64_t i = 0; i < 3; ++i) {
+      Wc wc;
+      ASSERT_TRUE(pr->next_wc(pr->b.rcq, wc));
+      EXPECT_EQ(wc.status, WcStatus::Success);
+      EXPECT_EQ(wc.wr_id, 10 + i) << "receive completions in order";
+      EXPECT_EQ(wc.byte_len, 2048u);
+      EXPECT_EQ(wc.wc_flags, i == 0 ? kWcWithImm : i == 2 ? kWcWithInv : 0u);
+      if (i == 0) {
+        EXPECT_EQ(wc.imm_data, 0x100u);
+      }
+      if (i == 2) {
+        EXPECT_EQ(wc.invalidated_rkey, 0x202u);
+      }
+      EXPECT_EQ(std::memcmp(pr->b.buf() + i * 4096, pr->a.buf() + i * 2048, 2048), 0) << "message " << i;
+    }
     EXPECT_EQ(pr->a.qp->counters().timeouts, 0u);
   }
   // How many times A sent each PSN (relative to the first), 24 PSNs.
@@ -1034,6 +1272,54 @@ TEST_F(Selective, OnTowardAnOffResponderFallsBackToGoBackN) {
 TEST_F(Selective, OffTowardAnOnResponderIsGoBackN) {
   make(false, true);
   three_writes();
+  EXPECT_EQ(pr->a.qp->counters().sr_resends, 0u);
+  EXPECT_GT(pr->a.qp->counters().retransmitted, 1u);
+}
+
+// SEND: the same hole repaired the same way (the responder keeps the SEND packets after it in
+// its reorder store, and hands them to their receive WQEs once the hole is filled).
+TEST_F(Selective, AHoleInASendBurstIsRepairedByResendingOnlyThatPsn) {
+  drop_opcode = op::kSendMiddle;
+  make(true, true);
+  three_sends();
+  std::vector<int> want(24, 1);
+  want[3] = 2;
+  EXPECT_EQ(times_sent(), want) << "only the lost PSN went out again";
+  EXPECT_EQ(pr->a.qp->counters().retransmitted, 1u);
+  EXPECT_EQ(pr->a.qp->counters().sr_resends, 1u);
+  EXPECT_EQ(pr->b.qp->counters().sr_held, 20u) << "every packet after the gap kept";
+  EXPECT_EQ(pr->b.qp->counters().out_of_seq_request, 1u) << "one NAK for the gap";
+}
+
+// A lost LAST (the end of a message: the packets after it start the next one) and a lost FIRST.
+TEST_F(Selective, ALostSendLastOrFirstResendsOnlyThatPsn) {
+  for (const uint8_t opc : {op::kSendLast, op::kSendFirst}) {
+    SCOPED_TRACE(int(opc));
+    sent.clear();
+    dropped = false;
+    drop_opcode = opc;
+    drop_at = opc == op::kSendLast ? 15 : 8;  // the plain SEND's LAST, or its FIRST
+    make(true, true);
+    three_sends();
+    std::vector<int> want(24, 1);
+    want[size_t(drop_at)] = 2;
+    EXPECT_EQ(times_sent(), want);
+  }
+}
+
+// SEND toward a go-back-N responder (on toward off): the resend of the lost PSN alone is
+// answered with an ACK that stops there; A goes back N. Off toward on: plain go-back-N.
+TEST_F(Selective, SendsBetweenMixedModesStillComplete) {
+  drop_opcode = op::kSendMiddle;
+  make(true, false);
+  three_sends();
+  EXPECT_EQ(pr->a.qp->counters().sr_resends, 1u);
+  EXPECT_EQ(pr->a.qp->counters().gap_restarts, 2u) << "the selective resend, then go-back-N from the next PSN";
+  EXPECT_EQ(pr->b.qp->counters().sr_held, 0u);
+  sent.clear();
+  dropped = false;
+  make(false, true);
+  three_sends();
   EXPECT_EQ(pr->a.qp->counters().sr_resends, 0u);
   EXPECT_GT(pr->a.qp->counters().retransmitted, 1u);
 }
