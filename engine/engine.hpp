@@ -148,6 +148,10 @@ class Device {
   // The time the last progress() step started (0 before the first): a recent time at no cost,
   // for a caller that has just called progress().
   uint64_t last_step_ns() const { return step_ns_; }
+  // Requests received on connected QPs (RC, UC), and when the last one came (a step's time): the
+  // verbs shim's sign that the application plays ping-pong (verbs_shim/datapath.cpp, linger).
+  uint64_t requests_received() const { return requests_rcvd_; }
+  uint64_t last_request_ns() const { return last_request_ns_; }
   uint32_t mtu_limit() const;          // the largest path MTU the link can carry
   // Live telemetry (engine/telemetry.hpp): another thread asks the mailbox for a snapshot,
   // progress() fills it. qps(): every QP, for the snapshot (polling thread only).
@@ -171,6 +175,7 @@ class Device {
   Clock& clock_;
   uint64_t step_ns_ = 0;   // step_ns(): set by progress()
   bool in_step_ = false;
+  uint64_t requests_rcvd_ = 0, last_request_ns_ = 0;
   Config cfg_;
   Rng rng_;                                // before mrs_: the MR table draws keys from it
   MrTable mrs_;

@@ -192,15 +192,32 @@ inline constexpr uint64_t kShimPollerNapNs = 20'000;
 // The most of a late wake-up that the poller credits to the application as time it may have
 // been preempted rather than away (verbs_shim/runtime.cpp).
 inline constexpr uint64_t kShimWakeSlackNs = 20'000;
-// The poller found the application driving and busy (at least kShimSteadyOps WRs posted or
-// completions taken since the previous check) at this many successive checks: it checks only
-// every kShimPollerSteadyNapNs until it finds the application away or idle (a bandwidth loop
-// then loses almost nothing to the poller's wake-ups). An application that polls for an answer
-// only the peer can give (a latency test) is not busy: its poller stays close, so that it is
-// there when the application turns to spin on memory.
+// The poller found the application driving (at least kShimSteadyOps WRs posted or completions
+// taken since the previous check) at this many successive checks: it checks only every
+// kShimPollerSteadyNapNs until it finds the application away or idle (a bandwidth loop then
+// loses almost nothing to the poller's wake-ups, and a latency test's round trip is not taken
+// by them: each wake-up beside a running thread costs it about 20 us here). An application that
+// waits for the peer's answer by spinning on memory is covered by the linger below, which keeps
+// its own verbs call driving until the answer has come.
 inline constexpr uint32_t kShimSteadyChecks = 16;
-inline constexpr uint64_t kShimSteadyOps = 8;
+inline constexpr uint64_t kShimSteadyOps = 1;
 inline constexpr uint64_t kShimPollerSteadyNapNs = 1'000'000;
+// Linger (verbs_shim/datapath.cpp): an ibv_poll_cq that returns only send-queue completions, in
+// a process that received a request within kShimLingerRecentNs, keeps the engine turning until
+// the next request arrives, at most kShimLingerNs (UROCE_SHIM_LINGER_NS; 0: never): a ping-pong
+// application (ib_write_lat) next spins on memory for the peer's answer, which no verbs call of
+// its own would place, and the poller's naps made each round trip wait 20 us. After
+// A score (from kShimLingerScoreStart) counts lingers that found the request (+1, up to
+// kShimLingerScoreMax) against those that did not (-kShimLingerMissCost); a miss that takes it
+// below zero stops lingering for kShimLingerBackoffNs. A ping-pong must not stop lingering for a
+// few misses (its peer descheduled now and then): while one side does not linger, the other's
+// lingers miss too, and both fall back to their pollers.
+inline constexpr uint64_t kShimLingerNs = 20'000;
+inline constexpr uint64_t kShimLingerRecentNs = 10'000'000;
+inline constexpr uint32_t kShimLingerScoreMax = 64;
+inline constexpr uint32_t kShimLingerMissCost = 1;
+inline constexpr uint32_t kShimLingerScoreStart = 16;
+inline constexpr uint64_t kShimLingerBackoffNs = 10'000'000;
 inline constexpr uint64_t kShimPollerLongIdleNs = 10'000'000;  // idle this long: naps get longer
 inline constexpr uint64_t kShimPollerLongNapNs = 200'000;   // one nap after kShimPollerLongIdleNs
 // progress = inline: the poller turns the engine only when the application has made no data-path

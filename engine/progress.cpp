@@ -138,7 +138,11 @@ void Device::rx_frame(PacketBuf& b) {
   // The implicit RTU: the first packet on a QP whose connection waits for the RTU.
   if (cm_ && cm_->awaiting_rtu() && tr != proto::Transport::UD) [[unlikely]] cm_->qp_data(qp->qpn());
   if (tr == proto::Transport::UD) responder::on_datagram(*this, *qp, p);
-  else if (p.info().request) responder::on_request(*this, *qp, p);
+  else if (p.info().request) {
+    ++requests_rcvd_;
+    last_request_ns_ = step_ns_;
+    responder::on_request(*this, *qp, p);
+  }
   else if (s == QpState::Rts || s == QpState::Sqd || s == QpState::Sqe) completer::on_response(*this, *qp, p);
   else ++qp->ctr.dropped_bad_state;
 }

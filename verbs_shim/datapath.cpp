@@ -29,6 +29,46 @@ int post_recv_list(E::Qp* qp, E::Srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   return rc;
 }
 
+// With the token held, after a poll that returned only send-queue completions (or a post by an
+// application that does not poll): a process that plays ping-pong (it received a request
+// lately) and has had no request since its last post next waits for the peer's answer, often by
+// spinning on memory (ib_write_lat), where no verbs call of its own would place it and the
+// poller, napping beside a running application, would come 20 us late. So keep the engine
+// turning until the next request arrives, up to linger_ns. A process whose lingers keep finding
+// nothing (a bandwidth loop, a READ loop) stops lingering for a while; one whose lingers mostly
+// find the answer (a ping-pong whose peer was descheduled now and then) goes on.
+void linger(Runtime& r) {
+  E::Device& d = *r.engine;
+  const uint64_t start = d.last_step_ns();
+  // The answer came already (a request since the last post), perhaps in the step that brought
+  // the ACK; or this process has not been receiving requests.
+  const uint64_t mark = r.linger_mark;
+  if (d.requests_received() != mark) {
+    ++r.linger_answered;
+    return;
+  }
+  if (start < r.linger_off_until || start - d.last_request_ns() > param::kShimLingerRecentNs) {
+    ++r.linger_skipped;
+    return;
+  }
+  while (d.requests_received() == mark) {
+    if (d.last_step_ns() - start >= r.linger_ns) {
+      ++r.linger_missed;
+      if (r.linger_score < param::kShimLingerMissCost) {
+        r.linger_score = 0;
+        r.linger_off_until = start + param::kShimLingerBackoffNs;
+      } else {
+        r.linger_score -= param::kShimLingerMissCost;
+      }
+      return;
+    }
+    r.drive();
+    r.note_app(d.last_step_ns());  // still driving: the poller stays away
+  }
+  r.linger_hits.store(r.linger_hits.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  r.linger_score = std::min(r.linger_score + 1, param::kShimLingerScoreMax);
+}
+
 }  // namespace
 
 int op_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
@@ -36,6 +76,7 @@ int op_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   UQp* q = uqp(qp);
   int rc = 0;
   Guard g;
+  r.linger_mark = r.engine->requests_received();  // the answer to this post is a request after it
   uint64_t n = 0;
   for (; wr; wr = wr->next, ++n) {
     rc = r.engine->post_send(q->e, to_engine(*wr, qp->qp_type));
@@ -51,7 +92,11 @@ int op_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   const uint64_t now = r.now_ns();
   const bool polling = now - r.app_poll_ns.load(std::memory_order_relaxed) < r.app_active_ns;
   r.note_app(now);
-  if (r.calls_drive() && (r.eager_post || !polling)) r.drive();
+  if (r.calls_drive() && (r.eager_post || !polling)) {
+    r.drive();
+    // An application that posts without polling may spin on memory next for the answer.
+    if (!polling && r.linger_ns) linger(r);
+  }
   return rc;
 }
 
@@ -76,8 +121,16 @@ int op_poll_cq(ibv_cq* cq, int n, ibv_wc* wc) {
     r.note_app(r.now_ns());
   }
   // Straight from the engine's ring into the application's array.
-  const int total = int(c->e->poll_each(uint32_t(n), [&wc](const E::Wc& w) { to_ibv_wc(w, *wc++); }));
-  if (total) r.count_ops(uint64_t(total));
+  bool recv = false;
+  const int total = int(c->e->poll_each(uint32_t(n), [&wc, &recv](const E::Wc& w) {
+    to_ibv_wc(w, *wc);
+    recv |= (wc->opcode & IBV_WC_RECV) != 0;
+    ++wc;
+  }));
+  if (total) {
+    r.count_ops(uint64_t(total));
+    if (!recv && r.linger_ns && r.calls_drive()) linger(r);
+  }
   return total;
 }
 

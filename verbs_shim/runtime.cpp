@@ -121,19 +121,22 @@ class AppWatch {
   uint64_t next_ns_ = 0;
 };
 
+// A statistic only the poller writes: no locked instruction per loop.
+void bump(std::atomic<uint64_t>& c) { c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+
 void poller_loop(Runtime& r) {
   prctl(PR_SET_TIMERSLACK, param::kShimPollerTimerSlackNs, 0, 0, 0);
   if (r.progress == Runtime::Progress::Inline) {
     // Only keep the port alive (ARP/ND, a passive peer's requests) when the application has made
     // no data-path call for a whole check interval.
     while (!r.stop.load(std::memory_order_relaxed)) {
-      r.poller_naps.fetch_add(1, std::memory_order_relaxed);
+      bump(r.poller_naps);
       nap(param::kShimInlineCheckNs);
       const uint64_t now = r.now_ns();
       if (now - r.app_poll_ns.load(std::memory_order_relaxed) < param::kShimInlineCheckNs) continue;
       r.lock();
-      while (r.drive()) r.poller_drives.fetch_add(1, std::memory_order_relaxed);
-      r.poller_drives.fetch_add(1, std::memory_order_relaxed);
+      while (r.drive()) bump(r.poller_drives);
+      bump(r.poller_drives);
       r.unlock();
     }
     return;
@@ -146,7 +149,7 @@ void poller_loop(Runtime& r) {
   uint64_t ops_seen = r.app_ops.load(std::memory_order_relaxed);
   // One nap of `ns`; remembers when it should end.
   auto sleep = [&](uint64_t now, uint64_t ns) {
-    r.poller_naps.fetch_add(1, std::memory_order_relaxed);
+    bump(r.poller_naps);
     wake_due = now + ns;
     nap(ns);
   };
@@ -173,7 +176,7 @@ void poller_loop(Runtime& r) {
     if (r.waiters.load(std::memory_order_relaxed) == 0 && !r.owner.exchange(true, std::memory_order_acquire)) {
       did = r.drive();
       r.unlock();
-      r.poller_drives.fetch_add(1, std::memory_order_relaxed);
+      bump(r.poller_drives);
     }
     if (did) {
       last_work = now;  // more may follow at once
@@ -239,9 +242,10 @@ void shim_fini() {
   Runtime& r = rt();
   if (!r.started || !r.poller.joinable()) return;
   if (getenv("UROCE_SHIM_STATS"))
-    std::fprintf(stderr, "\nuroce-verbs: poller drives %lu naps %lu, application drives %lu\n",
+    std::fprintf(stderr, "\nuroce-verbs: poller drives %lu naps %lu, application drives %lu, lingers %lu (found nothing %lu; not needed %lu, skipped %lu)\n",
                  (unsigned long)r.poller_drives.load(), (unsigned long)r.poller_naps.load(),
-                 (unsigned long)r.app_drives.load());
+                 (unsigned long)r.app_drives.load(), (unsigned long)(r.linger_hits.load() + r.linger_missed),
+                 (unsigned long)r.linger_missed, (unsigned long)r.linger_answered, (unsigned long)r.linger_skipped);
   r.stop = true;
   r.poller.join();
   if (r.link) r.link->flush_capture();  // the link is never closed: its capture buffer goes out here
@@ -302,6 +306,7 @@ bool start_runtime() {
   if (const char* e = getenv("UROCE_SHIM_EAGER_POST")) r.eager_post = *e == '1';
   if (const char* e = getenv("UROCE_SHIM_APP_ACTIVE_NS")) r.app_active_ns = strtoull(e, nullptr, 0);
   if (const char* e = getenv("UROCE_SHIM_IDLE_SPIN_NS")) r.idle_spin_ns = strtoull(e, nullptr, 0);
+  if (const char* e = getenv("UROCE_SHIM_LINGER_NS")) r.linger_ns = strtoull(e, nullptr, 0);
   std::promise<bool> ready;
   auto fut = ready.get_future();
   r.poller = std::thread(poller_main, &ready);

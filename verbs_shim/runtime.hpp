@@ -75,6 +75,11 @@ struct Runtime {
   uint64_t app_active_ns = param::kShimAppActiveNs;   // UROCE_SHIM_APP_ACTIVE_NS
   uint64_t idle_spin_ns = param::kShimIdleSpinNs;     // UROCE_SHIM_IDLE_SPIN_NS
   bool eager_post = false;   // post_send runs progress() itself (UROCE_SHIM_EAGER_POST=1)
+  // Linger after send completions (datapath.cpp; param::kShimLingerNs), under the token.
+  uint64_t linger_ns = param::kShimLingerNs;          // UROCE_SHIM_LINGER_NS
+  uint32_t linger_score = param::kShimLingerScoreStart;   // +1 per linger that found the answer, -kShimLingerMissCost per miss
+  uint64_t linger_off_until = 0;
+  uint64_t linger_mark = 0;    // requests received at the last ibv_post_send
   std::vector<UCq*> armed;   // CQs with a requested notification (under the token)
   // Asynchronous events (async.cpp), under the token: the open contexts (each has its event
   // queue) and the objects whose state is compared at each scan.
@@ -87,6 +92,10 @@ struct Runtime {
 
   // Statistics (for docs and debugging; UROCE_SHIM_STATS=1 prints them at exit).
   std::atomic<uint64_t> poller_drives{0}, poller_naps{0}, app_drives{0};
+  std::atomic<uint64_t> linger_hits{0};   // written under the token, read by the poller
+  uint64_t linger_missed = 0;             // under the token
+  uint64_t linger_answered = 0;           // no linger: the answer had come
+  uint64_t linger_skipped = 0;            // no linger: backing off, or no requests lately
 
   void lock() {
     if (!owner.exchange(true, std::memory_order_acquire)) return;

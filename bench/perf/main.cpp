@@ -50,7 +50,12 @@ int main(int argc, char** argv) {
     sizes.push_back(c.o.size);
   }
   bool ok = true;
-  for (uint64_t s : sizes) ok &= run_size(c, s);
+  const uint64_t base_iters = c.o.iters;
+  for (uint64_t s : sizes) {
+    c.o.iters = base_iters;
+    c.o.iters = iters_for(c.o, s);  // both sides compute the same from the same options
+    ok &= run_size(c, s);
+  }
   // Say goodbye while both sides still poll, so final ACKs are not lost.
   Msg bye;
   bye.type = kBye;

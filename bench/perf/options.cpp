@@ -17,6 +17,7 @@ void usage(bool help = false) {
                "  -s, --size BYTES                message size (default 65536 bw, 2 lat)\n"
                "  -n, --iters N                   messages per QP and size (default 5000 bw, 1000 lat)\n"
                "  -a, --all                       all sizes 2 .. 2^23 (bounded by --max-size)\n"
+               "  --bytes-per-size BYTES          each size runs max(N, BYTES / size) messages (at most 2000000)\n"
                "  --max-size BYTES                largest size for -a (default 8388608)\n"
                "  -q, --qps N                     QPs (default 1)\n"
                "  -t, --tx-depth N                outstanding sends per QP (default 128)\n"
@@ -34,6 +35,11 @@ void usage(bool help = false) {
 }
 
 }  // namespace
+
+uint64_t iters_for(const Opts& o, uint64_t size) {
+  if (o.bytes_per_size == 0 || size == 0) return o.iters;
+  return std::max(o.iters, std::min(o.bytes_per_size / size, kMaxScaledIters));
+}
 
 Opts parse_args(int argc, char** argv) {
   Opts o;
@@ -58,6 +64,7 @@ Opts parse_args(int argc, char** argv) {
       else usage();
     } else if (a == "-s" || a == "--size") o.size = std::stoull(val());
     else if (a == "-n" || a == "--iters") o.iters = std::stoull(val()), have_iters = true;
+    else if (a == "--bytes-per-size") o.bytes_per_size = std::stoull(val());
     else if (a == "-a" || a == "--all") o.all = true;
     else if (a == "--max-size") o.max_size = std::stoull(val());
     else if (a == "-q" || a == "--qps") o.qps = uint32_t(std::stoul(val()));

@@ -14,6 +14,9 @@ struct Opts {
   Mode mode = Mode::Bw;
   uint64_t size = 0;          // 0: default for the mode
   uint64_t iters = 0;
+  // Each size runs max(iters, bytes_per_size / size) messages, at most kMaxScaledIters (0: iters
+  // for every size): small sizes get enough messages for a stable rate.
+  uint64_t bytes_per_size = 0;
   bool all = false;
   uint64_t max_size = 1ull << 23;
   uint32_t qps = 1;
@@ -31,6 +34,11 @@ struct Opts {
   std::vector<std::string> eal_extra;
 };
 
+
+inline constexpr uint64_t kMaxScaledIters = 2'000'000;
+
+// The messages per QP for one size.
+uint64_t iters_for(const Opts& o, uint64_t size);
 
 // Parses the command line; prints the usage and exits 2 on a bad one.
 Opts parse_args(int argc, char** argv);
