@@ -279,8 +279,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static constexpr QpType kTypes[] = {QpType::RC, QpType::RC, QpType::UC, QpType::UD};
   // The first byte: the path MTU (first % 3), the QP type (bits 2-3) and selective repeat
   // (bit 4, a bit no other choice reads alone, so older inputs keep their MTU, type and actions).
+  // UROCE_FUZZ_SR=on or off in the environment fixes the mode for a whole run instead.
+  static const char* const force_sr = std::getenv("UROCE_FUZZ_SR");
   const uint8_t first = in.u8();
-  World w(kMtus[first % 3], kTypes[(first >> 2) % 4], (first & 0x10) != 0);
+  const bool sr = force_sr && !std::strcmp(force_sr, "on")    ? true
+                  : force_sr && !std::strcmp(force_sr, "off") ? false
+                                                               : (first & 0x10) != 0;
+  World w(kMtus[first % 3], kTypes[(first >> 2) % 4], sr);
   for (int steps = 0; steps < 256 && !in.empty(); ++steps) {
     const uint8_t a = in.u8();
     const int who = a & 1;
