@@ -276,7 +276,7 @@ struct Counters {
   uint64_t rtt_samples = 0;        // round-trip times measured
   // Selective repeat (docs/reliability.md).
   uint64_t sr_resends = 0;         // requester: packets resent selectively (one gap, not what follows it)
-  uint64_t sr_held = 0;            // responder: WRITE packets ahead of the expected PSN placed and kept
+  uint64_t sr_held = 0;            // responder: WRITE (placed) and SEND (stored) packets kept ahead of the expected PSN
 
   void add(const Counters& o);
   // "name=value" for every counter that is not zero, in declaration order ("(all zero)" if none).

@@ -9,6 +9,7 @@
 # tests/fuzz/fuzz_cm_engine.cpp).
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET]
+#   UROCE_FUZZ_SR=on scripts/fuzz.sh 300 engine   # selective repeat on at both ends in every input
 #
 # Builds outside meson with clang++ -fsanitize=fuzzer,address,undefined into build-fuzz/
 # (build-fuzz-locate/ for locate, build-fuzz-cm/ for cm; override with FUZZ_BUILD=dir), seeds the corpus with every

@@ -1,6 +1,7 @@
 // Structure-aware fuzz target for the engine's protocol state machines: a connected pair of
-// Devices on the FakeLink (RC, UC or UD QPs, chosen by the input's first byte), driven by a
-// sequence of actions decoded from the input: forged
+// Devices on the FakeLink (RC, UC or UD QPs, the path MTU and selective repeat on or off at both
+// ends, chosen by the input's first byte), driven by a sequence of actions decoded from the
+// input: forged
 // frames with a valid ICRC (any RC opcode, PSN near or far from the expected one, the real
 // rkey, the lkey or a random key, addresses in and out of the MR, any length, AETH, atomic
 // fields) injected into either end in either direction, work requests posted on either end,
@@ -69,7 +70,9 @@ struct World {
   Mtu mtu = Mtu::M1024;
   QpType type = QpType::RC;
 
-  World(Mtu m, QpType t) : mtu(m), type(t) {
+  // sr: selective repeat on at both ends (docs/reliability.md: the responder keeps WRITE and
+  // SEND packets after a gap, the requester resends only what is missing; RC only).
+  World(Mtu m, QpType t, bool sr) : mtu(m), type(t) {
     for (int i = 0; i < 2; ++i) {
       Device::Config c;
       c.mac = {0x02, 0, 0, 0, 0, uint8_t(0x0a + i)};
@@ -78,6 +81,7 @@ struct World {
       c.seed = 11 + i;
       c.max_mr = 64;  // small tables: each input builds a new world
       c.max_qp = 8;
+      c.selective_repeat = sr;
       FakeLink& l = i ? wire.b() : wire.a();
       l.tap = [this](const uint8_t*, uint32_t) { ++frames_out; };
       End& x = e[i];
@@ -273,8 +277,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Input in{data, size};
   static constexpr Mtu kMtus[] = {Mtu::M256, Mtu::M1024, Mtu::M4096};
   static constexpr QpType kTypes[] = {QpType::RC, QpType::RC, QpType::UC, QpType::UD};
+  // The first byte: the path MTU (first % 3), the QP type (bits 2-3) and selective repeat
+  // (bit 4, a bit no other choice reads alone, so older inputs keep their MTU, type and actions).
+  // UROCE_FUZZ_SR=on or off in the environment fixes the mode for a whole run instead.
+  static const char* const force_sr = std::getenv("UROCE_FUZZ_SR");
   const uint8_t first = in.u8();
-  World w(kMtus[first % 3], kTypes[(first >> 2) % 4]);
+  const bool sr = force_sr && !std::strcmp(force_sr, "on")    ? true
+                  : force_sr && !std::strcmp(force_sr, "off") ? false
+                                                               : (first & 0x10) != 0;
+  World w(kMtus[first % 3], kTypes[(first >> 2) % 4], sr);
   for (int steps = 0; steps < 256 && !in.empty(); ++steps) {
     const uint8_t a = in.u8();
     const int who = a & 1;
