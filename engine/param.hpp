@@ -181,6 +181,9 @@ inline constexpr uint8_t kShimPortActiveSpeed = 32;      // EDR, 25 Gb/s; the re
 // poller leaves it alone (UROCE_SHIM_APP_ACTIVE_NS). Also the post_send rule: a post runs
 // progress() itself when the application has not called the data path for this long.
 inline constexpr uint64_t kShimAppActiveNs = 5'000;
+// ibv_post_send by a polling application runs progress() itself once this many WRs wait since
+// the last one (verbs_shim/datapath.cpp).
+inline constexpr uint32_t kShimPostBurst = 16;
 // A poller alone on its core (the application thread blocked, or on another core) spins this
 // long after its last work before it naps (UROCE_SHIM_IDLE_SPIN_NS). A poller that shares its
 // core with a running application thread never spins: it naps at once and gives the core back.

@@ -353,6 +353,26 @@ bool DpdkLink::wait_link(bool up, uint32_t timeout_ms) {
 
 void DpdkLink::sleep_ms(uint32_t ms) { rte_delay_us_sleep(ms * 1000u); }
 
+namespace {
+// One per thread that called register_thread(): gives the lcore id back when the thread ends.
+struct ThreadRegistration {
+  bool tried = false, registered = false;
+  ~ThreadRegistration() {
+    if (registered) rte_thread_unregister();
+  }
+};
+thread_local ThreadRegistration t_registration;
+}  // namespace
+
+bool DpdkLink::register_thread() {
+  ThreadRegistration& t = t_registration;
+  if (t.tried) return t.registered || rte_lcore_id() != LCORE_ID_ANY;
+  t.tried = true;
+  if (rte_lcore_id() != LCORE_ID_ANY) return true;  // an EAL thread already
+  t.registered = rte_thread_register() == 0;
+  return t.registered;
+}
+
 void DpdkLink::await_peer_close(uint32_t timeout_ms) {
   if (!is_memif_) return;
   if (wait_link(false, timeout_ms)) rte_delay_us_sleep(100'000);  // let the disconnect finish

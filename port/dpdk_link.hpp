@@ -69,6 +69,12 @@ class DpdkLink : public engine::Link {
 
   // Sleeps (no polling): for waits between looks at the link.
   static void sleep_ms(uint32_t ms);
+  // Makes the calling thread, if it is not one of the EAL's, a registered DPDK thread with an
+  // lcore id of its own (once per thread; released when the thread ends), so that its mbuf
+  // allocations and frees go through its own mempool cache instead of the pool's shared ring.
+  // For a library that drives the link from whichever application thread holds its token (the
+  // verbs shim). false if no lcore id is free (it then works as before, without a cache).
+  static bool register_thread();
   // Waits (bounded) until the port reports link up.
   bool wait_link_up(uint32_t timeout_ms) { return wait_link(true, timeout_ms); }
   // Call when this process polls the port no more and will close it. memif's PMD unmaps the

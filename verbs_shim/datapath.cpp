@@ -86,13 +86,16 @@ int op_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     }
   }
   r.count_ops(n);
+  r.posted_undriven += uint32_t(n);
   // An application that is polling its CQ sends the frames with its next poll_cq (a progress()
-  // per post would halve perftest's post-one/poll loops); one that is not (it waits on memory,
-  // as ib_write_lat does, or on a completion channel) gets them sent now.
+  // per post would halve perftest's post-one/poll loops), or once kShimPostBurst WRs wait (a long
+  // run of posts would otherwise leave the link idle: perftest posts 100 at a time); one that is
+  // not polling (it waits on memory, as ib_write_lat does, or on a completion channel) gets them
+  // sent now.
   const uint64_t now = r.now_ns();
   const bool polling = now - r.app_poll_ns.load(std::memory_order_relaxed) < r.app_active_ns;
   r.note_app(now);
-  if (r.calls_drive() && (r.eager_post || !polling)) {
+  if (r.calls_drive() && (r.eager_post || !polling || r.posted_undriven >= param::kShimPostBurst)) {
     r.drive();
     // An application that posts without polling may spin on memory next for the answer.
     if (!polling && r.linger_ns) linger(r);

@@ -75,6 +75,7 @@ struct Runtime {
   uint64_t app_active_ns = param::kShimAppActiveNs;   // UROCE_SHIM_APP_ACTIVE_NS
   uint64_t idle_spin_ns = param::kShimIdleSpinNs;     // UROCE_SHIM_IDLE_SPIN_NS
   bool eager_post = false;   // post_send runs progress() itself (UROCE_SHIM_EAGER_POST=1)
+  uint32_t posted_undriven = 0;  // WRs posted since the last drive() (under the token)
   // Linger after send completions (datapath.cpp; param::kShimLingerNs), under the token.
   uint64_t linger_ns = param::kShimLingerNs;          // UROCE_SHIM_LINGER_NS
   uint32_t linger_score = param::kShimLingerScoreStart;   // +1 per linger that found the answer, -kShimLingerMissCost per miss
