@@ -47,6 +47,7 @@ void Runtime::note_app(uint64_t now) {
 // With the token held.
 bool Runtime::drive() {
   bool did = engine->progress();
+  if (cm_hook) cm_hook();
   for (size_t i = 0; i < armed.size();) {
     UCq* c = armed[i];
     if (c->e->completions_pushed() != c->armed_at) {
