@@ -3,6 +3,8 @@
 // rdma_cm events on its own thread (moving the QP where librdmacm does: the active side's QP to
 // RTR and RTS when the REP arrives, then the RTU).
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -67,6 +69,20 @@ void post(Channel* c, Item&& it) {
   uint64_t one = 1;
   ssize_t k = write(c->ch.fd, &one, sizeof one);
   (void)k;
+}
+
+void unpost(Channel* c) {
+  // The count, if a reader has not taken it yet (one that has finds the queue without the
+  // entry and waits again). poll() first: the fd may be blocking.
+  pollfd p{c->ch.fd, POLLIN, 0};
+  uint64_t n = 0;
+  if (poll(&p, 1, 0) == 1 && (p.revents & POLLIN)) {
+    const int fl = fcntl(c->ch.fd, F_GETFL);
+    fcntl(c->ch.fd, F_SETFL, fl | O_NONBLOCK);
+    ssize_t k = read(c->ch.fd, &n, sizeof n);
+    (void)k;
+    fcntl(c->ch.fd, F_SETFL, fl);
+  }
 }
 
 void post_event(Id* id, rdma_cm_event_type t, int status) {

@@ -115,6 +115,7 @@ inline int fail(int e) {
 Channel* new_channel(bool sync);
 void free_channel(Channel* c);
 void post(Channel* c, Item&& it);       // mu held: queue and count on the fd
+void unpost(Channel* c);                // mu held: one entry was taken off the queue: one count less
 void post_event(Id* id, rdma_cm_event_type t, int status);  // takes mu
 void hook();                            // the shim's progress hook (token held)
 // A synchronous id's next event (rdma_create_ep, migrate to NULL): kept in id->event; -1 with

@@ -87,6 +87,7 @@ CMA_EXPORT int rdma_create_ep(rdma_cm_id** out, rdma_addrinfo* res, ibv_pd* pd, 
   rdma_cm_id* cid = nullptr;
   if (rdma_create_id(nullptr, &cid, nullptr, rdma_port_space(res->ai_port_space))) return -1;
   Id* id = to_id(cid);
+  if (qp_init_attr) qp_init_attr->qp_type = ibv_qp_type(res->ai_qp_type);  // as librdmacm does
   int rc;
   if (res->ai_flags & RAI_PASSIVE) {
     rc = rdma_bind_addr(cid, res->ai_src_addr);

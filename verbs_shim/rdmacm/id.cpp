@@ -165,6 +165,8 @@ extern "C" {
 
 CMA_EXPORT int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context, rdma_port_space ps) {
   if (!id) return fail(EINVAL);
+  // The port spaces rdma_cm knows (the kernel refuses others with EINVAL).
+  if (ps != RDMA_PS_TCP && ps != RDMA_PS_UDP && ps != RDMA_PS_IPOIB && ps != RDMA_PS_IB) return fail(EINVAL);
   if (!ready()) return -1;
   Channel* ch = channel ? to_ch(channel) : new_channel(true);
   if (!ch) return -1;
@@ -229,9 +231,16 @@ CMA_EXPORT int rdma_destroy_id(rdma_cm_id* cid) {
       auto it = L.ports.find(uint32_t(id->id.ps) << 16 | id->port);
       if (it != L.ports.end() && it->second == id) L.ports.erase(it);
     }
-    // Queued entries of this id go with it (their counts on the fd only cause a spare read).
+    // Queued entries of this id go with it, and their counts on the channel's fd.
     auto& q = id->chan->items;
-    for (auto it = q.begin(); it != q.end();) it = it->id == id ? q.erase(it) : it + 1;
+    for (auto it = q.begin(); it != q.end();) {
+      if (it->id == id) {
+        it = q.erase(it);
+        unpost(id->chan);
+      } else {
+        ++it;
+      }
+    }
     if (id->chan->sync) sync = id->chan;
   }
   if (sync) free_channel(sync);
@@ -514,6 +523,7 @@ CMA_EXPORT int rdma_migrate_id(rdma_cm_id* cid, rdma_event_channel* channel) {
       if (it->id == id) {
         post(to, std::move(*it));
         it = q.erase(it);
+        unpost(id->chan);
       } else {
         ++it;
       }

@@ -154,7 +154,10 @@ CMA_EXPORT int rdma_create_qp_ex(rdma_cm_id* cid, ibv_qp_init_attr_ex* attr) {
   }
   if (attr->pd->context != id->id.verbs) return fail(EINVAL);
   ibv_qp_init_attr_ex a = *attr;
-  a.qp_type = id->id.qp_type == IBV_QPT_UD ? IBV_QPT_UD : attr->qp_type;
+  // The port space decides UD; otherwise the application's type (RC or UC), RC when it gave none.
+  a.qp_type = id->id.qp_type == IBV_QPT_UD ? IBV_QPT_UD
+              : attr->qp_type == IBV_QPT_RC || attr->qp_type == IBV_QPT_UC ? attr->qp_type
+                                                                           : IBV_QPT_RC;
   if (int rc = make_cqs(id, &a)) {
     destroy_cqs(id);
     return fail(rc);
