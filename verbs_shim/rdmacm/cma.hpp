@@ -76,7 +76,7 @@ struct Id {
   uint8_t responder_resources = 0, initiator_depth = 0, retry_count = 7, rnr_retry_count = 7;
   ibv_mtu mtu = IBV_MTU_1024;
   uint32_t remote_qkey = RDMA_UDP_QKEY;  // UD: the Q_Key of the peer's QP (SIDR_REP)
-  uint8_t tos = 0, ack_timeout = 14;
+  uint8_t tos = 0, ack_timeout = param::kRdmacmAckTimeout;
   bool own_cqs = false;                 // rdma_create_qp made the CQs and channels
   bool disconnected = false;            // DISCONNECTED reported (once per connection)
   bool connect_reported = false;

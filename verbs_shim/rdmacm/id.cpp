@@ -160,6 +160,7 @@ uint64_t service_id(const Id* id) {
 using namespace uroce::rdmacm;
 namespace proto = uroce::proto;
 namespace engine = uroce::engine;
+namespace param = uroce::param;
 
 extern "C" {
 
@@ -379,6 +380,7 @@ CMA_EXPORT int rdma_connect(rdma_cm_id* cid, rdma_conn_param* param) {
     ecm::SidrParams p;
     p.service_id = service_id(id);
     p.peer = id->peer;
+    p.response_timeout = param::kRdmacmResponseTimeout;
     p.cma = &h;
     p.private_data = pd;
     cmb::lock();
@@ -401,6 +403,7 @@ CMA_EXPORT int rdma_connect(rdma_cm_id* cid, rdma_conn_param* param) {
     p.rnr_retry_count = id->rnr_retry_count;
     p.path_mtu = engine::Mtu(int(id->mtu));
     p.local_ack_timeout = id->ack_timeout;
+    p.response_timeout = p.local_response_timeout = param::kRdmacmResponseTimeout;
     p.uc = id->id.qp_type == IBV_QPT_UC;
     p.srq = id->id.qp && id->id.qp->srq;
     p.cma = &h;

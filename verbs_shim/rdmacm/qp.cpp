@@ -41,7 +41,7 @@ int fill_qp_attr(Id* id, ibv_qp_attr* a, int* mask) {
       a->dest_qp_num = id->remote_qpn;
       a->rq_psn = id->rq_psn;
       a->max_dest_rd_atomic = id->responder_resources;
-      a->min_rnr_timer = 12;
+      a->min_rnr_timer = param::kRdmacmMinRnrTimer;
       a->ah_attr.is_global = 1;
       a->ah_attr.port_num = 1;
       std::memcpy(a->ah_attr.grh.dgid.raw, id->peer.dgid.data(), 16);
