@@ -48,6 +48,9 @@ port_counter = [7000 + (os.getpid() % 500) * 4]
 READY_S = 20
 # How long a refused connection may take to be reported, program start-up included.
 REFUSED_S = 10
+# How long an unanswered REQ may take to end in UNREACHABLE: 16 waits of 268 ms (the library's
+# CM response timeout, 15 resends; engine/param.hpp kRdmacmResponseTimeout), ARP and start-up.
+UNREACHABLE_S = 15
 
 
 def log(*a):
@@ -193,6 +196,29 @@ def no_listener(link):
     log("%s rping (no listener) over %s: %s" % ("PASS" if good else "FAIL", link, detail))
 
 
+def unreachable(link):
+    """rping -c to an address with no CM behind it (the kernel's own address on the veth pair:
+    it answers ARP but has no RoCE): the REQ goes unanswered through all its resends and the
+    client gets UNREACHABLE (ETIMEDOUT) within a bounded time."""
+    ip = "198.18.0.2"
+    port = next_port()
+    clog = os.path.join(LOGDIR, "uroce-rdmacm-client.log")
+    cmd = ["rping", "-c", "-a", ip, "-p", str(port), "-C", "1"]
+    log("+ client:", " ".join(cmd))
+    t0 = time.time()
+    crc = children.finish(children.start(wrap(link, "client", ["stdbuf", "-oL"] + cmd), clog, env()), 60)
+    took = time.time() - t0
+    cout = text(clog)
+    log("--- client (rc %s, %.2f s):\n%s" % (crc, took, cout[-2000:]))
+    ev = re.search(r"RDMA_CM_EVENT_UNREACHABLE, error (-?\d+)", cout)
+    good = crc not in (0, "timeout") and ev is not None and took < UNREACHABLE_S
+    detail = "client rc %s after %.2f s (bound %d s), %s" % (crc, took, UNREACHABLE_S,
+                                                          ev.group(0) if ev else "no UNREACHABLE event")
+    check(good, "rping to an address without a CM, over %s: %s" % (link, detail))
+    record({"tool": "rping (no CM at the address)", "link": link, "ok": good, "client_rc": crc, "result": detail})
+    log("%s rping (no CM at the address) over %s: %s" % ("PASS" if good else "FAIL", link, detail))
+
+
 def ucmatose(link, conns=4, msgs=10):
     ip, port = SERVER_IP[link], next_port()
 
@@ -277,6 +303,9 @@ def sc_veth():
     ucmatose("veth")
     rdma_server_client("veth")
     udaddy("veth")
+    cmtime("veth")
+    unreachable("veth")
+    perftest("veth", "ib_write_bw", ["-n", "200", "-s", "4096"], 4096)
 
 
 def sc_perftest():
