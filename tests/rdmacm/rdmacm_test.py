@@ -10,7 +10,7 @@ directories are cleaned up on every exit (tests/support/driver.py). One JSON lin
 --results.
 
 usage: rdmacm_test.py --root REPO --lib liburoce-verbs.so --cmlib liburoce-rdmacm.so
-                      [--results FILE] memif|veth|perftest
+                      [--results FILE] [--api-test BIN] memif|veth|perftest|api
 """
 import argparse
 import json
@@ -28,6 +28,7 @@ ap.add_argument("--root", required=True)
 ap.add_argument("--lib", required=True)
 ap.add_argument("--cmlib", required=True)
 ap.add_argument("--results", default="")
+ap.add_argument("--api-test", default="")
 ap.add_argument("scenario")
 args = ap.parse_args()
 
@@ -316,7 +317,23 @@ def sc_perftest():
     perftest("memif", "ib_read_bw", ["-n", "200", "-s", "4096"], 4096)
 
 
-SCEN = {"memif": sc_memif, "veth": sc_veth, "perftest": sc_perftest}
+def sc_api():
+    """api_test in one process on the veth endpoint uroce-a (connections to its own address)."""
+    global netns_up
+    subprocess.run([NETNS, "up"], check=True)
+    netns_up = True
+    out = os.path.join(LOGDIR, "uroce-rdmacm-api.log")
+    rc = children.finish(children.start(wrap("veth", "client", [args.api_test, "198.18.0.11"]), out, env()), 60)
+    t = text(out)
+    log(t)
+    lines = [l for l in t.splitlines() if l.startswith(("ok:", "FAIL:"))]
+    good = rc == 0 and "all passed" in t
+    check(good, "api_test (rc %s)" % rc)
+    record({"tool": "api_test", "link": "veth (loopback)", "ok": good, "client_rc": rc,
+            "result": "%d checks, %d failed" % (len(lines), sum(l.startswith("FAIL") for l in lines))})
+
+
+SCEN = {"memif": sc_memif, "veth": sc_veth, "perftest": sc_perftest, "api": sc_api}
 
 try:
     SCEN[args.scenario]()
