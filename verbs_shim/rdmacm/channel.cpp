@@ -178,6 +178,17 @@ void hook() {
       id = n;
     }
     Item item;
+    // Events that will give the application nothing are not queued: a wake-up of the channel's
+    // fd without an event would leave rdma_get_cm_event reading again, perhaps after the
+    // application has closed the channel (rping's CM thread polls it to the end).
+    using T = ecm::EventType;
+    if (e.type == T::MraReceived || (e.type == T::Timeout && e.timed_out == proto::cm::Attr::Dreq)) continue;
+    if (e.type == T::Disconnected || e.type == T::DreqReceived) {
+      // DISCONNECTED once per connection; a DREQ after it is still answered (its entry's actions).
+      if (id->disconnected && e.type == T::Disconnected) continue;
+      item.report = !id->disconnected;
+      id->disconnected = true;
+    }
     item.id = id;
     item.from_engine = true;
     item.ev = std::move(e);
@@ -266,7 +277,7 @@ Event* on_rep(Id* id, const ecm::Event& ev) {
 }
 
 // The application's event for an engine event, or nullptr (nothing to report).
-Event* from_engine(Id* id, const ecm::Event& ev) {
+Event* from_engine(Id* id, const ecm::Event& ev, bool report) {
   using T = ecm::EventType;
   const bool ud = id->id.qp_type == IBV_QPT_UD;
   switch (ev.type) {
@@ -297,7 +308,7 @@ Event* from_engine(Id* id, const ecm::Event& ev) {
       set_private_data(e, ev.private_data, 0, ud);
       return e;
     }
-    case T::MraReceived:
+    case T::MraReceived:  // (not queued by the hook)
       return nullptr;
     case T::DreqReceived: {
       // The peer disconnects: our QP to ERR and the DREP at once (the kernel's CM answers when
@@ -307,13 +318,9 @@ Event* from_engine(Id* id, const ecm::Event& ev) {
       cmb::lock();
       cmb::disconnect(id->cm);
       cmb::unlock();
-      if (id->disconnected) return nullptr;
-      id->disconnected = true;
-      return make_event(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+      return report ? make_event(id, RDMA_CM_EVENT_DISCONNECTED, 0) : nullptr;
     }
-    case T::Disconnected:
-      if (id->disconnected) return nullptr;
-      id->disconnected = true;
+    case T::Disconnected:  // the hook queued it only if it is the connection's first
       return make_event(id, RDMA_CM_EVENT_DISCONNECTED, 0);
     case T::TimewaitExit:
       return make_event(id, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0);
@@ -386,7 +393,7 @@ CMA_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** ev
       it = std::move(c->items.front());
       c->items.pop_front();
     }
-    Event* e = it.from_engine ? from_engine(it.id, it.ev) : make_event(it.id, it.type, it.status);
+    Event* e = it.from_engine ? from_engine(it.id, it.ev, it.report) : make_event(it.id, it.type, it.status);
     if (e) {
       *event = &e->ev;
       return 0;

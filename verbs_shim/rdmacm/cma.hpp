@@ -47,6 +47,7 @@ struct Item {
   ecm::Event ev;                      // from_engine
   rdma_cm_event_type type{};          // !from_engine
   int status = 0;                     // !from_engine
+  bool report = true;                 // DreqReceived: also report DISCONNECTED (the first of the connection)
 };
 
 struct Channel {
@@ -78,7 +79,7 @@ struct Id {
   uint32_t remote_qkey = RDMA_UDP_QKEY;  // UD: the Q_Key of the peer's QP (SIDR_REP)
   uint8_t tos = 0, ack_timeout = param::kRdmacmAckTimeout;
   bool own_cqs = false;                 // rdma_create_qp made the CQs and channels
-  bool disconnected = false;            // DISCONNECTED reported (once per connection)
+  bool disconnected = false;            // DISCONNECTED queued (once per connection; mu, set by the hook)
   bool connect_reported = false;
   // rdma_create_ep on a passive id: the QP each rdma_get_request makes.
   bool ep_attr_set = false;

@@ -415,7 +415,7 @@ CMA_EXPORT int rdma_connect(rdma_cm_id* cid, rdma_conn_param* param) {
     std::lock_guard<std::mutex> g(L.mu);
     L.by_cm[cm] = id;
     id->cm = cm;
-    id->disconnected = false;
+    id->disconnected = false;  // (mu)
   }
   cmb::unlock();
   if (rc) return fail(rc);
@@ -503,8 +503,10 @@ CMA_EXPORT int rdma_disconnect(rdma_cm_id* cid) {
     cmb::disconnect(id->cm);
   }
   cmb::unlock();
-  // A synchronous id waits for its DISCONNECTED (the DREP, crossing DREQs, or the timeout).
-  return id->chan->sync && sent_dreq && !id->disconnected ? sync_wait(id) : 0;
+  // A synchronous id waits for its DISCONNECTED: our DREQ was sent from ESTABLISHED (under the
+  // token, so no DREQ of the peer was taken first), and its answer, a crossing DREQ or its
+  // timeout brings exactly one.
+  return id->chan->sync && sent_dreq ? sync_wait(id) : 0;
 }
 
 CMA_EXPORT int rdma_notify(rdma_cm_id* id, ibv_event_type /*event*/) {
