@@ -244,4 +244,16 @@ inline constexpr int kShimBacktraceDepth = 64;
 inline constexpr uint64_t kShimAsyncScanNs = 1'000'000;
 inline constexpr uint64_t kShimLinkScanNs = 100'000'000;      // frames printed on SIGSEGV (UROCE_SHIM_DEBUG=1)
 
+// ---- liburoce-rdmacm (verbs_shim/rdmacm/, docs/rdma_cm.md) -------------------------------------
+// The CM response timeouts the library's REQs announce (both: how long we wait for the peer's
+// REP and DREP, and how long the peer waits for our RTU and DREP): 4.096 us * 2^16, about 268 ms,
+// times kCmMaxRetries resends. Shorter than the kernel's 20 (4.3 s): the kernel's own DREQ waits
+// follow the path's packet lifetime, not this value, and a uroce peer that has exited (memif) answers
+// nothing, so a DREQ to it ends with DISCONNECTED after about 4 s rather than a minute.
+inline constexpr uint8_t kRdmacmResponseTimeout = 16;
+// The local ACK timeout of an id's QP (IBV_QP_TIMEOUT, RDMA_OPTION_ID_ACK_TIMEOUT changes it):
+// 4.096 us * 2^14, about 67 ms; and the RNR timer its RTR announces (12: 0.64 ms).
+inline constexpr uint8_t kRdmacmAckTimeout = 14;
+inline constexpr uint8_t kRdmacmMinRnrTimer = 12;
+
 }  // namespace uroce::param

@@ -7,6 +7,7 @@ pkgs=(
   build-essential meson ninja-build pkg-config clang
   libdpdk-dev dpdk dpdk-dev
   libibverbs-dev ibverbs-utils perftest rdma-core
+  librdmacm-dev rdmacm-utils
   ucx-utils openmpi-bin libopenmpi-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libpcap-dev libisal-dev

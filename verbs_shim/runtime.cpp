@@ -56,6 +56,7 @@ bool Runtime::drive() {
   }
   posted_undriven = 0;
   bool did = engine->progress();
+  if (cm_hook) cm_hook();
   for (size_t i = 0; i < armed.size();) {
     UCq* c = armed[i];
     if (c->e->completions_pushed() != c->armed_at) {

@@ -90,6 +90,9 @@ struct Runtime {
   std::vector<USrq*> srqs;
   uint64_t next_scan_ns = 0, next_link_ns = 0;
   bool link_up = false;      // as last reported (IBV_EVENT_PORT_ACTIVE / IBV_EVENT_PORT_ERR)
+  // liburoce-rdmacm's hook (verbs_shim/cm_bridge.hpp): takes the CM's events after each
+  // progress step, token held. nullptr unless that library is loaded.
+  void (*cm_hook)() = nullptr;
 
   // Statistics (for docs and debugging; UROCE_SHIM_STATS=1 prints them at exit).
   std::atomic<uint64_t> poller_drives{0}, poller_naps{0}, app_drives{0};

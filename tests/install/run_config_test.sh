@@ -36,6 +36,16 @@ rm -rf "$t/tree/build-e"
 out=$("$run" -- sh -c "$show" 2>/dev/null)
 [ "$out" = "$t/tree/config/uroce.conf|$t/tree/build/verbs_shim/liburoce-verbs.so" ]
 check "build/ when there is no build-e/" $? "$out"
+# liburoce-rdmacm.so beside the verbs shim (a build folder's verbs_shim/rdmacm/): preloaded after
+# it, unless --no-rdmacm.
+mkdir -p "$t/tree/build/verbs_shim/rdmacm"
+: > "$t/tree/build/verbs_shim/rdmacm/liburoce-rdmacm.so"
+out=$("$run" -- sh -c "$show" 2>/dev/null)
+[ "$out" = "$t/tree/config/uroce.conf|$t/tree/build/verbs_shim/liburoce-verbs.so:$t/tree/build/verbs_shim/rdmacm/liburoce-rdmacm.so" ]
+check "liburoce-rdmacm.so preloaded after the verbs shim" $? "$out"
+out=$("$run" --no-rdmacm -- sh -c "$show" 2>/dev/null)
+[ "$out" = "$t/tree/config/uroce.conf|$t/tree/build/verbs_shim/liburoce-verbs.so" ]
+check "--no-rdmacm: the verbs shim alone" $? "$out"
 out=$(UROCE_CONFIG=client.conf "$run" -- sh -c "$show" 2>/dev/null)
 [ "${out%%|*}" = "$t/client.conf" ]
 check "\$UROCE_CONFIG before the tree's config (made absolute)" $? "$out"

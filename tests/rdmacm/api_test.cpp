@@ -1,0 +1,178 @@
+// liburoce-rdmacm's API in one process (run with uroce-run on one endpoint): the channel's fd
+// (non-blocking: EAGAIN; poll() wakes when an event is queued), address and port errors, port
+// spaces, options, refused calls (multicast, ECE), rdma_getaddrinfo, and two connections to the
+// endpoint's own address through the engine's loopback: one accepted (CONNECT_REQUEST with the
+// client's private data, ESTABLISHED on both ids, DISCONNECTED on both), one rejected with
+// private data (REJECTED, reason 28, the data delivered). Prints one line per check; exit 0
+// when all pass.
+//   api_test IP   (the endpoint's own IPv4 address, e.g. 198.18.0.11)
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+static int failures = 0;
+static void check(bool ok, const char* what) {
+  std::printf("%s: %s\n", ok ? "ok" : "FAIL", what);
+  if (!ok) ++failures;
+}
+
+// The next event on `ch` within `ms` (poll() on the fd, then rdma_get_cm_event), or nullptr.
+static rdma_cm_event* next_event(rdma_event_channel* ch, int ms) {
+  pollfd p{ch->fd, POLLIN, 0};
+  rdma_cm_event* e = nullptr;
+  for (int waited = 0; waited <= ms; waited += 10) {
+    if (poll(&p, 1, 10) == 1 && rdma_get_cm_event(ch, &e) == 0) return e;
+  }
+  return nullptr;
+}
+
+// The next event, which must be `want`; acknowledged unless `keep`.
+static rdma_cm_event* expect(rdma_event_channel* ch, rdma_cm_event_type want, const char* what, bool keep = false) {
+  rdma_cm_event* e = next_event(ch, 10000);
+  char line[160];
+  std::snprintf(line, sizeof line, "%s (got %s, status %d)", what, e ? rdma_event_str(e->event) : "nothing",
+                e ? e->status : 0);
+  check(e && e->event == want, line);
+  if (e && !keep) {
+    rdma_ack_cm_event(e);
+    return nullptr;
+  }
+  return e;
+}
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: api_test IP\n");
+    return 2;
+  }
+  sockaddr_in self{};
+  self.sin_family = AF_INET;
+  if (inet_pton(AF_INET, argv[1], &self.sin_addr) != 1) return 2;
+
+  rdma_event_channel* ch = rdma_create_event_channel();
+  check(ch != nullptr, "rdma_create_event_channel");
+  if (!ch) return 1;
+  fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
+  rdma_cm_event* e = nullptr;
+  check(rdma_get_cm_event(ch, &e) == -1 && errno == EAGAIN, "non-blocking channel, nothing queued: -1, EAGAIN");
+  check(std::strcmp(rdma_event_str(RDMA_CM_EVENT_ESTABLISHED), "RDMA_CM_EVENT_ESTABLISHED") == 0, "rdma_event_str");
+
+  rdma_cm_id* bad = nullptr;
+  check(rdma_create_id(ch, &bad, nullptr, rdma_port_space(0x9999)) == -1 && errno == EINVAL,
+        "rdma_create_id with an unknown port space: EINVAL");
+
+  // Addresses and ports.
+  rdma_cm_id* listen = nullptr;
+  check(rdma_create_id(ch, &listen, nullptr, RDMA_PS_TCP) == 0, "rdma_create_id (TCP)");
+  sockaddr_in other = self;
+  inet_pton(AF_INET, "192.0.2.1", &other.sin_addr);
+  check(rdma_bind_addr(listen, reinterpret_cast<sockaddr*>(&other)) == -1 && errno == EADDRNOTAVAIL,
+        "rdma_bind_addr to an address that is not the endpoint's: EADDRNOTAVAIL");
+  sockaddr_in any{};
+  any.sin_family = AF_INET;
+  check(rdma_bind_addr(listen, reinterpret_cast<sockaddr*>(&any)) == 0 && rdma_get_src_port(listen) != 0,
+        "rdma_bind_addr to the wildcard, port 0: an ephemeral port");
+  check(listen->verbs != nullptr, "a bound id has the device (id->verbs)");
+  const uint16_t port = ntohs(rdma_get_src_port(listen));
+  check(rdma_listen(listen, 4) == 0, "rdma_listen");
+  rdma_cm_id* dup = nullptr;
+  rdma_create_id(ch, &dup, nullptr, RDMA_PS_TCP);
+  sockaddr_in same = self;
+  same.sin_port = htons(port);
+  check(rdma_bind_addr(dup, reinterpret_cast<sockaddr*>(&same)) == -1 && errno == EADDRINUSE,
+        "a second id on the listener's port: EADDRINUSE");
+  check(rdma_join_multicast(dup, reinterpret_cast<sockaddr*>(&same), nullptr) == -1 && errno == ENOSYS,
+        "rdma_join_multicast: ENOSYS");
+  uint8_t tos = 32;
+  check(rdma_set_option(dup, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof tos) == 0, "RDMA_OPTION_ID_TOS");
+  rdma_destroy_id(dup);
+
+  rdma_addrinfo hints{}, *res = nullptr;
+  hints.ai_port_space = RDMA_PS_TCP;
+  char service[16];
+  std::snprintf(service, sizeof service, "%u", port);
+  check(rdma_getaddrinfo(argv[1], service, &hints, &res) == 0 && res->ai_dst_addr &&
+            ntohs(reinterpret_cast<sockaddr_in*>(res->ai_dst_addr)->sin_port) == port &&
+            res->ai_port_space == RDMA_PS_TCP && res->ai_qp_type == IBV_QPT_RC,
+        "rdma_getaddrinfo: destination address and port, TCP port space, RC");
+
+  // Two connections to our own address (the engine's loopback): accepted, then rejected.
+  ibv_qp_init_attr qa{};
+  qa.cap.max_send_wr = qa.cap.max_recv_wr = 4;
+  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+  qa.qp_type = IBV_QPT_RC;
+  for (int round = 0; round < 2; ++round) {
+    const bool accept = round == 0;
+    rdma_cm_id* client = nullptr;
+    rdma_create_id(ch, &client, nullptr, RDMA_PS_TCP);
+    check(rdma_resolve_addr(client, nullptr, res->ai_dst_addr, 2000) == 0, "rdma_resolve_addr (own address)");
+    expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, "ADDR_RESOLVED");
+    check(rdma_resolve_route(client, 2000) == 0, "rdma_resolve_route");
+    expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, "ROUTE_RESOLVED");
+    ibv_qp_init_attr a = qa;
+    check(rdma_create_qp(client, nullptr, &a) == 0 && client->qp && client->send_cq && client->recv_cq_channel,
+          "rdma_create_qp (default PD, CQs and channels made)");
+    const char hello[] = "hello";
+    rdma_conn_param cp{};
+    cp.private_data = hello;
+    cp.private_data_len = sizeof hello;
+    cp.retry_count = 7;
+    cp.rnr_retry_count = 7;
+    check(rdma_connect(client, &cp) == 0, "rdma_connect");
+    e = expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, "CONNECT_REQUEST", true);
+    if (!e) break;
+    check(e->listen_id == listen && e->param.conn.private_data_len >= sizeof hello &&
+              std::memcmp(e->param.conn.private_data, hello, sizeof hello) == 0,
+          "CONNECT_REQUEST: the listener, the client's private data after rdma_cm's header");
+    rdma_cm_id* server = e->id;
+    check(server->verbs == listen->verbs && rdma_get_dst_port(server) == rdma_get_src_port(client),
+          "the new id: the device, the client's port as its destination port");
+    rdma_ack_cm_event(e);
+    if (accept) {
+      a = qa;
+      check(rdma_create_qp(server, nullptr, &a) == 0, "rdma_create_qp on the new id");
+      check(rdma_accept(server, nullptr) == 0, "rdma_accept");
+      // Both ids report ESTABLISHED (the client's after the REP and RTU, the server's on the RTU).
+      int est = 0;
+      for (int i = 0; i < 2; ++i) {
+        rdma_cm_event* x = next_event(ch, 10000);
+        if (x && x->event == RDMA_CM_EVENT_ESTABLISHED && (x->id == client || x->id == server)) ++est;
+        if (x) rdma_ack_cm_event(x);
+      }
+      check(est == 2, "ESTABLISHED on both ids");
+      check(rdma_disconnect(client) == 0, "rdma_disconnect");
+      int disc = 0;
+      for (int i = 0; i < 2; ++i) {
+        rdma_cm_event* x = next_event(ch, 10000);
+        if (x && x->event == RDMA_CM_EVENT_DISCONNECTED) ++disc;
+        if (x) rdma_ack_cm_event(x);
+      }
+      check(disc == 2, "DISCONNECTED on both ids");
+      rdma_destroy_qp(server);
+    } else {
+      const char no[] = "go away";
+      check(rdma_reject(server, no, sizeof no) == 0, "rdma_reject with private data");
+      rdma_cm_event* x = expect(ch, RDMA_CM_EVENT_REJECTED, "REJECTED", true);
+      if (x) {
+        check(x->status == 28 && x->param.conn.private_data_len >= sizeof no &&
+                  std::memcmp(x->param.conn.private_data, no, sizeof no) == 0,
+              "REJECTED: reason 28 (consumer defined), the listener's private data");
+        rdma_ack_cm_event(x);
+      }
+    }
+    rdma_destroy_id(server);
+    rdma_destroy_qp(client);
+    check(rdma_destroy_id(client) == 0, "rdma_destroy_id");
+  }
+  rdma_freeaddrinfo(res);
+  rdma_destroy_id(listen);
+  rdma_destroy_event_channel(ch);
+  std::printf("%s\n", failures ? "FAILED" : "all passed");
+  return failures ? 1 : 0;
+}

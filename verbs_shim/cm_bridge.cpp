@@ -1,0 +1,61 @@
+// The shim's door for liburoce-rdmacm: the engine's connection manager and the ownership token
+// (verbs_shim/cm_bridge.hpp).
+#include "verbs_shim/cm_bridge.hpp"
+
+#include <cerrno>
+
+#include "verbs_shim/api.hpp"
+
+namespace uroce::shim::cmb {
+
+namespace {
+ecm::Manager* cm() { return rt().engine ? rt().engine->cm() : nullptr; }
+}  // namespace
+
+bool start() {
+  want_cm();
+  return load_cfg() && start_runtime() && cm();
+}
+
+void want_cm() { rt().dcfg.cm = true; }
+
+ibv_device* device() { return &rt().dev; }
+
+std::vector<proto::Ip6> gids() {
+  Runtime& r = rt();
+  std::vector<proto::Ip6> out = r.gids;
+  for (size_t i = 0; i < out.size(); ++i)
+    if (!r.gid_valid[i]) out[i] = proto::Ip6{};
+  return out;
+}
+
+void lock() { rt().lock(); }
+void unlock() { rt().unlock(); }
+void set_hook(void (*hook)()) {
+  Guard g;
+  rt().cm_hook = hook;
+}
+
+int listen(uint64_t service_id, uint32_t* id) { return cm() ? cm()->listen(service_id, id) : EIO; }
+int connect(const ecm::ConnectParams& p, uint32_t* id) { return cm() ? cm()->connect(p, id) : EIO; }
+int accept(uint32_t id, const ecm::AcceptParams& p) { return cm() ? cm()->accept(id, p) : EIO; }
+int reject(uint32_t id, uint16_t reason, std::span<const uint8_t> pd) {
+  return cm() ? cm()->reject(id, reason, pd) : EIO;
+}
+int establish(uint32_t id) { return cm() ? cm()->establish(id) : EIO; }
+int disconnect(uint32_t id) { return cm() ? cm()->disconnect(id) : EIO; }
+int sidr_request(const ecm::SidrParams& p, uint32_t* id) { return cm() ? cm()->sidr_request(p, id) : EIO; }
+int sidr_reply(uint32_t id, uint8_t status, uint32_t qpn, uint32_t qkey, std::span<const uint8_t> pd) {
+  return cm() ? cm()->sidr_reply(id, status, qpn, qkey, pd) : EIO;
+}
+int destroy(uint32_t id) { return cm() ? cm()->destroy(id) : EIO; }
+bool find(uint32_t id, ecm::Conn& out) {
+  const ecm::Conn* c = cm() ? cm()->find(id) : nullptr;
+  if (c) out = *c;
+  return c != nullptr;
+}
+bool poll_event(ecm::Event& e) { return cm() && cm()->poll_event(e); }
+
+int resolve(const ibv_ah_attr& ah, engine::AddressVector& out) { return resolve_peer(ah, out); }
+
+}  // namespace uroce::shim::cmb
