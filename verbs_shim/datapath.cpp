@@ -47,7 +47,7 @@ void linger(Runtime& r) {
     ++r.linger_answered;
     return;
   }
-  if (start < r.linger_off_until || start - d.last_request_ns() > param::kShimLingerRecentNs) {
+  if (start < r.linger_off_until.load(std::memory_order_relaxed) || start - d.last_request_ns() > param::kShimLingerRecentNs) {
     ++r.linger_skipped;
     return;
   }
@@ -56,7 +56,7 @@ void linger(Runtime& r) {
       ++r.linger_missed;
       if (r.linger_score < param::kShimLingerMissCost) {
         r.linger_score = 0;
-        r.linger_off_until = start + param::kShimLingerBackoffNs;
+        r.linger_off_until.store(start + param::kShimLingerBackoffNs, std::memory_order_relaxed);
       } else {
         r.linger_score -= param::kShimLingerMissCost;
       }

@@ -180,8 +180,10 @@ void poller_loop(Runtime& r) {
     const bool called = ops - ops_seen >= param::kShimSteadyOps;
     ops_seen = ops;
     if (!dedicated && (called || now - r.app_poll_ns.load(std::memory_order_relaxed) < r.app_active_ns + late)) {
-      // After many such checks in a row with the application busy, check rarely.
-      active_checks = called ? active_checks + 1 : 0;
+      // After many such checks in a row with the application busy, check rarely; not while its
+      // lingers back off (a ping-pong whose answers no verbs call of its own waits for: both
+      // sides' pollers checking once a millisecond made each round trip a millisecond).
+      active_checks = called && now >= r.linger_off_until.load(std::memory_order_relaxed) ? active_checks + 1 : 0;
       sleep(now, active_checks > param::kShimSteadyChecks ? param::kShimPollerSteadyNapNs : param::kShimPollerNapNs);
       continue;
     }

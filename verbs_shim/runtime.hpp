@@ -79,7 +79,7 @@ struct Runtime {
   // Linger after send completions (datapath.cpp; param::kShimLingerNs), under the token.
   uint64_t linger_ns = param::kShimLingerNs;          // UROCE_SHIM_LINGER_NS
   uint32_t linger_score = param::kShimLingerScoreStart;   // +1 per linger that found the answer, -kShimLingerMissCost per miss
-  uint64_t linger_off_until = 0;
+  std::atomic<uint64_t> linger_off_until{0};  // backing off until then (the poller reads it)
   uint64_t linger_mark = 0;    // requests received at the last ibv_post_send
   std::vector<UCq*> armed;   // CQs with a requested notification (under the token)
   // Asynchronous events (async.cpp), under the token: the open contexts (each has its event
