@@ -59,7 +59,17 @@ Channel* new_channel(bool sync) {
   return c;
 }
 
+// A channel destroyed while another thread waits in rdma_get_cm_event on it (rping's CM thread
+// when the main thread cleans up) is not freed: that thread stays blocked, as one blocked on a
+// closed rdma_cm file descriptor does with the kernel's CM, instead of reading a closed fd (an
+// error rping exits 255 on) or a freed channel.
 void free_channel(Channel* c) {
+  {
+    std::lock_guard<std::mutex> g(lib().mu);
+    c->items.clear();
+    c->destroyed = true;
+    if (c->readers) return;
+  }
   close(c->ch.fd);
   delete c;
 }
@@ -369,34 +379,48 @@ CMA_EXPORT rdma_event_channel* rdma_create_event_channel(void) {
 
 CMA_EXPORT void rdma_destroy_event_channel(rdma_event_channel* channel) {
   if (!channel) return;
-  Channel* c = to_ch(channel);
-  {
-    std::lock_guard<std::mutex> g(lib().mu);
-    c->items.clear();
-  }
-  free_channel(c);
+  free_channel(to_ch(channel));
 }
 
 CMA_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
   if (!channel || !event) return fail(EINVAL);
   Channel* c = to_ch(channel);
+  {
+    std::lock_guard<std::mutex> g(lib().mu);
+    ++c->readers;
+  }
+  // Leaving: the last reader of a channel destroyed meanwhile frees it.
+  auto leave = [c](int rc) {
+    int err = errno;
+    bool last;
+    {
+      std::lock_guard<std::mutex> g(lib().mu);
+      last = --c->readers == 0 && c->destroyed;
+    }
+    if (last) {
+      close(c->ch.fd);
+      delete c;
+    }
+    errno = err;
+    return rc;
+  };
   for (;;) {
     uint64_t n = 0;
     if (read(c->ch.fd, &n, sizeof n) != sizeof n) {
       if (errno == EINTR) continue;
-      return -1;  // EAGAIN on a non-blocking fd with nothing queued
+      return leave(-1);  // EAGAIN on a non-blocking fd with nothing queued
     }
     Item it;
     {
       std::lock_guard<std::mutex> g(lib().mu);
-      if (c->items.empty()) continue;
+      if (c->items.empty()) continue;  // destroyed: nothing more comes, the read blocks
       it = std::move(c->items.front());
       c->items.pop_front();
     }
     Event* e = it.from_engine ? from_engine(it.id, it.ev, it.report) : make_event(it.id, it.type, it.status);
     if (e) {
       *event = &e->ev;
-      return 0;
+      return leave(0);
     }
   }
 }

@@ -54,6 +54,8 @@ struct Channel {
   rdma_event_channel ch;  // first: the application's pointer is this
   std::deque<Item> items; // (mu)
   bool sync = false;      // the library's own, for a synchronous id (rdma_create_ep, migrate to NULL)
+  int readers = 0;        // (mu) threads inside rdma_get_cm_event on it
+  bool destroyed = false; // (mu) destroyed while a reader was inside: it stays, the reader blocks
 };
 
 // An event handed to the application, freed by rdma_ack_cm_event.
