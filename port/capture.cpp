@@ -9,6 +9,7 @@
 #include <ctime>
 
 #include "engine/param.hpp"
+#include "proto/cm.hpp"
 #include "proto/locate.hpp"
 #include "proto/opcode.hpp"
 
@@ -56,6 +57,12 @@ uint32_t header_bytes(std::span<const uint8_t> frame) {
     if (o.bth < frame.size()) {
       const proto::OpcodeInfo& info = proto::opcode_info(frame[o.bth]);
       if (info.valid) h += info.ext_bytes();
+      // A connection manager MAD (a UD SEND to QP 1) counts as headers, all 256 bytes: CM
+      // frames are few, and every field uroce-dissect decodes (path MTU, PSN, rdma_cm's IP
+      // header in the private data) lies beyond the first 64 bytes.
+      if (info.valid && o.bth + 8 <= frame.size() &&
+          proto::cm::is_gsi_send(frame[o.bth], uint32_t(frame[o.bth + 5]) << 16 | frame[o.bth + 6] << 8 | frame[o.bth + 7]))
+        h += proto::cm::kMadSize;
     }
   } else if (o.udp_ports) {
     h = o.l4 + 8;

@@ -13,7 +13,7 @@
 //
 // What is kept of each frame: `snaplen` bytes, or by default (snaplen 0) its headers and
 // param::kCaptureSnapPayload bytes after them. The headers are found by the one header walker
-// (proto::locate, header_bytes() below).
+// (proto::locate, header_bytes() below); a CM MAD (UD SEND to QP 1) counts as headers, whole.
 //
 // Bounded: blocks are gathered in one buffer of param::kCaptureBuffer bytes allocated at open
 // and written with one write(2) when it fills, when param::kCaptureFlushNs has passed since the

@@ -399,6 +399,12 @@ TEST(Capture, DefaultSnapLengthIsTheHeadersAndSixtyFourBytes) {
   EXPECT_EQ(port::header_bytes(arp), 14u);
   EXPECT_EQ(port::header_bytes(std::span<const uint8_t>(w.data(), 40)), 40u);  // never past the end
   EXPECT_EQ(port::header_bytes(std::span<const uint8_t>(w.data(), 20)), 14u);  // the IP header incomplete
+  // A CM MAD (UD SEND_ONLY to QP 1) is kept whole: BTH, DETH and the 256-byte MAD.
+  std::vector<uint8_t> mad = w;
+  mad[42] = 0x64, mad[42 + 5] = 0, mad[42 + 6] = 0, mad[42 + 7] = 1;
+  EXPECT_EQ(port::header_bytes(mad), 14u + 20 + 8 + 12 + 8 + 256);
+  mad[42 + 7] = 2;  // a UD SEND to another QP: its payload is data
+  EXPECT_EQ(port::header_bytes(mad), 14u + 20 + 8 + 12 + 8);
 
   const std::string path = testing::TempDir() + "uroce-capture-snap.pcapng";
   const std::vector<uint8_t> small = pcapng::write_only(16);
