@@ -13,7 +13,6 @@ usage: rdmacm_test.py --root REPO --lib liburoce-verbs.so --cmlib liburoce-rdmac
                       [--results FILE] [--api-test BIN] memif|veth|perftest|api
 """
 import argparse
-import json
 import os
 import re
 import subprocess
@@ -38,7 +37,7 @@ NETNS = os.path.join(ROOT, "scripts", "netns-pair")
 CFG = os.path.join(ROOT, "config")
 SOCK = "/tmp/uroce-memif.sock"
 children = driver.Children()
-netns_up = False
+netns = driver.Netns(NETNS)
 LOGDIR = "/tmp"
 # The server's address on each link (the uroce endpoint's own, not the kernel's).
 SERVER_IP = {"memif": "198.19.0.1", "veth": "198.18.0.12"}
@@ -54,17 +53,13 @@ REFUSED_S = 10
 UNREACHABLE_S = 15
 
 
-def log(*a):
-    print(*a, flush=True)
+log = driver.log
 
 
 def cleanup():
-    global netns_up
     children.stop_all()
     driver.remove_stale_shim_runtime_dirs()
-    if netns_up:
-        subprocess.run([NETNS, "down"], check=False)
-        netns_up = False
+    netns.down()
 
 
 driver.on_signals(cleanup)
@@ -80,9 +75,7 @@ def check(cond, msg):
 
 
 def record(entry):
-    if args.results:
-        with open(args.results, "a") as f:
-            f.write(json.dumps(entry) + "\n")
+    driver.append_json(args.results, entry)
 
 
 def next_port():
@@ -296,9 +289,7 @@ def sc_memif():
 
 
 def sc_veth():
-    global netns_up
-    subprocess.run([NETNS, "up"], check=True)
-    netns_up = True
+    netns.up()
     rping("veth")
     no_listener("veth")
     ucmatose("veth")
@@ -319,9 +310,7 @@ def sc_perftest():
 
 def sc_api():
     """api_test in one process on the veth endpoint uroce-a (connections to its own address)."""
-    global netns_up
-    subprocess.run([NETNS, "up"], check=True)
-    netns_up = True
+    netns.up()
     out = os.path.join(LOGDIR, "uroce-rdmacm-api.log")
     rc = children.finish(children.start(wrap("veth", "client", [args.api_test, "198.18.0.11"]), out, env()), 60)
     t = text(out)

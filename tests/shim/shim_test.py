@@ -9,7 +9,6 @@ usage: shim_test.py --root REPO --lib liburoce-verbs.so [--results FILE] [--cxx-
 (--cxx-test: shim_data_test for scenario cxx, api_sweep for scenario sweep)
 """
 import argparse
-import json
 import os
 import re
 import subprocess
@@ -35,30 +34,24 @@ SOCK = "/tmp/uroce-memif.sock"
 NSA = ["ip", "netns", "exec", "uroce-a"]
 NSB = ["ip", "netns", "exec", "uroce-b"]
 children = driver.Children()
-netns_up = False
+netns = driver.Netns(NETNS)
 port_counter = [19000 + (os.getpid() % 500) * 2]
 
 
-def log(*a):
-    print(*a, flush=True)
+log = driver.log
 
 
 def cleanup():
-    global netns_up
     children.stop_all()
     driver.remove_stale_shim_runtime_dirs()
-    if netns_up:
-        subprocess.run([NETNS, "down"], check=False)
-        netns_up = False
+    netns.down()
 
 
 driver.on_signals(cleanup)
 
 
 def record(entry):
-    if args.results:
-        with open(args.results, "a") as f:
-            f.write(json.dumps(entry) + "\n")
+    driver.append_json(args.results, entry)
 
 
 def start(cmd, out):
@@ -70,9 +63,7 @@ def finish(p, timeout):
 
 
 def ns_up():
-    global netns_up
-    subprocess.run([NETNS, "up"], check=True)
-    netns_up = True
+    netns.up()
 
 
 def next_port():

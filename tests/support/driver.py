@@ -1,5 +1,6 @@
 """What the Python test drivers share (tests/shim, tests/port, tests/stat, tests/ucx,
-scripts/learn.py): their child processes and what those leave behind.
+tests/rdmacm, scripts/learn.py): their child processes and what those leave behind, the
+namespace pair, their output and their JSON result lines.
 
 Every child runs in a process group of its own (start_new_session), so that stopping it stops
 whatever it started too (uroce-run -> unshare -> the program; ip netns exec -> the program).
@@ -7,6 +8,7 @@ A driver keeps one `Children`, calls `stop_all()` from its cleanup, and its clea
 every exit: normal end, failure, SIGTERM from meson's timeout, Ctrl-C (`on_signals`).
 """
 import glob
+import json
 import os
 import shutil
 import signal
@@ -83,3 +85,33 @@ def on_signals(cleanup):
         sys.exit(1)
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
+
+
+def log(*a):
+    """Print at once: meson and people read the drivers' output as it comes."""
+    print(*a, flush=True)
+
+
+def append_json(path, entry):
+    """One JSON line per run to `path` (the --results file), if there is one."""
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps(entry) + "\n")
+
+
+class Netns:
+    """The namespace pair of scripts/netns-pair: up() when a scenario needs it, down() from the
+    driver's cleanup (only if it is up, so a cleanup may call it any number of times)."""
+
+    def __init__(self, script):
+        self.script = script
+        self.is_up = False
+
+    def up(self):
+        subprocess.run([self.script, "up"], check=True)
+        self.is_up = True
+
+    def down(self):
+        if self.is_up:
+            subprocess.run([self.script, "down"], check=False)
+            self.is_up = False

@@ -60,7 +60,7 @@ CFG = os.path.join(ROOT, "config")
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOCK = "/tmp/uroce-memif.sock"
 children = driver.Children()
-netns_up = False
+netns = driver.Netns(NETNS)
 
 # UCP tests (UCX chooses the transports among UCX_TLS): tag matching, put, get (RDMA READ on
 # rc_verbs), active messages.
@@ -79,8 +79,7 @@ UCT_TESTS = [("rc_verbs", "put_bw", 65536, 1000, "zcopy"), ("rc_verbs", "get", 6
 DEV = "uroce-ucx"
 
 
-def log(*a):
-    print(*a, flush=True)
+log = driver.log
 
 
 def kill_procs():
@@ -89,20 +88,15 @@ def kill_procs():
 
 
 def cleanup():
-    global netns_up
     kill_procs()
-    if netns_up:
-        subprocess.run([NETNS, "down"], check=False)
-        netns_up = False
+    netns.down()
 
 
 driver.on_signals(cleanup)
 
 
 def record(entry):
-    if args.results:
-        with open(args.results, "a") as f:
-            f.write(json.dumps(entry) + "\n")
+    driver.append_json(args.results, entry)
 
 
 def env(extra):
@@ -243,11 +237,9 @@ def report(fails, link, what, test, size, iters, tls, good, fig, lmsg, text):
 
 
 def scenario_perftest(link):
-    global netns_up
     fails = []
     if link == "veth":
-        subprocess.run([NETNS, "up"], check=True)
-        netns_up = True
+        netns.up()
     try:
         for tname, tls in (TLS if not os.environ.get("UCX_TEST_UCT_ONLY") else []):
             for test, size, iters in UCP_TESTS:
@@ -268,11 +260,9 @@ def scenario_perftest(link):
 
 
 def scenario_mpi():
-    global netns_up
     if not args.mpi_check:
         return ["--mpi-check BIN is needed"]
-    subprocess.run([NETNS, "up"], check=True)
-    netns_up = True
+    netns.up()
     fails = []
     try:
         cmd = ["ip", "netns", "exec", "uroce-a", "mpirun", "--allow-run-as-root", "--bind-to", "none", "-np", "2",
@@ -440,9 +430,7 @@ def scenario_table():
 
 
 def scenario_bench():
-    global netns_up
-    subprocess.run([NETNS, "up"], check=True)
-    netns_up = True
+    netns.up()
     rows = []
     perftest_bw = None
     try:
