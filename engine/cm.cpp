@@ -92,6 +92,7 @@ std::string CmCounters::text() const {
                 {"rej_stale", &CmCounters::rej_stale},
                 {"rej_no_resources", &CmCounters::rej_no_resources},
                 {"rej_bad_cma", &CmCounters::rej_bad_cma},
+                {"rej_mtu", &CmCounters::rej_mtu},
                 {"timeouts", &CmCounters::timeouts}};
   std::string s;
   for (const auto& f : fields) {
@@ -605,6 +606,11 @@ void Manager::on_req(const proto::Packet& p, const pcm::MadHeader& h, const pcm:
       return reject_now(pcm::rej::kConsumerDefined, ctr_.rej_bad_cma);
     e.has_cma = true;
   }
+  // Both ends of an RC or UC connection must use the same path MTU (a first or middle packet
+  // carries exactly that many bytes), and a REP has no field to lower it: a REQ asking for more
+  // than this port carries (config key mtu) is refused now, not accepted into a connection
+  // whose larger messages would be lost.
+  if (m.path_mtu > uint8_t(dev_.config().port_mtu)) return reject_now(pcm::rej::kInvalidMtu, ctr_.rej_mtu);
   const uint32_t listen_id = l->local_id;
   Conn* c = new_conn(State::ReqRcvd);
   if (!c) return reject_now(pcm::rej::kNoResources, ctr_.rej_no_resources);

@@ -193,6 +193,7 @@ struct CmCounters {
   uint64_t rej_stale = 0;             // REJ "stale connection" sent
   uint64_t rej_no_resources = 0;      // REJ "no resources" (cm_max_conns)
   uint64_t rej_bad_cma = 0;           // REJ for a REQ with a bad rdma_cm IP header
+  uint64_t rej_mtu = 0;               // REJ "invalid path MTU": the REQ's is above the port's
   uint64_t timeouts = 0;              // exchanges given up after all retries
   std::string text() const;
 };

@@ -85,12 +85,18 @@ class Device {
     // The GID table: a QP or address handle sends from gids[sgid_index]. Zero entries are
     // unused. Empty: {gid}.
     std::vector<proto::Ip6> gids;
-    // The IB connection manager on QP 1 (engine/cm.hpp; keys cm, cm_timewait_ms, cm_max_conns,
-    // cm_mra_timeout). Off: frames to QP 1 are dropped as for an unknown QP.
+    // The IB connection manager on QP 1 (engine/cm.hpp; keys cm_timewait_ms, cm_max_conns,
+    // cm_mra_timeout). Off: frames to QP 1 are dropped as for an unknown QP (liburoce-rdmacm
+    // turns it on). The response timeout and resends are what liburoce-rdmacm puts in its
+    // REQs and SIDR_REQs (keys cm_response_timeout, cm_max_retries); the engine keeps them.
     bool cm = param::kCmEnabled;
     uint64_t cm_timewait_ns = param::kCmTimewaitNs;
     uint32_t cm_max_conns = param::kCmMaxConns;
     uint8_t cm_mra_timeout = param::kCmMraTimeout;
+    uint8_t cm_response_timeout = param::kRdmacmResponseTimeout;
+    uint8_t cm_max_retries = param::kCmMaxRetries;
+    // The port's path MTU (config key mtu): the CM refuses a REQ asking for more (REJ 26).
+    Mtu port_mtu = Mtu::M1024;  // param::kPathMtu
   };
 
   Device(Link& link, Clock& clock, const Config& cfg);

@@ -94,7 +94,8 @@ inline constexpr uint8_t kCnpDscp = 48;
 inline constexpr bool kCmEnabled = false;
 // CM response timeout a side announces in its REQ (how long it may take to answer, and how long
 // it waits for the peer's answer): 4.096 us * 2^t. 20 is about 4.3 s, the Linux kernel's
-// CMA_CM_RESPONSE_TIMEOUT. Key cm_response_timeout (0..kCmMaxTimeoutExp).
+// CMA_CM_RESPONSE_TIMEOUT. The default of engine::cm::ConnectParams; liburoce-rdmacm announces
+// kRdmacmResponseTimeout (key cm_response_timeout) instead.
 inline constexpr uint8_t kCmResponseTimeout = 20;
 // A peer's announced timeouts are capped at this exponent (4.096 us * 2^24, about 69 s), so that a
 // forged or odd MAD cannot hold a connection's state for hours.
@@ -107,9 +108,11 @@ inline constexpr uint8_t kCmMraTimeout = 24;
 // TimeWait: how long a finished connection's communication ID and QP number stay reserved (a
 // late MAD of the old connection is answered, not mistaken for a new one). Key cm_timewait_ms.
 inline constexpr uint64_t kCmTimewaitNs = 1'000'000'000;
+inline constexpr uint32_t kCmTimewaitMaxMs = 600'000;  // the key's upper bound (10 minutes)
 // Connections (listeners, SIDR requests and ids in TimeWait included) one device keeps; a REQ
 // beyond that is rejected with "no resources". Key cm_max_conns.
 inline constexpr uint32_t kCmMaxConns = 4096;
+inline constexpr uint32_t kCmMaxConnsMax = 1u << 20;  // the key's upper bound
 // Events waiting for the library to poll; further ones are dropped and counted.
 inline constexpr uint32_t kCmMaxEvents = 4096;
 
@@ -250,6 +253,7 @@ inline constexpr uint64_t kShimLinkScanNs = 100'000'000;      // frames printed 
 // times kCmMaxRetries resends. Shorter than the kernel's 20 (4.3 s): the kernel's own DREQ waits
 // follow the path's packet lifetime, not this value, and a uroce peer that has exited (memif) answers
 // nothing, so a DREQ to it ends with DISCONNECTED after about 4 s rather than a minute.
+// Key cm_response_timeout (0..kCmMaxTimeoutExp); key cm_max_retries sets the resends.
 inline constexpr uint8_t kRdmacmResponseTimeout = 16;
 // The local ACK timeout of an id's QP (IBV_QP_TIMEOUT, RDMA_OPTION_ID_ACK_TIMEOUT changes it):
 // 4.096 us * 2^14, about 67 ms; and the RNR timer its RTR announces (12: 0.64 ms).

@@ -193,6 +193,21 @@ bool set_key(EndpointConfig& c, const std::string& key, const std::string& val, 
     if (!parse_u32(val, u) || u > param::kCnpIntervalMaxUs)
       return fail("bad cnp_interval_us (0.." + std::to_string(param::kCnpIntervalMaxUs) + ")");
     c.cnp_interval_us = u;
+  } else if (key == "cm_timewait_ms") {
+    if (!parse_u32(val, u) || u > param::kCmTimewaitMaxMs)
+      return fail("bad cm_timewait_ms (0.." + std::to_string(param::kCmTimewaitMaxMs) + ")");
+    c.cm_timewait_ms = u;
+  } else if (key == "cm_max_conns") {
+    if (!parse_u32(val, u) || u < 1 || u > param::kCmMaxConnsMax)
+      return fail("bad cm_max_conns (1.." + std::to_string(param::kCmMaxConnsMax) + ")");
+    c.cm_max_conns = u;
+  } else if (key == "cm_mra_timeout" || key == "cm_response_timeout") {
+    if (!parse_u32(val, u) || u > param::kCmMaxTimeoutExp)
+      return fail("bad " + key + " (0.." + std::to_string(param::kCmMaxTimeoutExp) + ": 4.096 us * 2^N)");
+    (key == "cm_mra_timeout" ? c.cm_mra_timeout : c.cm_response_timeout) = uint8_t(u);
+  } else if (key == "cm_max_retries") {
+    if (!parse_u32(val, u) || u > 15) return fail("bad cm_max_retries (0..15)");
+    c.cm_max_retries = uint8_t(u);
   } else if (key == "max_unacked_psns") {
     if (!parse_u32(val, u) || u < 1 || u > param::kMaxUnackedPsnsMax)
       return fail("bad max_unacked_psns (1.." + std::to_string(param::kMaxUnackedPsnsMax) + ")");

@@ -57,6 +57,14 @@ struct EndpointConfig {
   bool flow_isolate = false;           // rte_flow isolation (share a NIC port with the kernel)
   bool promiscuous = true;             // enable promiscuous mode when our MAC is not the port's
   uint32_t arp_timeout_ms = param::kArpTimeoutMs;  // bounded address resolution
+  // The connection manager (engine/cm.hpp, docs/rdma_cm.md), used by liburoce-rdmacm: TimeWait,
+  // connections kept, the service timeout of our MRAs, the response timeout our REQs announce
+  // and the resends before a REQ, REP or DREQ is given up.
+  uint32_t cm_timewait_ms = uint32_t(param::kCmTimewaitNs / 1'000'000);
+  uint32_t cm_max_conns = param::kCmMaxConns;
+  uint8_t cm_mra_timeout = param::kCmMraTimeout;
+  uint8_t cm_response_timeout = param::kRdmacmResponseTimeout;
+  uint8_t cm_max_retries = param::kCmMaxRetries;
   // Who turns the engine in a program run through the verbs shim (docs/verbs_shim.md):
   // "thread" (the application inside its verbs calls, a polling thread otherwise), "inline"
   // (only the application's verbs calls; no polling thread) or "dedicated" (a polling thread

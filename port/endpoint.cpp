@@ -23,6 +23,12 @@ std::unique_ptr<Endpoint> Endpoint::open(const EndpointConfig& cfg, std::string&
   dc.ack_every = cfg.ack_every;
   dc.probe_floor_ns = uint64_t(cfg.probe_floor_us) * 1000;
   dc.selective_repeat = cfg.selective_repeat;
+  dc.port_mtu = cfg.path_mtu;
+  dc.cm_timewait_ns = uint64_t(cfg.cm_timewait_ms) * 1'000'000;
+  dc.cm_max_conns = cfg.cm_max_conns;
+  dc.cm_mra_timeout = cfg.cm_mra_timeout;
+  dc.cm_response_timeout = cfg.cm_response_timeout;
+  dc.cm_max_retries = cfg.cm_max_retries;
   e->dev_ = std::make_unique<engine::Device>(*e->link_, *e->clock_, dc);
   if (engine::mtu_bytes(cfg.path_mtu) > e->dev_->mtu_limit()) {
     err = "path mtu " + std::to_string(engine::mtu_bytes(cfg.path_mtu)) + " larger than the link carries";

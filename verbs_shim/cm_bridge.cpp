@@ -29,6 +29,11 @@ std::vector<proto::Ip6> gids() {
   return out;
 }
 
+engine::Device::Config device_config() {
+  Guard g;
+  return rt().dcfg;
+}
+
 void lock() { rt().lock(); }
 void unlock() { rt().unlock(); }
 void set_hook(void (*hook)()) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/cm.hpp"
+#include "engine/engine.hpp"
 
 #define CMB_EXPORT __attribute__((visibility("default")))
 
@@ -32,6 +33,8 @@ CMB_EXPORT ibv_device* device();
 // The GID table as the application sees it (index 0 link-local, 1 IPv4-mapped, 2.. IPv6);
 // an invalid entry is all zero. After start().
 CMB_EXPORT std::vector<proto::Ip6> gids();
+// The device's configuration (its CM keys: response timeout, resends). After start().
+CMB_EXPORT engine::Device::Config device_config();
 
 CMB_EXPORT void lock();
 CMB_EXPORT void unlock();

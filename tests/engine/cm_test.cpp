@@ -237,6 +237,27 @@ TEST_F(CmPair, NobodyListensRejectReason8) {
   EXPECT_EQ(cm(1).conns(), 0u);         // the passive side kept nothing
 }
 
+TEST_F(CmPair, ReqAboveThePortMtuRejectReason26) {
+  // B's port is at 1024 (the default); A asks for 4096: B refuses at once, keeps nothing.
+  uint32_t lid, ida;
+  ASSERT_EQ(cm(1).listen(kSid, &lid), 0);
+  ConnectParams p = req();
+  p.path_mtu = Mtu::M4096;
+  ASSERT_EQ(cm(0).connect(p, &ida), 0);
+  Event e;
+  ASSERT_TRUE(wait(0, EventType::RejReceived, &e, 1'000'000));
+  EXPECT_EQ(e.id, ida);
+  EXPECT_EQ(e.reason, pcm::rej::kInvalidMtu);
+  EXPECT_EQ(cm(1).counters().rej_mtu, 1u);
+  EXPECT_EQ(cm(0).find(ida), nullptr);
+  EXPECT_EQ(cm(1).conns(), 1u);  // the listener only
+  for (const Event& x : pending[1]) EXPECT_NE(x.type, EventType::ReqReceived);  // the library never saw it
+  // At the port's MTU or below, the same listener takes it.
+  p.path_mtu = Mtu::M512;
+  ASSERT_EQ(cm(0).connect(p, &ida), 0);
+  ASSERT_TRUE(wait(1, EventType::ReqReceived, &e));
+}
+
 TEST_F(CmPair, RejectWithPrivateData) {
   uint32_t lid, ida;
   ASSERT_EQ(cm(1).listen(kSid, &lid), 0);

@@ -82,13 +82,28 @@ TEST(Config, EachValueCheckedKeyNamed) {
                           {"mac", "02:00:00"}, {"link_mtu", "100"}, {"mbufs", "10"}, {"mbuf_size", "1"},
                           {"mbuf_cache", "1000"}, {"rx_desc", "1"}, {"tx_desc", "99999"}, {"gid_index", "300"},
                           {"dscp", "64"}, {"ecn", "4"}, {"hop_limit", "0"}, {"flow_isolate", "maybe"},
-                          {"promiscuous", "2"}, {"arp_timeout_ms", "-1"},
+                          {"promiscuous", "2"}, {"arp_timeout_ms", "-1"}, {"cm_timewait_ms", "600001"},
+                          {"cm_max_conns", "0"}, {"cm_response_timeout", "25"}, {"cm_mra_timeout", "x"},
+                          {"cm_max_retries", "16"},
                           {"progress", "fast"}};
   for (auto& kv : bad) {
     std::string path;
     const std::string err = error_of(kEal + kv[0] + " = " + kv[1] + "   # comment\n", &path);
     EXPECT_EQ(err.rfind(path + ":2: key '" + kv[0] + "' = '" + kv[1] + "': ", 0), 0u) << err;
   }
+}
+
+TEST(Config, ConnectionManagerKeys) {
+  TempConfig t(kEal + "ip = 198.18.0.1/24\ncm_timewait_ms = 250\ncm_max_conns = 64\ncm_response_timeout = 12\n"
+                      "cm_mra_timeout = 20\ncm_max_retries = 3\n");
+  std::string err;
+  auto c = load_config(t.path, err);
+  ASSERT_TRUE(c.has_value()) << err;
+  EXPECT_EQ(c->cm_timewait_ms, 250u);
+  EXPECT_EQ(c->cm_max_conns, 64u);
+  EXPECT_EQ(c->cm_response_timeout, 12);
+  EXPECT_EQ(c->cm_mra_timeout, 20);
+  EXPECT_EQ(c->cm_max_retries, 3);
 }
 
 TEST(Config, ProgressModes) {

@@ -44,6 +44,9 @@ bool ready() {
   if (ibv_query_port(L.ctx, 1, &pa) == 0) L.mtu = pa.active_mtu;
   ibv_device_attr da{};
   if (ibv_query_device(L.ctx, &da) == 0) L.max_rd_atom = uint8_t(std::min(da.max_qp_rd_atom, 255));
+  const engine::Device::Config dc = cmb::device_config();
+  L.response_timeout = dc.cm_response_timeout;
+  L.max_retries = dc.cm_max_retries;
   cmb::set_hook(hook);
   std::lock_guard<std::mutex> g(L.mu);
   L.ok = true;
@@ -153,7 +156,7 @@ Id* passive_id(Id* l, const ecm::Event& e) {
   n->initiator_depth = c.initiator_depth;
   n->retry_count = c.retry_count;
   n->rnr_retry_count = c.rnr_retry_count;
-  n->mtu = std::min(ibv_mtu(int(c.path_mtu)), lib().mtu);
+  n->mtu = std::min(ibv_mtu(int(c.path_mtu)), lib().mtu);  // the engine refused a REQ above ours (REJ 26)
   n->addr_resolved = n->route_resolved = true;
   return n;
 }

@@ -101,6 +101,8 @@ struct Lib {
   ibv_pd* pd = nullptr;        // the default PD of rdma_create_qp (made on first use)
   ibv_mtu mtu = IBV_MTU_1024;  // the port's active MTU
   uint8_t max_rd_atom = 16;
+  // What our REQs and SIDR_REQs announce (config keys cm_response_timeout, cm_max_retries).
+  uint8_t response_timeout = 0, max_retries = 0;
 };
 Lib& lib();
 

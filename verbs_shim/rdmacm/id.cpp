@@ -380,7 +380,8 @@ CMA_EXPORT int rdma_connect(rdma_cm_id* cid, rdma_conn_param* param) {
     ecm::SidrParams p;
     p.service_id = service_id(id);
     p.peer = id->peer;
-    p.response_timeout = param::kRdmacmResponseTimeout;
+    p.response_timeout = L.response_timeout;
+    p.max_retries = L.max_retries;
     p.cma = &h;
     p.private_data = pd;
     cmb::lock();
@@ -403,7 +404,8 @@ CMA_EXPORT int rdma_connect(rdma_cm_id* cid, rdma_conn_param* param) {
     p.rnr_retry_count = id->rnr_retry_count;
     p.path_mtu = engine::Mtu(int(id->mtu));
     p.local_ack_timeout = id->ack_timeout;
-    p.response_timeout = p.local_response_timeout = param::kRdmacmResponseTimeout;
+    p.response_timeout = p.local_response_timeout = L.response_timeout;
+    p.max_retries = L.max_retries;
     p.uc = id->id.qp_type == IBV_QPT_UC;
     p.srq = id->id.qp && id->id.qp->srq;
     p.cma = &h;
