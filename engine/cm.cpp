@@ -500,6 +500,38 @@ int Manager::destroy(uint32_t id) {
   return 0;
 }
 
+size_t Manager::shutdown() {
+  std::vector<uint32_t> ids;
+  for (const auto& [id, c] : conns_) ids.push_back(id);
+  for (uint32_t id : ids) {
+    const Conn* c = get(id);
+    if (!c) continue;
+    switch (c->state) {
+      case State::Established:
+      case State::DreqRcvd:
+        disconnect(id);
+        break;
+      case State::ReqRcvd:
+      case State::MraReqSent:
+      case State::RepRcvd:
+        reject(id, pcm::rej::kConsumerDefined);
+        break;
+      case State::SidrReqRcvd:
+        sidr_reply(id, pcm::sidr::kReject, 0, 0, {});
+        break;
+      default:  // listeners, requests of ours in flight, DREQ_SENT, TimeWait: nothing to say
+        break;
+    }
+  }
+  return disconnecting();
+}
+
+size_t Manager::disconnecting() const {
+  size_t n = 0;
+  for (const auto& [id, c] : conns_) n += c.state == State::DreqSent;
+  return n;
+}
+
 void Manager::qp_data(uint32_t qpn) {
   for (auto& [id, c] : conns_) {
     if ((c.state == State::RepSent || c.state == State::MraRepRcvd) && c.local_qpn == qpn) {

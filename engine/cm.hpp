@@ -221,6 +221,12 @@ class Manager {
   int sidr_reply(uint32_t id, uint8_t status, uint32_t qpn, uint32_t qkey, std::span<const uint8_t> private_data = {});
   // Forgets an id at once (a listener, or an id the library destroys); no MAD is sent.
   int destroy(uint32_t id);
+  // The process is leaving (the verbs shim's exit), as the kernel ends the ids of a process that
+  // closes its rdma_cm file: an ESTABLISHED connection gets a DREQ, a DREQ received its DREP, a
+  // request not answered yet (REQ or SIDR_REQ received, REP received) a REJ. Returns
+  // disconnecting(): the caller may drive the engine a moment longer for the DREPs.
+  size_t shutdown();
+  size_t disconnecting() const;  // connections in DREQ_SENT (waiting for the peer's DREP)
   // The implicit RTU: the first packet arrived on our QP `qpn` while its connection waits for
   // the RTU (REP_SENT, MRA_REP_RCVD): it is ESTABLISHED. The engine calls it from rx_frame.
   void qp_data(uint32_t qpn);

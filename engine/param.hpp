@@ -259,5 +259,9 @@ inline constexpr uint8_t kRdmacmResponseTimeout = 16;
 // 4.096 us * 2^14, about 67 ms; and the RNR timer its RTR announces (12: 0.64 ms).
 inline constexpr uint8_t kRdmacmAckTimeout = 14;
 inline constexpr uint8_t kRdmacmMinRnrTimer = 12;
+// A process leaving with connections open sends their DREQs (verbs_shim/runtime.cpp cm_leave)
+// and drives the engine at most this long for the DREPs (a DREQ lost then is resent within it
+// only with a short cm_response_timeout; the peer's own DREQ timeout covers the rest).
+inline constexpr uint64_t kShimCmLeaveWaitNs = 300'000'000;
 
 }  // namespace uroce::param

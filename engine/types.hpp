@@ -69,7 +69,9 @@ struct SendWr {
   uint32_t send_flags = 0;
   const Sge* sg_list = nullptr;
   uint32_t num_sge = 0;
-  uint32_t imm_data = 0;         // network order, as ibverbs carries it
+  // The ImmDt header's value (its four bytes read big-endian): 0x01020304 goes on the wire as
+  // 01 02 03 04. ibverbs' imm_data is those bytes in memory (__be32): the verbs shim converts.
+  uint32_t imm_data = 0;
   uint32_t invalidate_rkey = 0;
   uint64_t remote_addr = 0;
   uint32_t rkey = 0;
@@ -93,7 +95,7 @@ struct Wc {
   WcOpcode opcode = WcOpcode::Send;
   uint32_t vendor_err = 0;
   uint32_t byte_len = 0;
-  uint32_t imm_data = 0;          // network order
+  uint32_t imm_data = 0;          // the ImmDt value, as in SendWr (the shim converts)
   uint32_t invalidated_rkey = 0;
   uint32_t qp_num = 0;
   uint32_t src_qp = 0;

@@ -2,6 +2,7 @@
 #include "verbs_shim/convert.hpp"
 #include "verbs_shim/objects.hpp"
 
+#include <endian.h>
 #include <cerrno>
 #include <cstddef>
 #include <cstdio>
@@ -101,7 +102,7 @@ E::SendWr to_engine(const ibv_send_wr& wr, ibv_qp_type type) {
   w.send_flags = wr.send_flags;
   w.sg_list = reinterpret_cast<const E::Sge*>(wr.sg_list);
   w.num_sge = uint32_t(wr.num_sge);
-  w.imm_data = wr.imm_data;
+  w.imm_data = be32toh(wr.imm_data);  // ibverbs' __be32 -> the engine's number
   if (type == IBV_QPT_UD) {  // wr.ud shares its union with wr.rdma and wr.atomic
     w.ah = wr.wr.ud.ah ? reinterpret_cast<const UAh*>(wr.wr.ud.ah)->e : nullptr;
     w.remote_qpn = wr.wr.ud.remote_qpn;
@@ -133,7 +134,7 @@ void to_ibv_wc(const E::Wc& s, ibv_wc& d) {
   d.opcode = ibv_wc_opcode(s.opcode);
   d.vendor_err = s.vendor_err;
   d.byte_len = s.byte_len;
-  d.imm_data = s.imm_data;
+  d.imm_data = htobe32(s.imm_data);
   d.qp_num = s.qp_num;
   d.src_qp = s.src_qp;
   d.wc_flags = s.wc_flags;

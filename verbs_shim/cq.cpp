@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <endian.h>
 #include <cerrno>
 #include <type_traits>
 
@@ -75,7 +76,7 @@ void cqx_end(ibv_cq_ex*) {}
 ibv_wc_opcode cqx_opcode(ibv_cq_ex*) { return ibv_wc_opcode(t_wc.opcode); }
 uint32_t cqx_vendor_err(ibv_cq_ex*) { return t_wc.vendor_err; }
 uint32_t cqx_byte_len(ibv_cq_ex*) { return t_wc.byte_len; }
-__be32 cqx_imm(ibv_cq_ex*) { return t_wc.imm_data; }
+__be32 cqx_imm(ibv_cq_ex*) { return htobe32(t_wc.imm_data); }
 uint32_t cqx_qp_num(ibv_cq_ex*) { return t_wc.qp_num; }
 uint32_t cqx_src_qp(ibv_cq_ex*) { return t_wc.src_qp; }
 unsigned int cqx_wc_flags(ibv_cq_ex*) { return t_wc.wc_flags; }

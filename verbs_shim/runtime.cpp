@@ -3,6 +3,8 @@
 // Progress design: verbs_shim/runtime.hpp and docs/verbs_shim.md.
 #include "verbs_shim/runtime.hpp"
 
+#include "engine/cm.hpp"
+
 #include <execinfo.h>
 #include <fcntl.h>
 #include <rte_eal.h>
@@ -253,6 +255,21 @@ void segv_handler(int sig) {
   raise(sig);
 }
 
+// The connection manager's goodbye (liburoce-rdmacm's connections): the kernel ends the ids of a
+// process that exits, and a peer waiting on one of ours would otherwise resend its DREQ into
+// silence. DREQs (and DREPs, REJs) go out now; the DREPs are waited for a bounded moment.
+void cm_leave(Runtime& r) {
+  if (!r.engine || !r.engine->cm()) return;
+  Guard g;
+  r.cm_hook = nullptr;  // the library's ids are not touched any more: its events stay queued
+  if (r.engine->cm()->shutdown() == 0) {
+    r.drive();  // the REJs and DREPs out
+    return;
+  }
+  const uint64_t end = r.engine->now_ns() + param::kShimCmLeaveWaitNs;
+  while (r.engine->cm()->disconnecting() && r.engine->now_ns() < end) r.drive();
+}
+
 // Registered with atexit when the runtime starts, so it runs before the shared libraries' own
 // destructors (DPDK's among them, in _dl_fini): the poller must stop before the PMDs go away.
 void shim_fini() {
@@ -263,6 +280,7 @@ void shim_fini() {
                  (unsigned long)r.poller_drives.load(), (unsigned long)r.poller_naps.load(),
                  (unsigned long)r.app_drives.load(), (unsigned long)(r.linger_hits.load() + r.linger_missed),
                  (unsigned long)r.linger_missed, (unsigned long)r.linger_answered, (unsigned long)r.linger_skipped);
+  cm_leave(r);
   r.stop = true;
   r.poller.join();
   if (r.link) r.link->flush_capture();  // the link is never closed: its capture buffer goes out here

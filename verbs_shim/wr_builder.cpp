@@ -1,5 +1,6 @@
 // The ibv_wr_* builder (struct ibv_qp_ex): work requests are collected between wr_start and
 // wr_complete and posted together, under one hold of the ownership token.
+#include <endian.h>
 #include <cerrno>
 #include <cstring>
 
@@ -35,14 +36,14 @@ void wr_rdma_write(ibv_qp_ex* x, uint32_t rkey, uint64_t ra) {
 }
 void wr_rdma_write_imm(ibv_qp_ex* x, uint32_t rkey, uint64_t ra, __be32 imm) {
   E::SendWr& w = wr_new(x, E::WrOpcode::RdmaWriteWithImm);
-  w.rkey = rkey, w.remote_addr = ra, w.imm_data = imm;
+  w.rkey = rkey, w.remote_addr = ra, w.imm_data = be32toh(imm);
 }
 void wr_rdma_read(ibv_qp_ex* x, uint32_t rkey, uint64_t ra) {
   E::SendWr& w = wr_new(x, E::WrOpcode::RdmaRead);
   w.rkey = rkey, w.remote_addr = ra;
 }
 void wr_send(ibv_qp_ex* x) { wr_new(x, E::WrOpcode::Send); }
-void wr_send_imm(ibv_qp_ex* x, __be32 imm) { wr_new(x, E::WrOpcode::SendWithImm).imm_data = imm; }
+void wr_send_imm(ibv_qp_ex* x, __be32 imm) { wr_new(x, E::WrOpcode::SendWithImm).imm_data = be32toh(imm); }
 void wr_send_inv(ibv_qp_ex* x, uint32_t rkey) { wr_new(x, E::WrOpcode::SendWithInv).invalidate_rkey = rkey; }
 void wr_cas(ibv_qp_ex* x, uint32_t rkey, uint64_t ra, uint64_t cmp, uint64_t swap) {
   E::SendWr& w = wr_new(x, E::WrOpcode::AtomicCmpSwp);

@@ -400,6 +400,33 @@ TEST_F(CmPair, EstablishedPeerVanishesDisconnectTimesOut) {
   ASSERT_TRUE(wait(0, EventType::TimewaitExit, &e));
 }
 
+// The process of side A leaves with its connection open (the shim's exit): shutdown() sends
+// the DREQ the kernel would send for it; B answers and disconnects; a request B has not seen
+// answered yet gets a REJ.
+TEST_F(CmPair, ShutdownDisconnectsWhatIsOpen) {
+  uint32_t ida, idb;
+  connect(ida, idb);
+  EXPECT_EQ(cm(0).shutdown(), 1u);  // one DREQ out, waiting for its DREP
+  EXPECT_EQ(cm(0).disconnecting(), 1u);
+  Event e;
+  ASSERT_TRUE(wait(1, EventType::DreqReceived, &e));
+  EXPECT_EQ(e.id, idb);
+  ASSERT_EQ(cm(1).disconnect(idb), 0);
+  ASSERT_TRUE(wait(0, EventType::Disconnected, &e));
+  EXPECT_EQ(cm(0).disconnecting(), 0u);
+  EXPECT_EQ(count(0, attr(pcm::Attr::Dreq)), 1u);
+  // B's passive request pending when B leaves: A is told at once (REJ), not after its timeouts.
+  uint32_t ida2;
+  ConnectParams p2 = req();
+  p2.qpn ^= 0x10;  // A's QP number is in TimeWait
+  ASSERT_EQ(cm(0).connect(p2, &ida2), 0);
+  ASSERT_TRUE(wait(1, EventType::ReqReceived, &e));
+  EXPECT_EQ(cm(1).shutdown(), 0u);
+  ASSERT_TRUE(wait(0, EventType::RejReceived, &e, 1'000'000));
+  EXPECT_EQ(e.id, ida2);
+  EXPECT_EQ(e.reason, pcm::rej::kConsumerDefined);
+}
+
 TEST_F(CmPair, FirstDataPacketIsAnImplicitRtu) {
   drop[0][attr(pcm::Attr::Rtu)] = 100;  // A's RTUs never arrive
   uint32_t lid, ida;

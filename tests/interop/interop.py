@@ -82,6 +82,84 @@ def datagram_tools(mtu, loss):
     ]
 
 
+def judge_rping(count, verbose):
+    def judge(cout, sout):
+        if not verbose:  # -V: the client compares what it read back with what it wrote
+            bad = "mismatch" in cout or "mismatch" in sout
+            return not bad, f"{count} pings{' (DATA MISMATCH)' if bad else ', data validated by the client (-V)'}"
+        want = [f"rdma-ping-{i}: " for i in range(count)]
+        c = sum(1 for w in want if "ping data: " + w in cout)
+        srv = sum(1 for w in want if "server ping data: " + w in sout)
+        return c == count and srv == count, f"{c}/{count} pings verified by the client, {srv}/{count} by the server"
+    return judge
+
+
+def judge_status(both=True, also=""):
+    def judge(cout, sout):
+        good = "return status 0" in cout and (not both or "return status 0" in sout) and also in cout
+        return good, "'return status 0'" + (" on both sides" if both else "") + (f", '{also}'" if also else "")
+    return judge
+
+
+def judge_lines(client_line, server_line):
+    def judge(cout, sout):
+        return client_line in cout and server_line in sout, f"'{client_line}', '{server_line}'"
+    return judge
+
+
+def judge_cmtime(conns):
+    def judge(cout, sout):
+        steps = re.findall(r"^(connect|disconnect)\s+:", cout, re.M)
+        return len(steps) == 2, f"{conns} connections made and torn down (cmtime's connect and disconnect lines)"
+    return judge
+
+
+def judge_perftest(size):
+    def judge(cout, sout):
+        rows = [l for l in cout.splitlines() if re.match(r"^\s*%d\s+\d+\s+[\d.]+" % size, l)]
+        return len(rows) == 1, "the result line printed"
+    return judge
+
+
+# rdma_cm rows: rdmacm-utils' programs and perftest -R, unmodified, connecting through the two CMs
+# on QP 1 (uroce's liburoce-rdmacm, the peer kernel's rdma_cm) to the server's RDMA address (its
+# own IP: uroce's is the config's `ip`, not the kernel's address beside it). Each row: (label,
+# server argv, client argv, judge(client output, server output) -> (ok, text), flags); argv
+# functions take (server address, port, the side's device). Flags: "keeps" (the server keeps
+# listening: stopped after the client), "ud" (datagrams: a lost one is lost for good, so not run
+# under loss), "bulk" (a message crosses the path MTU: its packets must carry exactly the MTU).
+def cm_tools(mtu, loss):
+    big = str(4 * mtu + 100)
+    rows = [
+        ("rping -v -C 10", lambda a, p, d: ["rping", "-s", "-a", a, "-p", p, "-v", "-C", "10"],
+         lambda a, p, d: ["rping", "-c", "-a", a, "-p", p, "-v", "-C", "10"], judge_rping(10, True), ()),
+        (f"rping -V -S {big} -C 5", lambda a, p, d: ["rping", "-s", "-a", a, "-p", p, "-V", "-S", big, "-C", "5"],
+         lambda a, p, d: ["rping", "-c", "-a", a, "-p", p, "-V", "-S", big, "-C", "5"], judge_rping(5, False),
+         ("bulk",)),
+        (f"ucmatose -c 4 -C 10 -S {big}",
+         lambda a, p, d: ["ucmatose", "-b", a, "-p", p, "-c", "4", "-C", "10", "-S", big],
+         lambda a, p, d: ["ucmatose", "-s", a, "-p", p, "-c", "4", "-C", "10", "-S", big],
+         judge_status(True, "data transfers complete"), ("bulk",)),
+        # udaddy's port is fixed (7174; its -p is the port space).
+        ("udaddy -c 2 -C 10", lambda a, p, d: ["udaddy", "-b", a, "-c", "2", "-C", "10"],
+         lambda a, p, d: ["udaddy", "-s", a, "-c", "2", "-C", "10"], judge_status(True), ("ud",)),
+        ("rdma_server / rdma_client", lambda a, p, d: ["rdma_server", "-s", a, "-p", p],
+         lambda a, p, d: ["rdma_client", "-s", a, "-p", p], judge_lines("rdma_client: end 0", "rdma_server: end 0"), ()),
+        ("cmtime -c 20", lambda a, p, d: ["cmtime", "-b", a, "-p", p, "-c", "20"],
+         lambda a, p, d: ["cmtime", "-s", a, "-p", p, "-c", "20"], judge_cmtime(20), ("keeps",)),
+        (f"ib_write_bw -R -s {big}", lambda a, p, d: ["ib_write_bw", "-R", "-d", d, "-p", p, "-s", big, "-n", "100", "-F"],
+         lambda a, p, d: ["ib_write_bw", "-R", "-d", d, "-p", p, "-s", big, "-n", "100", "-F", a],
+         judge_perftest(int(big)), ("bulk",)),
+        ("ib_send_lat -R -s 64", lambda a, p, d: ["ib_send_lat", "-R", "-d", d, "-p", p, "-s", "64", "-n", "50", "-F"],
+         lambda a, p, d: ["ib_send_lat", "-R", "-d", d, "-p", p, "-s", "64", "-n", "50", "-F", a],
+         judge_perftest(64), ()),
+        (f"ib_read_bw -R -s {big}", lambda a, p, d: ["ib_read_bw", "-R", "-d", d, "-p", p, "-s", big, "-n", "100", "-F"],
+         lambda a, p, d: ["ib_read_bw", "-R", "-d", d, "-p", p, "-s", big, "-n", "100", "-F", a],
+         judge_perftest(int(big)), ("bulk",)),
+    ]
+    return [r for r in rows if not (loss and "ud" in r[4])]
+
+
 def jumbo_lab(path, workdir):
     """A lab script whose guest NIC carries frames above 1518 bytes.
 
@@ -104,6 +182,10 @@ def jumbo_lab(path, workdir):
     return copy
 
 
+# How long a client refused because its server is not listening yet is run again.
+CM_READY_S = 20
+
+
 def sh(cmd, timeout=120, check=False):
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if check and r.returncode != 0:
@@ -114,7 +196,8 @@ def sh(cmd, timeout=120, check=False):
 class Peer:
     """The other RoCE implementation, on a host reached by `prefix + [command line]`."""
 
-    def __init__(self, prefix, dev, tcp_ip, gid, port=1, netdev=None, netem=False, set_mtu=False, name="peer"):
+    def __init__(self, prefix, dev, tcp_ip, gid, port=1, netdev=None, netem=False, set_mtu=False, name="peer",
+                 cm_ip=None):
         self.prefix = prefix          # e.g. ["ssh", "root@host"]
         self.dev = dev                # its RDMA device, e.g. mlx5_0 or rxe0
         self.tcp_ip = tcp_ip          # where its servers listen (perftest / pingpong TCP exchange)
@@ -124,6 +207,7 @@ class Peer:
         self.netem = netem
         self.set_mtu = set_mtu
         self.name = name
+        self.cm_ip = cm_ip or tcp_ip   # its RDMA address (rdma_cm), by default the same
 
     def run(self, cmd, timeout=120):
         return subprocess.run(self.prefix + [cmd], capture_output=True, text=True, timeout=timeout + 40)
@@ -177,6 +261,8 @@ class Local:
         self.addrs = set(extra_addrs)  # uroce's own IP addresses, to tell its frames from the peer's
         for c in confs.values():
             self.addrs |= conf_addresses(c)
+        # uroce's RDMA address for rdma_cm (its config's `ip`; the same in every config).
+        self.cm_ip = conf_ip(next(iter(confs.values())))
 
     def wrap(self, argv):
         return (["ip", "netns", "exec", self.ns] if self.ns else []) + argv
@@ -195,6 +281,14 @@ def conf_addresses(path):
             iid = bytes([b[0] ^ 2, b[1], b[2], 0xff, 0xfe, b[3], b[4], b[5]])
             out.add(str(ipaddress.IPv6Address(bytes([0xfe, 0x80]) + bytes(6) + iid)))
     return out
+
+
+def conf_ip(path):
+    for line in open(path):
+        k, _, v = line.split("#")[0].partition("=")
+        if k.strip() == "ip":
+            return v.strip().split("/")[0]
+    return None
 
 
 def collect(proc):
@@ -235,6 +329,9 @@ class Runner:
         self.perftest_opts = []
         self.verbose = self.no_retry = False
         self.counters = []  # (mtu, loss, {peer counter: increase}) per block of runs
+        self.cm = True  # the rdma_cm rows (--no-cm leaves them out; --cm-only runs only them)
+        self.cm_only = False
+        self.cm_ports = iter(range(7400 + os.getpid() % 400 * 8, 65000))  # a new port per run: no TimeWait in the way
         self.capdir = os.path.join(build, "interop-captures")
         os.makedirs(self.capdir, exist_ok=True)
 
@@ -314,18 +411,43 @@ class Runner:
                 finally:
                     srv_out, srv_rc = collect(srv)
         finally:
-            time.sleep(0.5)
-            cap_early_exit = cap_err = None
-            if cap:
-                cap_early_exit = cap.poll()  # tcpdump gone before the end of the run?
-                cap.send_signal(signal.SIGINT)
-                try:
-                    cap_err = cap.communicate(timeout=10)[1]
-                except subprocess.TimeoutExpired:
-                    cap.kill()
-                    cap_err = ""
-            if run_conf != conf:
-                os.remove(run_conf)
+            cap_state = self.stop_capture(cap, run_conf, conf)
+        ok = srv_rc == 0 and cli_rc == 0
+        line = result_line(cli_out) or result_line(srv_out)
+        if zero_figures(line):
+            # The client's perftest could not calibrate its clock (-F, see above): it reports
+            # 0.00. The server's own line, when it prints one, has figures.
+            other = result_line(srv_out)
+            line = (f"{other} (server's line: the client's perftest clock calibration failed)"
+                    if other and not zero_figures(other) else
+                    f"{line} (perftest's clock calibration failed: figures 0.00)")
+        # UD and UC bandwidth tests send one way only (nothing acknowledges them).
+        oneway = "-c" in opts and tool.endswith("_bw")
+        bulk = tool in ("ib_write_bw", "ib_send_bw", "ib_read_bw")
+        return self.finish_row(name, direction, mtu, loss, ok, srv_rc, cli_rc, srv_out, cli_out, line, pcap, cap_state,
+                               t0, oneway, bulk, cm=False)
+
+    def stop_capture(self, cap, run_conf, conf):
+        time.sleep(0.5)
+        cap_early_exit = cap_err = None
+        if cap:
+            cap_early_exit = cap.poll()  # tcpdump gone before the end of the run?
+            cap.send_signal(signal.SIGINT)
+            try:
+                cap_err = cap.communicate(timeout=10)[1]
+            except subprocess.TimeoutExpired:
+                cap.kill()
+                cap_err = ""
+        if run_conf != conf:
+            os.remove(run_conf)
+        return cap_early_exit, cap_err
+
+    def finish_row(self, name, direction, mtu, loss, ok, srv_rc, cli_rc, srv_out, cli_out, line, pcap, cap_state, t0,
+                   oneway, bulk, cm):
+        """Checks the run's capture with uroce-dissect, records the row and prints it. `ok`: the
+        programs' verdict; `bulk`: a message crossed the path MTU; `cm`: the connection was made
+        through the CMs (the capture must hold the CM exchange, counted by message)."""
+        cap_early_exit, cap_err = cap_state
         secs = time.time() - t0
         if os.path.exists(pcap):
             d = sh([self.dissect, pcap], timeout=60)
@@ -357,24 +479,27 @@ class Runner:
             extra = [l for l in out_lines if l.startswith("(") and "CNP" in l]  # CNPs and ECN marks, if any
             summary += (f" (from uroce {sent['uroce']}, from {self.peer.name} {sent['peer']}; largest payload {biggest})" +
                         (" " + extra[0] if extra else ""))
-            # UD and UC bandwidth tests send one way only (nothing acknowledges them).
-            oneway = "-c" in opts and tool.endswith("_bw")
             sender = "uroce" if direction == self.out_dir() else "peer"
             if not sent[sender] or (not oneway and (not sent["uroce"] or not sent["peer"])):
                 capture_ok = False
                 summary += " ONE DIRECTION MISSING"
-            if biggest > mtu or (tool in ("ib_write_bw", "ib_send_bw", "ib_read_bw") and biggest != mtu):
+            if biggest > mtu or (bulk and biggest != mtu):
                 capture_ok = False
                 summary += f" PAYLOAD NOT THE PATH MTU {mtu}"
-        ok = srv_rc == 0 and cli_rc == 0 and capture_ok
-        line = result_line(cli_out) or result_line(srv_out)
-        if zero_figures(line):
-            # The client's perftest could not calibrate its clock (-F, see above): it reports
-            # 0.00. The server's own line, when it prints one, has figures.
-            other = result_line(srv_out)
-            line = (f"{other} (server's line: the client's perftest clock calibration failed)"
-                    if other and not zero_figures(other) else
-                    f"{line} (perftest's clock calibration failed: figures 0.00)")
+            if cm:
+                # The set-up (REQ REP RTU, or SIDR_REQ SIDR_REP) and, for a connection, the
+                # tear-down (DREQ DREP) must all be there, each at least once.
+                msgs = {}
+                for l in out_lines:
+                    c = re.search(r" CM (\w+)", l)
+                    if c:
+                        msgs[c.group(1)] = msgs.get(c.group(1), 0) + 1
+                want = ["SIDR_REQ", "SIDR_REP"] if "SIDR_REQ" in msgs else ["REQ", "REP", "RTU", "DREQ", "DREP"]
+                summary += " (CM: " + " ".join(f"{k} {v}" for k, v in sorted(msgs.items())) + ")"
+                if any(w not in msgs for w in want):
+                    capture_ok = False
+                    summary += " CM EXCHANGE INCOMPLETE"
+        ok = ok and capture_ok
         self.rows.append(dict(tool=name, direction=direction, mtu=mtu, loss=loss, ok=ok, srv=srv_rc, cli=cli_rc,
                               line=line, capture=summary if m else "capture unreadable: " + summary, secs=secs,
                               note=""))
@@ -391,15 +516,73 @@ class Runner:
             print(f"    client output:\n{tail(cli_out)}\n    server output:\n{tail(srv_out)}", flush=True)
         return ok
 
-    def run(self, *args):
+    def run_cm_one(self, name, server, client, judge, flags, direction, mtu, loss):
+        """One rdma_cm row: the server on one side, then the client on the other. A client
+        refused because the server does not listen yet (REJ 8 from either CM: the server's start
+        is not what is tested) is run again, for at most CM_READY_S."""
+        conf = self.local.confs[mtu]
+        port = str(next(self.cm_ports))
+        tag = re.sub(r"[^A-Za-z0-9_.-]", "_", f"cm-{name}-{direction}-{mtu}-{loss}")
+        pcap = os.path.join(self.capdir, tag + ".pcap")
+        run_conf, cap = self.start_capture(pcap, conf)
+        prog = server(self.peer.cm_ip, port, self.peer.dev)[0]
+        t0 = time.time()
+        srv_out = cli_out = ""
+        srv_rc = cli_rc = None
+        refused = lambda out: "REJECTED" in out or "rejected" in out or "error 8" in out
+        try:
+            if direction == self.out_dir():
+                srv = self.peer.start("timeout 120 " + shlex.join(server(self.peer.cm_ip, port, self.peer.dev)))
+                time.sleep(4)
+                try:
+                    while True:
+                        c = subprocess.run(["timeout", "90", *self.uroce(run_conf, client(self.peer.cm_ip, port, "uroce0"))],
+                                           capture_output=True, text=True, timeout=120)
+                        cli_out, cli_rc = c.stdout + c.stderr, c.returncode
+                        if cli_rc and refused(cli_out) and srv.poll() is None and time.time() - t0 < CM_READY_S:
+                            time.sleep(1)
+                            continue
+                        break
+                finally:
+                    if "keeps" in flags:
+                        self.peer.run(f"pkill -x {prog}; true", timeout=30)
+                    srv_out, srv_rc = collect(srv)
+            else:
+                srv = subprocess.Popen(["timeout", "120", *self.uroce(run_conf, server(self.local.cm_ip, port, "uroce0"))],
+                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                       start_new_session=True)
+                time.sleep(2.5)
+                try:
+                    while True:
+                        c = self.peer.run("timeout 90 " + shlex.join(client(self.local.cm_ip, port, self.peer.dev)),
+                                          timeout=100)
+                        cli_out, cli_rc = c.stdout + c.stderr, c.returncode
+                        if cli_rc and refused(cli_out) and srv.poll() is None and time.time() - t0 < CM_READY_S:
+                            time.sleep(1)
+                            continue
+                        break
+                finally:
+                    if "keeps" in flags:
+                        time.sleep(0.5)
+                        os.killpg(srv.pid, signal.SIGINT)
+                    srv_out, srv_rc = collect(srv)
+        finally:
+            cap_state = self.stop_capture(cap, run_conf, conf)
+        good, what = judge(cli_out, srv_out)
+        srv_ok = srv_rc == 0 or ("keeps" in flags and srv_rc is not None)
+        ok = good and cli_rc == 0 and srv_ok
+        return self.finish_row(name, direction, mtu, loss, ok, srv_rc, cli_rc, srv_out, cli_out, what, pcap, cap_state,
+                               t0, False, "bulk" in flags, cm=True)
+
+    def run(self, fn, *args):
         """One run; a failure is tried once more (unless --no-retry). Both attempts stay in the
         record: an emulated guest is slow and occasionally misses (see docs/interop.md), and a
         second failure fails."""
-        if self.run_one(*args) or self.no_retry:
+        if fn(*args) or self.no_retry:
             return self.rows[-1]["ok"]
         first = self.rows.pop()
         print("    retrying once", flush=True)
-        ok = self.run_one(*args)
+        ok = fn(*args)
         why = f"1st attempt failed: exit {first['srv']} / {first['cli']}, {first['capture']}"
         self.rows[-1]["note"] = why
         self.retried.append((first, self.rows[-1]))
@@ -422,14 +605,19 @@ class Runner:
                         p.run(f"tc qdisc del dev {p.netdev} root 2>/dev/null; " +
                               (f"tc qdisc add dev {p.netdev} root netem loss {loss}%" if loss else "true"))
                     before = p.counters()
-                    for name, tool, opts, gflag, fam in tools(mtu) + datagram_tools(mtu, loss):
+                    for name, tool, opts, gflag, fam in ([] if self.cm_only else tools(mtu) + datagram_tools(mtu, loss)):
                         if only and only not in name:
                             continue
                         if p.gid.get(fam) is None:
                             self.skipped.append(f"{name} (path MTU {mtu}, {loss}% loss): no IPv6 GID index for the peer")
                             continue
                         for direction in dirs:
-                            self.run(name, tool, opts, gflag, fam, direction, mtu, loss)
+                            self.run(self.run_one, name, tool, opts, gflag, fam, direction, mtu, loss)
+                    for name, server, client, judge, flags in (cm_tools(mtu, loss) if self.cm else []):
+                        if only and only not in name:
+                            continue
+                        for direction in dirs:
+                            self.run(self.run_cm_one, name, server, client, judge, flags, direction, mtu, loss)
                     after = p.counters()
                     delta = {k: after[k] - before.get(k, 0) for k in sorted(after) if after[k] != before.get(k, 0)}
                     self.counters.append((mtu, loss, delta))
@@ -541,6 +729,8 @@ def main():
     ap.add_argument("--dirs", default="out,in", help="out (uroce is the client), in (the peer is), or both")
     ap.add_argument("--repeat", type=int, default=1, help="run the whole matrix this many times")
     ap.add_argument("--no-retry", action="store_true", help="a failed run is not tried again")
+    ap.add_argument("--no-cm", action="store_true", help="leave out the rdma_cm rows (rdmacm-utils, perftest -R)")
+    ap.add_argument("--cm-only", action="store_true", help="only the rdma_cm rows")
     ap.add_argument("--verbose", action="store_true", help="print both sides' whole output")
     a = ap.parse_args()
     lib = os.path.join(a.build, "verbs_shim", "liburoce-verbs.so")
@@ -557,6 +747,8 @@ def main():
     r = Runner(a.build, lib, peer, local)
     r.verbose = a.verbose
     r.no_retry = a.no_retry
+    r.cm = not a.no_cm
+    r.cm_only = a.cm_only
     r.perftest_opts = shlex.split(a.perftest_opts)
     dirs = []
     for d in a.dirs.split(","):  # also the old spellings uroce->rxe, rxe->uroce
