@@ -243,13 +243,13 @@ void fail_wqe(Qp& qp, SendWqe& w, WcStatus st) {
 }
 
 bool take_retry(Qp& qp) {
-  if (qp.attrs.retry_cnt != 7) {  // 7: retry for ever (as rxe)
-    if (qp.tx.retries_left == 0) {
-      ++qp.ctr.retry_exceeded_err;
-      return false;
-    }
-    --qp.tx.retries_left;
+  // retry_cnt 7 is seven retries, as on a ConnectX (IBA 9.7.6.1.4; only rnr_retry 7 means for
+  // ever). rxe alone treats 7 as infinite, so that a peer that has died hangs its requester.
+  if (qp.tx.retries_left == 0) {
+    ++qp.ctr.retry_exceeded_err;
+    return false;
   }
+  --qp.tx.retries_left;
   ++qp.ctr.completer_retry_err;
   return true;
 }

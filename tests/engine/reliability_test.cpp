@@ -517,6 +517,26 @@ TEST_F(Scripted, RnrRetrySevenWaitsForever) {
   EXPECT_EQ(wc.byte_len, 10u);
 }
 
+// retry_cnt 7 is seven retries (a ConnectX's reading of IBA; rxe retries for ever): a peer that
+// is gone ends in RETRY_EXC_ERR after eight timeouts, as rping and perftest's default 7 expect.
+TEST_F(Scripted, RetryCountSevenIsFinite) {
+  PairOptions o;
+  o.retry_cnt = 7;
+  o.timeout = 12;
+  make(o);
+  pr->wire.a().filter = [](const uint8_t*, uint32_t) { return false; };
+  Sge s;
+  ASSERT_EQ(pr->a.dev->post_send(pr->a.qp, wr(WrOpcode::Send, 10, s, 1)), 0);
+  const uint64_t t0 = pr->wire.clock().now_ns();
+  Wc wc;
+  ASSERT_TRUE(pr->next_wc(pr->a.scq, wc));
+  EXPECT_EQ(wc.status, WcStatus::RetryExcErr);
+  const uint64_t t = proto::local_ack_timeout_ns(12);
+  EXPECT_GE(pr->wire.clock().now_ns() - t0, 8 * t);
+  EXPECT_LT(pr->wire.clock().now_ns() - t0, 9 * t + 1'000'000);
+  EXPECT_EQ(pr->a.qp->counters().retry_exceeded_err, 1u);
+}
+
 TEST_F(Scripted, RetryExhaustionAndAVanishedPeer) {
   PairOptions o;
   o.retry_cnt = 2;

@@ -15,6 +15,7 @@ usage: rdmacm_test.py --root REPO --lib liburoce-verbs.so --cmlib liburoce-rdmac
 import argparse
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -28,6 +29,7 @@ ap.add_argument("--lib", required=True)
 ap.add_argument("--cmlib", required=True)
 ap.add_argument("--results", default="")
 ap.add_argument("--api-test", default="")
+ap.add_argument("--vanish", default="", help="tests/rdmacm/vanish.cpp's binary (scenario vanish)")
 ap.add_argument("scenario")
 args = ap.parse_args()
 
@@ -51,6 +53,9 @@ REFUSED_S = 10
 # How long an unanswered REQ may take to end in UNREACHABLE: 16 waits of 268 ms (the library's
 # CM response timeout, 15 resends; engine/param.hpp kRdmacmResponseTimeout), ARP and start-up.
 UNREACHABLE_S = 15
+# The vanish scenario's client after the kill: its SEND's retries (7 of 67 ms local ACK timeout,
+# kRdmacmAckTimeout), its DREQ's 16 waits of 268 ms, TimeWait (1 s), with room.
+VANISH_S = 30
 
 
 log = driver.log
@@ -322,7 +327,45 @@ def sc_api():
             "result": "%d checks, %d failed" % (len(lines), sum(l.startswith("FAIL") for l in lines))})
 
 
-SCEN = {"memif": sc_memif, "veth": sc_veth, "perftest": sc_perftest, "api": sc_api}
+def sc_vanish():
+    """A peer that disappears: the server (uroce-b) is SIGKILLed once both sides are
+    ESTABLISHED, so no DREQ is ever sent; the client (uroce-a, tests/rdmacm/vanish.cpp) must see
+    its SEND fail with RETRY_EXC_ERR, then DISCONNECTED after its unanswered DREQ, then
+    TIMEWAIT_EXIT, each within a bound (VANISH_S for the whole client)."""
+    netns.up()
+    port = str(next_port())
+    go = "/tmp/uroce-rdmacm-vanish.go"
+    driver.remove(go)
+    slog = os.path.join(LOGDIR, "uroce-rdmacm-vanish-server.log")
+    clog = os.path.join(LOGDIR, "uroce-rdmacm-vanish-client.log")
+    ip = SERVER_IP["veth"]
+    server = children.start(wrap("veth", "server", [args.vanish, "server", ip, port]), slog, env())
+    t0 = time.time()
+    while "listening" not in text(slog) and server.poll() is None and time.time() - t0 < READY_S:
+        time.sleep(0.05)
+    client = children.start(wrap("veth", "client", [args.vanish, "client", ip, port, go]), clog, env())
+    while not ("established" in text(slog) and "established" in text(clog)) and client.poll() is None and \
+            time.time() - t0 < READY_S + 10:
+        time.sleep(0.05)
+    both = "established" in text(slog) and "established" in text(clog)
+    driver.kill_group(server, signal.SIGKILL)  # the server's process dies without a word
+    server.wait()
+    open(go, "w").close()
+    t1 = time.time()
+    crc = children.finish(client, VANISH_S)
+    took = time.time() - t1
+    driver.remove(go)
+    cout = text(clog)
+    log("--- client (rc %s, %.2f s after the kill):\n%s--- server:\n%s" % (crc, took, cout, text(slog)))
+    lines = [l for l in cout.splitlines() if l.startswith(("ok:", "FAIL:"))]
+    good = both and crc == 0 and "all passed" in cout
+    detail = "; ".join(l for l in lines if "after" in l) or "no result lines"
+    check(good, "vanish: a peer killed mid-connection (rc %s, %.1f s): %s" % (crc, took, detail))
+    record({"tool": "vanish (peer killed mid-connection)", "link": "veth", "ok": good, "client_rc": crc,
+            "result": detail})
+
+
+SCEN = {"memif": sc_memif, "veth": sc_veth, "perftest": sc_perftest, "api": sc_api, "vanish": sc_vanish}
 
 try:
     SCEN[args.scenario]()
