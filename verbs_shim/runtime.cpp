@@ -274,13 +274,14 @@ void cm_leave(Runtime& r) {
 // destructors (DPDK's among them, in _dl_fini): the poller must stop before the PMDs go away.
 void shim_fini() {
   Runtime& r = rt();
-  if (!r.started || !r.poller.joinable()) return;
+  if (!r.started) return;
+  cm_leave(r);  // with or without a polling thread (progress = inline has none)
+  if (!r.poller.joinable()) return;
   if (getenv("UROCE_SHIM_STATS"))
     std::fprintf(stderr, "\nuroce-verbs: poller drives %lu naps %lu, application drives %lu, lingers %lu (found nothing %lu; not needed %lu, skipped %lu)\n",
                  (unsigned long)r.poller_drives.load(), (unsigned long)r.poller_naps.load(),
                  (unsigned long)r.app_drives.load(), (unsigned long)(r.linger_hits.load() + r.linger_missed),
                  (unsigned long)r.linger_missed, (unsigned long)r.linger_answered, (unsigned long)r.linger_skipped);
-  cm_leave(r);
   r.stop = true;
   r.poller.join();
   if (r.link) r.link->flush_capture();  // the link is never closed: its capture buffer goes out here

@@ -574,6 +574,23 @@ class Runner:
         # listens for the second only after the first; a client run again would find the server
         # waiting for the second: perftest clients are started once, after the head start.
         refused = lambda out: "perftest" not in flags and ("REJECTED" in out or "rejected" in out or "error 8" in out)
+
+        def until_accepted(srv, run_client):
+            """run_client() -> (output, exit status), again while refused and the server runs."""
+            while True:
+                out, rc = run_client()
+                if not (rc and refused(out) and srv.poll() is None and time.time() - t0 < CM_READY_S):
+                    return out, rc
+                time.sleep(1)
+
+        def uroce_client():
+            c = subprocess.run(["timeout", "90", *self.uroce(run_conf, client(self.peer.cm_ip, port, "uroce0"))],
+                               capture_output=True, text=True, timeout=120)
+            return c.stdout + c.stderr, c.returncode
+
+        def peer_client():
+            c = self.peer.run("timeout 90 " + shlex.join(client(self.local.cm_ip, port, self.peer.dev)), timeout=100)
+            return c.stdout + c.stderr, c.returncode
         try:
             if direction == self.out_dir():
                 # A server that keeps listening is bounded by its timeout: the guest's command
@@ -582,14 +599,7 @@ class Runner:
                 srv = self.peer.start(limit + shlex.join(server(self.peer.cm_ip, port, self.peer.dev)))
                 time.sleep(4)
                 try:
-                    while True:
-                        c = subprocess.run(["timeout", "90", *self.uroce(run_conf, client(self.peer.cm_ip, port, "uroce0"))],
-                                           capture_output=True, text=True, timeout=120)
-                        cli_out, cli_rc = c.stdout + c.stderr, c.returncode
-                        if cli_rc and refused(cli_out) and srv.poll() is None and time.time() - t0 < CM_READY_S:
-                            time.sleep(1)
-                            continue
-                        break
+                    cli_out, cli_rc = until_accepted(srv, uroce_client)
                 finally:
                     srv_out, srv_rc = collect(srv)
             else:
@@ -598,14 +608,7 @@ class Runner:
                                        start_new_session=True)
                 time.sleep(2.5)
                 try:
-                    while True:
-                        c = self.peer.run("timeout 90 " + shlex.join(client(self.local.cm_ip, port, self.peer.dev)),
-                                          timeout=100)
-                        cli_out, cli_rc = c.stdout + c.stderr, c.returncode
-                        if cli_rc and refused(cli_out) and srv.poll() is None and time.time() - t0 < CM_READY_S:
-                            time.sleep(1)
-                            continue
-                        break
+                    cli_out, cli_rc = until_accepted(srv, peer_client)
                 finally:
                     if "keeps" in flags:
                         time.sleep(0.5)

@@ -275,7 +275,8 @@ def perftest(link, tool, opts, size):
         good = crc == 0 and src == 0 and len(lines) == 1
         return good, "client rc %s, server rc %s, result line: %s" % (crc, src, lines[0].strip() if lines else "none")
     # The server prints its banner once its device is open and it listens; a refused first
-    # client is not run again here (perftest's server then hangs: see docs/rdma_cm.md).
+    # client is not run again here: a second client would find the server waiting for the test's
+    # own connection, not the exchange one (docs/rdma_cm.md, "perftest -R").
     run(link, "%s -R %s" % (tool, " ".join(opts)), [tool, "-R", "-d", dev[0], "-p", str(port)] + opts,
         [tool, "-R", "-d", dev[1], "-p", str(port)] + opts + [ip], ok,
         retry_refused=False, ready_line="Waiting for client to connect")
