@@ -595,7 +595,9 @@ class Runner:
             if direction == self.out_dir():
                 # A server that keeps listening is bounded by its timeout: the guest's command
                 # channel runs one command at a time, so it cannot be stopped by a second one.
-                limit = "timeout -s INT 30 " if "keeps" in flags else "timeout 120 "
+                # A perftest server that lost the race waits for a connection that never comes.
+                limit = ("timeout -s INT 30 " if "keeps" in flags else "timeout 45 " if "perftest" in flags else
+                         "timeout 120 ")
                 srv = self.peer.start(limit + shlex.join(server(self.peer.cm_ip, port, self.peer.dev)))
                 time.sleep(4)
                 try:
