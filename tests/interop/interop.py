@@ -165,8 +165,8 @@ def cm_tools(mtu, loss):
 # (path MTU, loss): label prefixes. Every program once, both directions, a message above the path
 # MTU at each MTU and under loss, and the refusals; `--cm all` (the default) runs every row in
 # every block (docs/rdma_cm.md has its table).
-# perftest -R runs at 4096 only: at 1024 uroce's client wins its race with the emulated server
-# (below) in most runs, and each lost one costs a retry.
+# perftest -R runs at 4096 only: at 1024, in most runs, uroce's client sends its second REQ
+# before the emulated server listens for it (perftest's race, run_cm_one), and each costs a retry.
 CM_REPRESENTATIVE = {
     (1024, 0): ("rping -v", "ucmatose", "udaddy", "rdma_server", "rping (nobody listens)"),
     (4096, 0): ("rping -V", "ib_write_bw -R", "ib_send_lat -R", "ib_read_bw -R", "cmtime", "rping (path MTU"),
