@@ -3,8 +3,6 @@
 // Progress design: verbs_shim/runtime.hpp and docs/verbs_shim.md.
 #include "verbs_shim/runtime.hpp"
 
-#include "engine/cm.hpp"
-
 #include <execinfo.h>
 #include <fcntl.h>
 #include <rte_eal.h>
@@ -23,6 +21,7 @@
 #include <mutex>
 #include <string>
 
+#include "engine/cm.hpp"
 #include "verbs_shim/objects.hpp"
 
 namespace uroce::shim {
