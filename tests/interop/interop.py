@@ -165,20 +165,25 @@ def cm_tools(mtu, loss):
 # (path MTU, loss): label prefixes. Every program once, both directions, a message above the path
 # MTU at each MTU and under loss, and the refusals; `--cm all` (the default) runs every row in
 # every block (docs/rdma_cm.md has its table).
-# perftest -R runs at 4096 only: at 1024, in most runs, uroce's client sends its second REQ
-# before the emulated server listens for it (perftest's race, run_cm_one), and each costs a retry.
+# A label ending in "@in" runs only with the peer as client. perftest -R is run so: with uroce as
+# the client, most runs see uroce's second REQ reach the emulated server before it listens for it
+# (perftest 4.5's race, run_cm_one), and a run can lose it four times in a row (`--cm all` shows it).
 CM_REPRESENTATIVE = {
-    (1024, 0): ("rping -v", "ucmatose", "udaddy", "rdma_server", "rping (nobody listens)"),
-    (4096, 0): ("rping -V", "ib_write_bw -R", "ib_send_lat -R", "ib_read_bw -R", "cmtime", "rping (path MTU"),
+    (1024, 0): ("rping -v", "ucmatose", "udaddy", "rdma_server", "rping (nobody listens)", "ib_send_lat -R@in"),
+    (4096, 0): ("rping -V", "ib_write_bw -R@in", "ib_read_bw -R@in", "cmtime", "rping (path MTU"),
     (1024, 1): ("rping -V",),
     (4096, 1): ("ucmatose",),
 }
 
 
-def cm_selected(mode, mtu, loss, label):
+def cm_selected(mode, mtu, loss, label, peer_is_client):
     if mode == "all":
         return True
-    return mode == "representative" and any(label.startswith(p) for p in CM_REPRESENTATIVE.get((mtu, loss), ()))
+    for p in CM_REPRESENTATIVE.get((mtu, loss), ()) if mode == "representative" else ():
+        prefix, _, only_in = p.partition("@")
+        if label.startswith(prefix) and (not only_in or peer_is_client):
+            return True
+    return False
 
 
 def jumbo_lab(path, workdir):
@@ -719,18 +724,19 @@ class Runner:
                         for direction in dirs:
                             self.run(self.run_one, name, tool, opts, gflag, fam, direction, mtu, loss)
                     for name, server, client, judge, flags in (cm_tools(mtu, loss) if self.cm else []):
-                        if (only and only not in name) or not cm_selected(self.cm, mtu, loss, name):
+                        if only and only not in name:
                             continue
                         for direction in dirs:
-                            self.run(self.run_cm_one, name, server, client, judge, flags, direction, mtu, loss)
+                            if cm_selected(self.cm, mtu, loss, name, direction == self.in_dir()):
+                                self.run(self.run_cm_one, name, server, client, judge, flags, direction, mtu, loss)
                     if self.cm and not loss:  # the refusals (each MAD lost would only delay them)
                         for direction in dirs:
                             if (not only or only in "rping (nobody listens)") and \
-                                    cm_selected(self.cm, mtu, loss, "rping (nobody listens)"):
+                                    cm_selected(self.cm, mtu, loss, "rping (nobody listens)", direction == self.in_dir()):
                                 self.run(self.run_cm_refused, "rping (nobody listens)", direction, mtu, loss, None, 8)
                         small = [m for m in self.local.confs if m < mtu]
                         if small and self.in_dir() in dirs and (not only or only in "rping (path MTU above uroce's)") and \
-                                cm_selected(self.cm, mtu, loss, "rping (path MTU above uroce's)"):
+                                cm_selected(self.cm, mtu, loss, "rping (path MTU above uroce's)", True):
                             self.run(self.run_cm_refused, f"rping (path MTU above uroce's {min(small)})", self.in_dir(),
                                      mtu, loss, self.local.confs[min(small)], 26)
                     after = p.counters()
