@@ -25,6 +25,17 @@ std::vector<uint8_t> vec(const std::array<uint8_t, N>& a) {
   return std::vector<uint8_t>(a.begin(), a.end());
 }
 
+// A DREP: our communication ID, the peer's, the DREQ's transaction ID, private data.
+pcm::Mad drep(uint32_t local_id, uint32_t remote_id, uint64_t tid, std::span<const uint8_t> pd = {}) {
+  pcm::Drep r;
+  r.local_comm_id = local_id;
+  r.remote_comm_id = remote_id;
+  copy_pd(r.private_data, pd);
+  pcm::Mad m{{}, r};
+  m.hdr.tid = tid;
+  return m;
+}
+
 // The GID of a frame's source or destination address (IPv4 as ::ffff:a.b.c.d).
 proto::Ip6 gid_of(const proto::Packet& p, bool src) {
   const proto::Ip6& a = src ? p.ip_src : p.ip_dst;
@@ -436,13 +447,7 @@ int Manager::disconnect(uint32_t id, std::span<const uint8_t> pd) {
   }
   if (c->state == State::DreqRcvd) {
     if (pd.size() > pcm::DrepView<uint8_t>::kPrivateDataSize) return EINVAL;
-    pcm::Drep r;
-    r.local_comm_id = c->local_id;
-    r.remote_comm_id = c->remote_id;
-    copy_pd(r.private_data, pd);
-    pcm::Mad m{{}, r};
-    m.hdr.tid = c->tid;
-    send(c->peer, c->local_gid, m, c);  // kept: a duplicate DREQ in TimeWait gets it again
+    send(c->peer, c->local_gid, drep(c->local_id, c->remote_id, c->tid, pd), c);  // kept: a duplicate DREQ in TimeWait gets it again
     enter_timewait(*c);
     return 0;
   }
@@ -784,12 +789,7 @@ void Manager::on_dreq(const proto::Packet& p, const pcm::MadHeader& h, const pcm
   if (!c || c->remote_id != m.local_comm_id) {
     // Nothing to disconnect (the connection is long gone): answer anyway, so the peer's
     // DREQ_SENT ends now rather than after all its retries (the kernel does the same).
-    pcm::Drep r;
-    r.local_comm_id = m.remote_comm_id;
-    r.remote_comm_id = m.local_comm_id;
-    pcm::Mad out{{}, r};
-    out.hdr.tid = h.tid;
-    reply_to(p, out);
+    reply_to(p, drep(m.remote_comm_id, m.local_comm_id, h.tid));
     ++ctr_.dropped_unknown_id;
     return;
   }
@@ -806,24 +806,14 @@ void Manager::on_dreq(const proto::Packet& p, const pcm::MadHeader& h, const pcm
       return;
     }
     case State::DreqSent: {  // both sides disconnect at once: answer, and we are done too
-      pcm::Drep r;
-      r.local_comm_id = c->local_id;
-      r.remote_comm_id = c->remote_id;
-      pcm::Mad out{{}, r};
-      out.hdr.tid = h.tid;
-      send(c->peer, c->local_gid, out, c);
+      send(c->peer, c->local_gid, drep(c->local_id, c->remote_id, h.tid), c);
       enter_timewait(*c);
       push(event(EventType::Disconnected, *c));
       return;
     }
     case State::TimeWait: {  // our DREP was lost (or our DREQ crossed theirs): answer again
-      pcm::Drep r;
-      r.local_comm_id = c->local_id;
-      r.remote_comm_id = c->remote_id;
-      pcm::Mad out{{}, r};
-      out.hdr.tid = h.tid;
       ++ctr_.resent;
-      send(c->peer, c->local_gid, out, nullptr);
+      send(c->peer, c->local_gid, drep(c->local_id, c->remote_id, h.tid), nullptr);
       return;
     }
     default:
