@@ -246,7 +246,7 @@ void set_error(Qp& qp);                        // to ERR: stop, flush every outs
 void flush(Qp& qp);
 void complete_wqe(Qp& qp, WcStatus st);        // retire the oldest send WQE
 void fail_wqe(Qp& qp, SendWqe& w, WcStatus st);  // `w` completes with `st`, the QP goes to ERR
-bool take_retry(Qp& qp);                       // false: retry_cnt exhausted (7 is seven)
+bool take_retry(Qp& qp);                       // false: retry_cnt exhausted (7 = infinite)
 bool take_rnr_retry(Qp& qp);                   // false: rnr_retry exhausted (7 = infinite)
 void reset(Qp& qp);
 void build_template(Qp& qp, const Device& dev);

@@ -53,7 +53,7 @@ REFUSED_S = 10
 # How long an unanswered REQ may take to end in UNREACHABLE: 16 waits of 268 ms (the library's
 # CM response timeout, 15 resends; engine/param.hpp kRdmacmResponseTimeout), ARP and start-up.
 UNREACHABLE_S = 15
-# The vanish scenario's client after the kill: its SEND's retries (7 of 67 ms local ACK timeout,
+# The vanish scenario's client after the kill: its SEND's retries (6 of 67 ms local ACK timeout,
 # kRdmacmAckTimeout), its DREQ's 16 waits of 268 ms, TimeWait (1 s), with room.
 VANISH_S = 30
 
