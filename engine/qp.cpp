@@ -243,9 +243,8 @@ void fail_wqe(Qp& qp, SendWqe& w, WcStatus st) {
 }
 
 bool take_retry(Qp& qp) {
-  // retry_cnt 7 retries for ever, as rxe does (a ConnectX gives up after seven). Tried the
-  // ConnectX way: against the emulated rxe guest at path MTU 4096 with 1% loss, rxe's recovery
-  // outlasted seven 67 ms timeouts and perftest runs failed that pass here (docs/rdma_cm.md).
+  // retry_cnt 7 retries for ever, as rxe does (a ConnectX gives up after seven: an open
+  // question, docs/rdma_cm.md "A peer that disappears").
   if (qp.attrs.retry_cnt != 7) {
     if (qp.tx.retries_left == 0) {
       ++qp.ctr.retry_exceeded_err;

@@ -669,6 +669,11 @@ class Runner:
                     srv_out, srv_rc = collect(srv)
         finally:
             cap_state = self.stop_capture(cap, run_conf, server_conf or conf)
+            if server_conf:
+                # The DPDK af_packet port sets its interface's MTU to the config's link_mtu
+                # (1500 here): give the tap back the block's, or every larger frame after this
+                # row is dropped on its way out.
+                self.set_local_mtu(mtu)
         ev = re.search(r"RDMA_CM_EVENT_REJECTED, error (-?\d+)", cli_out)
         ok = cli_rc not in (0, 124) and ev is not None and ev.group(1) == str(reason) and took < CM_REFUSED_S
         what = (f"client exit {cli_rc} after {took:.2f} s (bound {CM_REFUSED_S} s), "
@@ -698,6 +703,10 @@ class Runner:
         self.retried.append((first, self.rows[-1]))
         return ok
 
+    def set_local_mtu(self, mtu):
+        if self.local.set_mtu:
+            sh(self.local.wrap(["ip", "link", "set", self.local.iface, "mtu", "1500" if mtu <= 1024 else "9000"]))
+
     def matrix(self, mtus, losses, dirs, only, repeat):
         p = self.peer
         try:
@@ -705,8 +714,7 @@ class Runner:
                 link_mtu = "1500" if mtu <= 1024 else "9000"
                 if p.set_mtu:
                     p.run(f"ip link set {p.netdev} mtu {link_mtu}")
-                if self.local.set_mtu:
-                    sh(self.local.wrap(["ip", "link", "set", self.local.iface, "mtu", link_mtu]))
+                self.set_local_mtu(mtu)
                 for loss in losses:
                     if loss and not p.netem:
                         self.skipped.append(f"path MTU {mtu}, {loss}% loss: the peer allows no tc netem")
