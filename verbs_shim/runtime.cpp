@@ -261,12 +261,10 @@ void cm_leave(Runtime& r) {
   if (!r.engine || !r.engine->cm()) return;
   Guard g;
   r.cm_hook = nullptr;  // the library's ids are not touched any more: its events stay queued
-  if (r.engine->cm()->shutdown() == 0) {
-    r.drive();  // the REJs and DREPs out
-    return;
-  }
+  r.engine->cm()->shutdown();
   const uint64_t end = r.engine->now_ns() + param::kShimCmLeaveWaitNs;
-  while (r.engine->cm()->disconnecting() && r.engine->now_ns() < end) r.drive();
+  do r.drive();  // out go the MADs; then the DREPs come back
+  while (r.engine->cm()->disconnecting() && r.engine->now_ns() < end);
 }
 
 // Registered with atexit when the runtime starts, so it runs before the shared libraries' own
