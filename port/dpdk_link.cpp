@@ -353,6 +353,17 @@ bool DpdkLink::wait_link(bool up, uint32_t timeout_ms) {
 
 void DpdkLink::sleep_ms(uint32_t ms) { rte_delay_us_sleep(ms * 1000u); }
 
+bool DpdkLink::link_up_now(bool last) const {
+  rte_eth_link lk{};
+  if (rte_eth_link_get_nowait(port_, &lk) != 0) return last;
+  return lk.link_status == RTE_ETH_LINK_UP;
+}
+
+std::string DpdkLink::runtime_dir() {
+  const char* d = rte_eal_get_runtime_dir();
+  return d ? d : "";
+}
+
 namespace {
 // One per thread that called register_thread(): gives the lcore id back when the thread ends.
 struct ThreadRegistration {

@@ -77,6 +77,10 @@ class DpdkLink : public engine::Link {
   static bool register_thread();
   // Waits (bounded) until the port reports link up.
   bool wait_link_up(uint32_t timeout_ms) { return wait_link(true, timeout_ms); }
+  // The link's state now, without waiting (`last` if the driver cannot say).
+  bool link_up_now(bool last) const;
+  // The EAL's runtime directory of this process (its --file-prefix), empty before the EAL runs.
+  static std::string runtime_dir();
   // Call when this process polls the port no more and will close it. memif's PMD unmaps the
   // shared rings in its interrupt thread when the peer disconnects, even while the peer is
   // inside rte_eth_rx_burst() on them (SIGSEGV): so on memif this waits (bounded) for the peer

@@ -13,7 +13,6 @@
 //                               outstanding than its limit; the SRQ is disarmed (srq_limit 0)
 //   IBV_EVENT_PORT_ACTIVE / _PORT_ERR  the link came up / went down (every kShimLinkScanNs), to
 //                               every open context
-#include <rte_ethdev.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -116,9 +115,7 @@ void note_qp_state(UQp* q) {
 }
 
 bool link_is_up(Runtime& r) {
-  rte_eth_link lk{};
-  if (rte_eth_link_get_nowait(r.link->port_id(), &lk) != 0) return r.link_up;
-  return lk.link_status == RTE_ETH_LINK_UP;
+  return r.link->link_up_now(r.link_up);
 }
 
 void async_scan(Runtime& r, uint64_t now) {

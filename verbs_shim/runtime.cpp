@@ -5,7 +5,6 @@
 
 #include <execinfo.h>
 #include <fcntl.h>
-#include <rte_eal.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -233,11 +232,11 @@ void poller_main(std::promise<bool>* ready) {
   ready->set_value(true);
   poller_loop(r);
   // Process exit: the port and the EAL are left to the process teardown. Closing the port here
-  // (rte_eth_dev_close) races with the EAL interrupt thread handling the peer's memif disconnect
+  // (closing the DPDK device) races with the EAL interrupt thread handling the peer's memif disconnect
   // and crashed in the memif PMD; sockets (af_packet, memif's abstract socket) close with the
   // process anyway. Only the runtime directory is removed.
   r.lock();
-  std::string dir = rte_eal_get_runtime_dir();
+  std::string dir = port::DpdkLink::runtime_dir();
   std::error_code ec;
   if (dir.find("uroce-shim-") != std::string::npos) std::filesystem::remove_all(dir, ec);
 }

@@ -170,7 +170,7 @@ void device_view_gids(const Runtime& r);
 // events (IBV_EVENT_QP_FATAL, _QP_LAST_WQE_REACHED, _CQ_ERR, _SRQ_LIMIT_REACHED, and the port's
 // _PORT_ACTIVE / _PORT_ERR when the link changed); `now` from the engine's clock.
 void async_scan(Runtime& r, uint64_t now);
-// With the token held: the link's state now (rte_eth_link_get_nowait).
+// With the token held: the link's state now (DpdkLink::link_up_now).
 bool link_is_up(Runtime& r);
 
 }  // namespace uroce::shim
