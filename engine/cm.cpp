@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "engine/engine.hpp"
+#include "engine/roles.hpp"
 #include "proto/entropy.hpp"
 
 namespace uroce::engine::cm {

@@ -9,7 +9,7 @@
 #include <cassert>
 #include <cstring>
 
-#include "engine/engine.hpp"
+#include "engine/roles.hpp"
 #include "engine/sge.hpp"
 #include "engine/wc.hpp"
 #include "proto/aeth.hpp"
