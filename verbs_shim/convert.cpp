@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "engine/param.hpp"
+#include "verbs_shim/param.hpp"
 #include "verbs_shim/runtime.hpp"
 
 namespace E = uroce::engine;

@@ -11,9 +11,9 @@
 #include <cstring>
 #include <string>
 
-#include "engine/param.hpp"
 #include "verbs_shim/api.hpp"
 #include "verbs_shim/convert.hpp"
+#include "verbs_shim/param.hpp"
 
 using namespace uroce;
 using namespace uroce::shim;

@@ -17,8 +17,8 @@
 #include <cstring>
 #include <string>
 
-#include "engine/param.hpp"
 #include "verbs_shim/api.hpp"
+#include "verbs_shim/param.hpp"
 #include "verbs_shim/runtime.hpp"
 
 namespace uroce::shim {

@@ -28,10 +28,10 @@
 #include <vector>
 
 #include "engine/engine.hpp"
-#include "engine/param.hpp"
 #include "port/config.hpp"
 #include "port/dpdk_link.hpp"
 #include "port/endpoint.hpp"
+#include "verbs_shim/param.hpp"
 
 namespace uroce::shim {
 
