@@ -23,13 +23,13 @@ inline constexpr uint32_t kShimMaxSrq = 16384;           // max_srq reported
 inline constexpr uint8_t kShimLocalCaAckDelay = 15;      // local_ca_ack_delay reported (4.096 us * 2^15)
 inline constexpr uint8_t kShimPortActiveWidth = 1;       // 1X
 inline constexpr uint8_t kShimPortActiveSpeed = 32;      // EDR, 25 Gb/s; the real rate depends on the link
-// Progress (verbs_shim/runtime.hpp, docs/verbs_shim.md). The application called a data-path
+// Progress (verbs_shim/progress.hpp, docs/verbs_shim.md). The application called a data-path
 // verb (poll_cq, post_send, post_recv) within this many ns: it is driving the engine, and the
 // poller leaves it alone (UROCE_SHIM_APP_ACTIVE_NS). Also the post_send rule: a post runs
 // progress() itself when the application has not called the data path for this long.
 inline constexpr uint64_t kShimAppActiveNs = 5'000;
 // ibv_post_send by a polling application runs progress() itself once this many WRs wait since
-// the last one (verbs_shim/datapath.cpp).
+// the last one (verbs_shim/progress.cpp, posted).
 inline constexpr uint32_t kShimPostBurst = 16;
 // A poller alone on its core (the application thread blocked, or on another core) spins this
 // long after its last work before it naps (UROCE_SHIM_IDLE_SPIN_NS). A poller that shares its
@@ -40,7 +40,7 @@ inline constexpr uint64_t kShimIdleSpinNs = 200'000;
 // CPU time on the reference VM (docs/performance.md), so the poller checks rarely when it can.
 inline constexpr uint64_t kShimPollerNapNs = 20'000;
 // The most of a late wake-up that the poller credits to the application as time it may have
-// been preempted rather than away (verbs_shim/runtime.cpp).
+// been preempted rather than away (verbs_shim/progress.cpp, poller_loop).
 inline constexpr uint64_t kShimWakeSlackNs = 20'000;
 // The poller found the application driving (at least kShimSteadyOps WRs posted or completions
 // taken since the previous check) at this many successive checks: it checks only every
@@ -52,7 +52,7 @@ inline constexpr uint64_t kShimWakeSlackNs = 20'000;
 inline constexpr uint32_t kShimSteadyChecks = 16;
 inline constexpr uint64_t kShimSteadyOps = 1;
 inline constexpr uint64_t kShimPollerSteadyNapNs = 1'000'000;
-// Linger (verbs_shim/datapath.cpp): an ibv_poll_cq that returns only send-queue completions, in
+// Linger (verbs_shim/progress.cpp): an ibv_poll_cq that returns only send-queue completions, in
 // a process that received a request within kShimLingerRecentNs, keeps the engine turning until
 // the next request arrives, at most kShimLingerNs (UROCE_SHIM_LINGER_NS; 0: never): a ping-pong
 // application (ib_write_lat) next spins on memory for the peer's answer, which no verbs call of
@@ -77,7 +77,7 @@ inline constexpr uint64_t kShimInlineCheckNs = 1'000'000;
 // to know whether it shares a core with it.
 inline constexpr uint64_t kShimAppStateCheckNs = 1'000'000;
 inline constexpr unsigned long kShimPollerTimerSlackNs = 1'000;
-inline constexpr uint32_t kShimTokenSpins = 256;    // ownership token: pause this often, then yield
+inline constexpr uint32_t kShimTokenSpins = 256;    // ownership token (token.hpp): pause this often, then yield
 inline constexpr uint32_t kShimWrBatchReserve = 64;  // ibv_wr_* batch entries reserved per QP
 // modify_qp with an address vector waits for link-up and resolves the peer's MAC
 // (port::Endpoint::resolve_peer: kLinkWaitMs, then the config's arp_timeout_ms), pausing
