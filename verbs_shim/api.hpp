@@ -74,6 +74,18 @@ int destroy_watched(std::vector<U*>& watched, U* u, F&& destroy) {
   if (rc == 0) std::erase(watched, u);
   return rc;
 }
+// The whole destroy call of a QP or SRQ (`obj` its libibverbs object, `u` the wrapper, `watched`
+// its registry list): the engine's destroy (engine::Device::destroy_qp or _srq) as above, then
+// the object's asynchronous events forgotten (async_forget_qp or _srq) and the wrapper freed.
+// 0, or the engine's errno (the object then stays).
+template <typename U, typename Obj, typename E>
+int destroy_object(std::vector<U*>& watched, U* u, Obj& obj, int (engine::Device::*destroy)(E*), void (*forget)(U*)) {
+  if (int rc = destroy_watched(watched, u, [u, destroy] { return (rt().engine->*destroy)(u->e); })) return rc;
+  forget(u);
+  destroy_sync(obj);
+  delete u;
+  return 0;
+}
 
 // Completion channels (cq.cpp), token held, after a progress step: each armed CQ with a new
 // completion writes its event to its channel's pipe and leaves the armed list.

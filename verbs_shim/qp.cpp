@@ -206,14 +206,7 @@ SHIM_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* a, int mask, ibv_qp_init_a
 
 SHIM_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   if (!mine(qp->context)) return REAL(ibv_destroy_qp)(qp);
-  UQp* u = uqp(qp);
-  Runtime& r = rt();
-  int rc = destroy_watched(r.registry.qps, u, [&r, u] { return r.engine->destroy_qp(u->e); });
-  if (rc) return rc;
-  async_forget_qp(u);
-  destroy_sync(*qp);
-  delete uqp(qp);
-  return 0;
+  return destroy_object(rt().registry.qps, uqp(qp), *qp, &engine::Device::destroy_qp, async_forget_qp);
 }
 
 // Enhanced Connection Establishment: no vendor options to negotiate.

@@ -66,14 +66,7 @@ SHIM_EXPORT int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
 
 SHIM_EXPORT int ibv_destroy_srq(ibv_srq* srq) {
   if (!mine(srq->context)) return REAL(ibv_destroy_srq)(srq);
-  USrq* u = usrq(srq);
-  Runtime& r = rt();
-  int rc = destroy_watched(r.registry.srqs, u, [&r, u] { return r.engine->destroy_srq(u->e); });
-  if (rc) return rc;
-  async_forget_srq(u);
-  destroy_sync(*srq);
-  delete usrq(srq);
-  return 0;
+  return destroy_object(rt().registry.srqs, usrq(srq), *srq, &engine::Device::destroy_srq, async_forget_srq);
 }
 
 }  // extern "C"
