@@ -20,6 +20,7 @@
 #include "port/config.hpp"
 #include "port/fault_stage.hpp"
 #include "port/neigh.hpp"
+#include "port/param.hpp"
 
 struct rte_mempool;  // DPDK's, declared only
 struct rte_eth_dev_info;

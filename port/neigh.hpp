@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/param.hpp"
+#include "port/param.hpp"
 
 #include "proto/packet.hpp"
 

@@ -13,6 +13,7 @@
 
 #include "engine/engine.hpp"
 #include "engine/param.hpp"
+#include "port/param.hpp"
 #include "port/dpdk_link.hpp"
 
 namespace uroce::port::telemetry {
