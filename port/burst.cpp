@@ -2,6 +2,7 @@
 // then the software backlog), recv (the rx burst, then the classifier), and their hooks: the
 // capture of frames in and out, the fault stage per direction, and the control plane's
 // answers (tx_one).
+#include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 #include <rte_prefetch.h>
@@ -232,6 +233,9 @@ void DpdkLink::release_tx_held() {
   if (n) drain_backlog();
 }
 
+
+// The neighbour cache's clock (here, next to recv(), which sets it once per burst).
+uint64_t DpdkLink::now_ms() const { return rte_get_tsc_cycles() / (rte_get_tsc_hz() / 1000); }
 
 // Sorts one received frame (ControlPlane::sort): RoCEv2 for us goes to out[k++]; ARP, ND and
 // echo requests are answered (the mbuf is reused for the reply); everything else is counted

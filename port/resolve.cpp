@@ -9,8 +9,6 @@ namespace uroce::port {
 
 using detail::M;
 
-uint64_t DpdkLink::now_ms() const { return rte_get_tsc_cycles() / (rte_get_tsc_hz() / 1000); }
-
 bool DpdkLink::lookup(const proto::Ip6& ip, proto::Mac& out) const { return ctl_.neighbours().lookup(ip, out, now_ms()); }
 
 // One ARP request (IPv4-mapped GID) or neighbour solicitation (IPv6) for `gid`.
