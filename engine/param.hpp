@@ -126,52 +126,12 @@ inline constexpr uint32_t kCmMaxEvents = 4096;
 inline constexpr uint8_t kRdmacmResponseTimeout = 16;
 
 // ---- Port: DPDK link and control plane --------------------------------------------------------
-// Endpoint config defaults (port/config.hpp); the config file key that overrides each is named.
-inline constexpr uint32_t kPathMtu = 1024;           // RoCE path MTU in bytes, 256..4096 (key mtu)
-inline constexpr uint32_t kLinkMtu = 1500;           // IP MTU of the link, frame = +14 (key link_mtu)
-inline constexpr uint32_t kMbufs = 8191;             // mbufs in the port's pool (key mbufs)
-inline constexpr uint32_t kMbufCache = 256;          // per-lcore mempool cache (key mbuf_cache)
-inline constexpr uint16_t kRxDesc = 1024;            // rx ring, adjusted to the PMD (key rx_desc)
-inline constexpr uint16_t kTxDesc = 1024;            // tx ring, adjusted to the PMD (key tx_desc)
-inline constexpr uint8_t kPrefix4 = 24;              // IPv4 prefix length (key ip = a.b.c.d/N)
-inline constexpr int kGidIndex = 1;                  // 0: IPv6, 1: IPv4-mapped (key gid_index)
-inline constexpr uint32_t kArpTimeoutMs = 3000;      // bound on ARP/ND resolution (key arp_timeout_ms)
-// Capture (port/capture.hpp; keys capture, capture_all, capture_snaplen, capture_max_mb).
-inline constexpr uint32_t kCaptureSnapPayload = 64;  // default snap: the frame's headers + this many bytes
-inline constexpr uint32_t kCaptureSnapMin = 64;      // the smallest capture_snaplen a config may set
-inline constexpr uint32_t kCaptureMaxMb = 1024;      // the file stops growing at this size (key capture_max_mb)
-inline constexpr uint32_t kCaptureMaxMbLimit = 1u << 20;  // the largest capture_max_mb (1 TiB)
-inline constexpr uint32_t kCaptureBuffer = 1u << 20; // bytes of blocks gathered before one write(2)
-inline constexpr uint64_t kCaptureFlushNs = 100'000'000;  // and written at least this often (when frames come)
-// Fault injection (port/fault_stage.hpp, engine/fault.hpp; keys fault_*).
-inline constexpr uint64_t kFaultSeed = 1;            // key fault_seed
-inline constexpr uint32_t kFaultReorderWindow = 4;   // a reordered frame goes after 1..4 later ones
-inline constexpr uint32_t kFaultDelayMaxUs = 1'000'000;  // the largest fault_delay_us
-inline constexpr uint32_t kFaultHold = 512;          // frames one direction holds back at most (delay,
-                                                     // reorder); more pass undelayed (counted)
-inline constexpr uint64_t kFaultReorderHoldNs = 100'000;  // a reordered frame waits no longer than this
-// Fixed (no key).
-inline constexpr uint32_t kArpRetryMs = 200;         // ARP request / neighbour solicitation re-sent
-inline constexpr uint32_t kNeighbours = 16;          // neighbour cache entries (ARP and ND)
-inline constexpr uint8_t kControlTtl = 64;           // TTL / hop limit of ICMP echo replies
-inline constexpr uint64_t kNeighbourTtlMs = 30'000;  // a neighbour entry is trusted this long (the kernel's
-                                                     // base_reachable_time), then resolved again
-inline constexpr uint64_t kNeighbourPendingMs = 3'000;  // an answer this late to our request creates nothing
-inline constexpr uint32_t kLinkWaitMs = 20000;       // bound on waiting for the link (memif: the peer)
-inline constexpr uint32_t kLinkCheckMs = 10;         // looks at the link status while waiting
-inline constexpr uint32_t kMemifReconnectMs = 1000;  // a memif client waiting for the link connects again
-inline constexpr uint32_t kTxBacklog = 4096;         // frames the tx ring did not take, kept in order
-inline constexpr uint32_t kTxStash = 32;             // transmit mbufs taken from the pool at once
-inline constexpr uint32_t kLinkBurst = 64;           // frames per rte_eth_rx_burst / rte_eth_tx_burst
-inline constexpr uint32_t kMinFrame = 60;            // Ethernet minimum without FCS: shorter ones padded
-inline constexpr uint32_t kMemifCloseWaitMs = 2000;  // uroce-perf server: wait for a memif peer to close
+// In port/param.hpp (the same namespace: include that file).
 
 // ---- Telemetry (engine/telemetry.hpp, port/telemetry.cpp, docs/observability.md) -----------------
 // Fixed (no key). A telemetry command asks the thread that polls the engine for a snapshot and
 // waits at most this long for its next progress(); no progress by then: the answer is "busy".
 inline constexpr uint32_t kTelemetryWaitMs = 250;
-// /uroce/qps lists at most this many QPs (DPDK's telemetry reply is at most 16 KB; the rest are
-// counted in qps_total and reachable one by one with /uroce/qp,<qpn>).
-inline constexpr uint32_t kTelemetryMaxQpRows = 96;
+// /uroce/qps's row limit is the port's: port/param.hpp.
 
 }  // namespace uroce::param

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <ctime>
 
-#include "engine/param.hpp"
+#include "port/param.hpp"
 #include "proto/cm.hpp"
 #include "proto/locate.hpp"
 #include "proto/opcode.hpp"

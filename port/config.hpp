@@ -8,6 +8,7 @@
 
 #include "engine/fault.hpp"
 #include "engine/param.hpp"
+#include "port/param.hpp"
 #include "engine/types.hpp"
 #include "proto/packet.hpp"
 
@@ -20,7 +21,7 @@ constexpr std::optional<engine::Mtu> path_mtu_of(uint32_t bytes) {
   return std::nullopt;
 }
 
-// Defaults: engine/param.hpp, section Port (and kDefaultTtl).
+// Defaults: port/param.hpp, and engine/param.hpp for the engine's (kDefaultTtl, ECN, CNP, CM...).
 struct EndpointConfig {
   std::string file;                    // where it was read from (for messages)
   std::string name = "uroce0";         // device name (what ibv_get_device_list would show)

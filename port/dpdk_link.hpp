@@ -6,7 +6,11 @@
 // answered here or counted and dropped.
 //
 // Single-threaded like the engine: one thread calls everything. No DPDK type appears in this
-// header, so code that includes it does not need the DPDK include flags.
+// header, so code that includes it does not need the DPDK include flags. The class is written
+// in files by concern: dpdk_link.cpp (open, set-up, teardown), eal.cpp (EAL start-up, thread
+// registration), flow_rules.cpp (rte_flow isolation), burst.cpp (the data path and its hooks),
+// memif.cpp (link waits, memif specifics), resolve.cpp (neighbour resolution); what they share
+// is in dpdk_link_impl.hpp.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -19,39 +23,14 @@
 #include "port/capture.hpp"
 #include "port/config.hpp"
 #include "port/fault_stage.hpp"
+#include "port/link_counters.hpp"
 #include "port/neigh.hpp"
+#include "port/param.hpp"
 
 struct rte_mempool;  // DPDK's, declared only
 struct rte_eth_dev_info;
 
 namespace uroce::port {
-
-struct LinkCounters {
-  uint64_t rx_frames = 0, rx_roce = 0, tx_frames = 0, tx_refused = 0, alloc_failed = 0;
-  uint64_t arp_requests = 0, arp_replies_sent = 0, arp_replies_rcvd = 0;
-  uint64_t icmp_echo = 0, icmp_replies_sent = 0;
-  uint64_t nd_solicits = 0, nd_adverts_sent = 0, nd_adverts_rcvd = 0;
-  uint64_t drop_not_our_mac = 0, drop_not_our_ip = 0, drop_udp_port = 0, drop_ip_proto = 0, drop_ethertype = 0,
-           drop_malformed = 0, drop_multiseg = 0, drop_nd_hop_limit = 0;
-  uint64_t neigh_unsolicited = 0;   // replies/advertisements nobody asked for: no entry created
-  uint64_t neigh_mac_changed = 0;   // a known neighbour answered from another MAC (logged)
-  // Capture (key capture): frames in the file, frames not written (the file's size limit).
-  uint64_t capture_frames = 0, capture_skipped = 0;
-  // Fault injection (keys fault_*), per direction: what each stage did.
-  FaultCounts rx_fault, tx_fault;
-  uint64_t dropped() const {
-    return drop_not_our_mac + drop_not_our_ip + drop_udp_port + drop_ip_proto + drop_ethertype + drop_malformed +
-           drop_multiseg + drop_nd_hop_limit;
-  }
-};
-
-// Every link counter's name and member (counters_text, telemetry).
-struct LinkCounterField {
-  const char* name;
-  uint64_t LinkCounters::* member;
-};
-extern const LinkCounterField kLinkCounterFields[];
-extern const size_t kLinkCounterFieldCount;
 
 class DpdkLink : public engine::Link {
  public:
@@ -112,8 +91,17 @@ class DpdkLink : public engine::Link {
   DpdkLink() = default;
   bool wait_link(bool up, uint32_t timeout_ms);
   uint64_t now_ms() const;
+  // Set-up (dpdk_link.cpp), step by step; flow rules in flow_rules.cpp.
   bool setup(std::string& err);
+  bool pick_port(std::string& err);
+  bool create_pool(std::string& err);
+  bool configure_port(const rte_eth_dev_info& info, std::string& err);
   void set_mtu(const rte_eth_dev_info& info);
+  bool start_port(std::string& err);
+  bool start_hooks(std::string& err);
+  void set_addresses();
+  bool install_flows(std::string& err);
+  int socket() const;  // the port's NUMA socket (0 if unknown)
   void classify(void* mbuf, engine::PacketBuf* out, size_t& k);
   bool tx_one(void* m);
   void ask(const proto::Ip6& gid);  // an ARP request or a neighbour solicitation

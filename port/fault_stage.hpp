@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "engine/fault.hpp"
-#include "engine/param.hpp"
+#include "port/param.hpp"
 
 namespace uroce::port {
 

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "port/config.hpp"
-#include "port/dpdk_link.hpp"
+#include "port/link_counters.hpp"
 #include "proto/arp.hpp"
 #include "proto/checksum.hpp"
 #include "proto/headers.hpp"

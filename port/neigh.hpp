@@ -11,13 +11,13 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/param.hpp"
+#include "port/param.hpp"
 
 #include "proto/packet.hpp"
 
 namespace uroce::port {
 
-struct LinkCounters;  // dpdk_link.hpp
+struct LinkCounters;  // port/link_counters.hpp
 
 // The IPv4-mapped IPv6 address ::ffff:a.b.c.d (how the cache and the GIDs hold IPv4 addresses).
 proto::Ip6 v4mapped(const uint8_t ip[4]);

@@ -20,6 +20,7 @@
 #include "bench/perf/context.hpp"
 #include "bench/perf/report.hpp"
 #include "bench/perf/size.hpp"
+#include "port/param.hpp"
 
 namespace {
 

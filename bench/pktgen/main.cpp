@@ -15,6 +15,7 @@
 #include <string>
 
 #include "port/dpdk_link.hpp"
+#include "port/param.hpp"
 
 using namespace uroce;
 
