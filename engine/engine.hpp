@@ -133,7 +133,7 @@ class Device {
   // for a caller that has just called progress().
   uint64_t last_step_ns() const { return step_ns_; }
   // Requests received on connected QPs (RC, UC), and when the last one came (a step's time): the
-  // verbs shim's sign that the application plays ping-pong (verbs_shim/datapath.cpp, linger).
+  // verbs shim's sign that the application plays ping-pong (verbs_shim/progress.cpp, linger).
   uint64_t requests_received() const { return requests_rcvd_; }
   uint64_t last_request_ns() const { return last_request_ns_; }
   uint32_t mtu_limit() const;          // the largest path MTU the link can carry

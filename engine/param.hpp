@@ -1,7 +1,10 @@
-// Every limit and default of uroce in one place (as rxe_param.h is for the kernel's rxe).
-// Sections: the engine (what the device reports and enforces), the port (DPDK link and
-// control plane), the verbs shim (progress policy). Config files and environment variables
-// override some of them; the key is named next to each such value.
+// The engine's limits and defaults (as rxe_param.h is for the kernel's rxe): what the device
+// reports and enforces, security, transport, loss recovery, ECN, the connection manager, and
+// the defaults the port and the shim share with the engine. Each limit is in exactly one place,
+// the parameter file of the lowest layer that uses it, all in namespace uroce::param:
+// port/param.hpp (link, control plane, capture, fault injection) and verbs_shim/param.hpp (the
+// progress policy, the shim's and liburoce-rdmacm's limits) hold the rest. Config files and
+// environment variables override some of them; the key is named next to each such value.
 #pragma once
 #include <cstdint>
 
@@ -125,13 +128,9 @@ inline constexpr uint32_t kCmMaxEvents = 4096;
 // Key cm_response_timeout (0..kCmMaxTimeoutExp); key cm_max_retries sets the resends.
 inline constexpr uint8_t kRdmacmResponseTimeout = 16;
 
-// ---- Port: DPDK link and control plane --------------------------------------------------------
-// In port/param.hpp (the same namespace: include that file).
-
 // ---- Telemetry (engine/telemetry.hpp, port/telemetry.cpp, docs/observability.md) -----------------
 // Fixed (no key). A telemetry command asks the thread that polls the engine for a snapshot and
 // waits at most this long for its next progress(); no progress by then: the answer is "busy".
 inline constexpr uint32_t kTelemetryWaitMs = 250;
-// /uroce/qps's row limit is the port's: port/param.hpp.
 
 }  // namespace uroce::param

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Two trees of uroce measured in one run, alternately, so that the machine's drift falls on both:
+# the engine bench (two engines on the FakeLink, one core: 64 B WRITE and SEND message rate,
+# 1 MiB WRITE bandwidth), pinned to one CPU and as a user starts it, and uroce-perf's 64 B WRITE
+# rate and 1 MiB WRITE bandwidth over memif (scripts/bench-port.sh, one lcore per side). Prints
+# each figure's median over the rounds per tree and the ratio B/A. For a change that should not
+# change speed (a restructuring): ratios near 1 within the rounds' spread.
+#
+#   scripts/bench-ab.sh TREE_A [TREE_B] [ROUNDS]     (TREE_B default: this tree; ROUNDS 3)
+# Each tree needs `build` (scripts/build.sh) for uroce-perf; build-bench (release) is made here.
+# Needs root (memif).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+A=$(cd "$1" && pwd); B=$(cd "${2:-.}" && pwd); ROUNDS=${3:-3}
+[ "$(id -u)" = 0 ] || { echo "needs root (memif)" >&2; exit 1; }
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+for t in "$A" "$B"; do
+  [ -x "$t/build/bench/uroce-perf" ] || { echo "$t: build first (scripts/build.sh)" >&2; exit 1; }
+  [ -f "$t/build-bench/build.ninja" ] || meson setup "$t/build-bench" "$t" --buildtype=release -Db_ndebug=true >/dev/null
+  ninja -C "$t/build-bench" bench/engine_bench >/dev/null
+done
+
+filter='BM_(Write|Send)/(64|1048576)/'
+engine() {  # tree, label (pinned|unpinned) -> appends "label op size msgs/s Gbit/s" lines
+  local pre=()
+  [ "$2" = pinned ] && pre=(taskset -c "${UROCE_BENCH_CPU:-1}")
+  "${pre[@]}" "$1/build-bench/bench/engine_bench" --benchmark_filter="$filter" --benchmark_format=json \
+    2>/dev/null | /usr/bin/python3 -c '
+import json, sys
+for b in json.load(sys.stdin)["benchmarks"]:
+    op, size = b["run_name"].split("/")[:2]
+    print(sys.argv[1], op[3:].upper(), size, b["msgs/s"], b["Gbit/s"])' "$2"
+}
+memif() {  # tree -> "memif WRITE 64 Mpps" and "memif WRITE 1048576 Gbit/s"
+  (cd "$1" && LINKS=memif REPEAT=1 bash scripts/bench-port.sh build) | awk -F'|' '/^\| memif/ {
+    gsub(/ /, ""); print "memif WRITE 64", $4 * 1e6, 0; print "memif WRITE 1048576", 0, $6 }'
+}
+
+echo "# $(date -u +%Y-%m-%dT%H:%MZ), $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores," \
+     "AVX-512F: $(grep -q avx512f /proc/cpuinfo && echo yes || echo no), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# A = $A ($(git -C "$A" rev-parse --short HEAD)), B = $B ($(git -C "$B" rev-parse --short HEAD)), $ROUNDS rounds, A then B in each"
+for r in $(seq "$ROUNDS"); do
+  for t in A B; do
+    dir=$A; [ $t = B ] && dir=$B
+    { engine "$dir" pinned; engine "$dir" unpinned; memif "$dir"; } | sed "s/^/$t /" >> "$out/rows"
+  done
+done
+
+/usr/bin/python3 - "$out/rows" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    t, how, op, size, rate, gbit = line.split()
+    key = (how, op, int(size))
+    v = float(gbit) if int(size) >= 1 << 20 else float(rate)
+    rows.setdefault(key, {"A": [], "B": []})[t].append(v)
+def fmt(size, v):
+    return f"{v:.2f} Gbit/s" if size >= 1 << 20 else f"{v / 1e6:.2f} M/s"
+print("\n| measurement | A median (min-max) | B median (min-max) | B / A |")
+print("|---|---|---|---:|")
+for (how, op, size), d in sorted(rows.items()):
+    a, b = d["A"], d["B"]
+    if not a or not b:
+        continue
+    ma, mb = statistics.median(a), statistics.median(b)
+    name = ("engine bench, " + how if how != "memif" else "uroce-perf over memif") + f", {op} {size:,} B"
+    print(f"| {name} | {fmt(size, ma)} ({fmt(size, min(a))}-{fmt(size, max(a))}) | "
+          f"{fmt(size, mb)} ({fmt(size, min(b))}-{fmt(size, max(b))}) | {mb / ma if ma else 0:.3f} |")
+PY
+echo
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
