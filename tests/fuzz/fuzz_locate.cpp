@@ -18,7 +18,7 @@
 #include <span>
 #include <vector>
 
-#include "port/dpdk_link.hpp"
+#include "port/link_counters.hpp"
 #include "port/neigh.hpp"
 #include "proto/arp.hpp"
 #include "proto/icmp.hpp"
