@@ -55,6 +55,12 @@ void qp_state_set(UQp* q, engine::QpState s);
 void async_forget_qp(UQp* q);
 void async_forget_cq(UCq* c);
 void async_forget_srq(USrq* s);
+// async_scan (token held): compare the watched objects' state with what was last seen and queue
+// the events (IBV_EVENT_QP_FATAL, _QP_LAST_WQE_REACHED, _CQ_ERR, _SRQ_LIMIT_REACHED, and the
+// port's _PORT_ACTIVE / _PORT_ERR when the link changed); `now` from the engine's clock.
+// link_is_up (token held): the link's state now (DpdkLink::link_up_now).
+void async_scan(Runtime& r, uint64_t now);
+bool link_is_up(Runtime& r);
 void async_open(UContext* c);     // token held: watch the context (port events from now on)
 void async_close(UContext* c);    // token held
 int new_async_fd();               // the eventfd behind a context's async_fd
@@ -65,9 +71,25 @@ template <typename U, typename F>
 int destroy_watched(std::vector<U*>& watched, U* u, F&& destroy) {
   Guard g;
   int rc = destroy();
-  if (rc == 0) watched.erase(std::remove(watched.begin(), watched.end(), u), watched.end());
+  if (rc == 0) std::erase(watched, u);
   return rc;
 }
+// The whole destroy call of a QP or SRQ (`obj` its libibverbs object, `u` the wrapper, `watched`
+// its registry list): the engine's destroy (engine::Device::destroy_qp or _srq) as above, then
+// the object's asynchronous events forgotten (async_forget_qp or _srq) and the wrapper freed.
+// 0, or the engine's errno (the object then stays).
+template <typename U, typename Obj, typename E>
+int destroy_object(std::vector<U*>& watched, U* u, Obj& obj, int (engine::Device::*destroy)(E*), void (*forget)(U*)) {
+  if (int rc = destroy_watched(watched, u, [u, destroy] { return (rt().engine->*destroy)(u->e); })) return rc;
+  forget(u);
+  destroy_sync(obj);
+  delete u;
+  return 0;
+}
+
+// Completion channels (cq.cpp), token held, after a progress step: each armed CQ with a new
+// completion writes its event to its channel's pipe and leaves the armed list.
+void notify_channels(Registry& reg);
 
 // The ibv_wr_* builder (wr_builder.cpp): the send operations it supports (send_ops_flags), and
 // the function pointers of a QP created with them.

@@ -1,6 +1,7 @@
 // Asynchronous events: each context's queue and its pollable async_fd, the scan that finds the
-// events where the shim drives the engine (Runtime::drive), ibv_get_async_event and
-// ibv_ack_async_event, and the destroy calls' wait for acknowledgements.
+// events where the shim drives the engine (Runtime::drive) among the objects of the registry
+// (verbs_shim/registry.hpp), ibv_get_async_event and ibv_ack_async_event, and the destroy calls'
+// wait for acknowledgements.
 //
 // async_fd is an eventfd in semaphore mode: each queued event adds 1, each ibv_get_async_event
 // reads 1 (blocking, or EAGAIN when the application made the fd non-blocking with fcntl), so
@@ -115,31 +116,31 @@ void note_qp_state(UQp* q) {
 }
 
 bool link_is_up(Runtime& r) {
-  return r.link->link_up_now(r.link_up);
+  return r.link->link_up_now(r.registry.link_up);
 }
 
 void async_scan(Runtime& r, uint64_t now) {
-  r.next_scan_ns = now + kShimAsyncScanNs;
-  for (UQp* q : r.qps) note_qp_state(q);
-  for (UCq* c : r.cqs) {
+  r.registry.next_scan_ns = now + param::kShimAsyncScanNs;
+  for (UQp* q : r.registry.qps) note_qp_state(q);
+  for (UCq* c : r.registry.cqs) {
     if (!c->overflow_reported && c->e->overflowed()) {
       c->overflow_reported = true;
       post_async(as_cq(c)->context, IBV_EVENT_CQ_ERR, as_cq(c));
     }
   }
-  for (USrq* s : r.srqs) {
+  for (USrq* s : r.registry.srqs) {
     if (s->limit_armed && s->e->rq().size() < s->e->srq_limit) {
       s->limit_armed = false;
       s->e->srq_limit = 0;
       post_async(s->srq.context, IBV_EVENT_SRQ_LIMIT_REACHED, &s->srq);
     }
   }
-  if (now >= r.next_link_ns) {
-    r.next_link_ns = now + kShimLinkScanNs;
+  if (now >= r.registry.next_link_ns) {
+    r.registry.next_link_ns = now + param::kShimLinkScanNs;
     const bool up = link_is_up(r);
-    if (up != r.link_up) {
-      r.link_up = up;
-      for (UContext* c : r.contexts) post_async(&c->vctx.context, up ? IBV_EVENT_PORT_ACTIVE : IBV_EVENT_PORT_ERR, nullptr);
+    if (up != r.registry.link_up) {
+      r.registry.link_up = up;
+      for (UContext* c : r.registry.contexts) post_async(&c->vctx.context, up ? IBV_EVENT_PORT_ACTIVE : IBV_EVENT_PORT_ERR, nullptr);
     }
   }
 }
@@ -148,24 +149,24 @@ void async_open(UContext* c) {
   Runtime& r = rt();
   // The link's state at open: a context hears of changes from now on (not of the state it opened in).
   const bool up = link_is_up(r);
-  if (up != r.link_up) {
-    r.link_up = up;
-    for (UContext* o : r.contexts) post_async(&o->vctx.context, up ? IBV_EVENT_PORT_ACTIVE : IBV_EVENT_PORT_ERR, nullptr);
+  if (up != r.registry.link_up) {
+    r.registry.link_up = up;
+    for (UContext* o : r.registry.contexts) post_async(&o->vctx.context, up ? IBV_EVENT_PORT_ACTIVE : IBV_EVENT_PORT_ERR, nullptr);
   }
-  r.next_link_ns = r.now_ns() + kShimLinkScanNs;
-  r.contexts.push_back(c);
+  r.registry.next_link_ns = r.now_ns() + param::kShimLinkScanNs;
+  r.registry.contexts.push_back(c);
 }
 
 void async_close(UContext* c) {
   Runtime& r = rt();
-  r.contexts.erase(std::remove(r.contexts.begin(), r.contexts.end(), c), r.contexts.end());
+  std::erase(r.registry.contexts, c);
   // Objects the application did not destroy before closing their context: no more events
   // (their queue goes away with the context).
   const ibv_context* ctx = &c->vctx.context;
   auto of_ctx = [ctx](auto* o) { return o->context == ctx; };
-  std::erase_if(r.qps, [&](UQp* q) { return of_ctx(&q->qpx.qp_base); });
-  std::erase_if(r.cqs, [&](UCq* q) { return of_ctx(as_cq(q)); });
-  std::erase_if(r.srqs, [&](USrq* q) { return of_ctx(&q->srq); });
+  std::erase_if(r.registry.qps, [&](UQp* q) { return of_ctx(&q->qpx.qp_base); });
+  std::erase_if(r.registry.cqs, [&](UCq* q) { return of_ctx(as_cq(q)); });
+  std::erase_if(r.registry.srqs, [&](USrq* q) { return of_ctx(&q->srq); });
 }
 
 void async_forget_qp(UQp* q) {

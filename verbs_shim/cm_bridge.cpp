@@ -19,13 +19,13 @@ bool start() {
 
 void want_cm() { rt().dcfg.cm = true; }
 
-ibv_device* device() { return &rt().dev; }
+ibv_device* device() { return &rt().identity.dev; }
 
 std::vector<proto::Ip6> gids() {
   Runtime& r = rt();
-  std::vector<proto::Ip6> out = r.gids;
+  std::vector<proto::Ip6> out = r.identity.gids;
   for (size_t i = 0; i < out.size(); ++i)
-    if (!r.gid_valid[i]) out[i] = proto::Ip6{};
+    if (!r.identity.gid_valid[i]) out[i] = proto::Ip6{};
   return out;
 }
 
@@ -34,8 +34,8 @@ engine::Device::Config device_config() {
   return rt().dcfg;
 }
 
-void lock() { rt().lock(); }
-void unlock() { rt().unlock(); }
+void lock() { rt().token.lock(); }
+void unlock() { rt().token.unlock(); }
 void set_hook(void (*hook)()) {
   Guard g;
   rt().cm_hook = hook;

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "engine/param.hpp"
+#include "verbs_shim/param.hpp"
 #include "verbs_shim/runtime.hpp"
 
 namespace E = uroce::engine;
@@ -80,8 +80,8 @@ void fill_port_attr(ibv_port_attr* a) {
   std::memset(a, 0, sizeof *a);
   a->state = IBV_PORT_ACTIVE;
   a->max_mtu = mtu_limit_enum();
-  a->active_mtu = ibv_mtu(r.cfg.path_mtu);
-  a->gid_tbl_len = int(r.gids.size());
+  a->active_mtu = ibv_mtu(r.identity.cfg.path_mtu);
+  a->gid_tbl_len = int(r.identity.gids.size());
   a->port_cap_flags = IBV_PORT_IP_BASED_GIDS;   // no CM: IBV_PORT_CM_SUP is not advertised
   a->max_msg_sz = uint32_t(param::kMaxMessage);
   a->pkey_tbl_len = 1;

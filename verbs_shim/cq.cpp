@@ -1,5 +1,6 @@
 // Completion queues: ibv_cq and ibv_cq_ex (ibv_start_poll / ibv_next_poll / ibv_wc_read_*), and
-// completion channels (a pipe written by whoever drives progress, Runtime::drive). ibv_poll_cq
+// completion channels (a pipe written by whoever drives progress, Runtime::drive, through
+// notify_channels). ibv_poll_cq
 // and ibv_req_notify_cq are in datapath.cpp.
 #include <fcntl.h>
 #include <pthread.h>
@@ -30,7 +31,7 @@ UCq* create_cq_common(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_chan
     E::Cq* p = r.engine->create_cq(uint32_t(cqe));
     if (p) {
       u->e = p;
-      r.cqs.push_back(u);   // watched for IBV_EVENT_CQ_ERR (async.cpp)
+      r.registry.cqs.push_back(u);   // watched for IBV_EVENT_CQ_ERR (async.cpp)
     }
     return p;
   });
@@ -58,11 +59,11 @@ int cqx_next(ibv_cq_ex* cq) {
   Runtime& r = rt();
   UCq* c = reinterpret_cast<UCq*>(cq);
   int k;
-  r.lock();
-  r.app_poll_ns.store(r.now_ns(), std::memory_order_relaxed);
+  r.token.lock();
+  r.policy.app_poll_ns.store(r.now_ns(), std::memory_order_relaxed);
   r.drive();
   k = r.engine->poll_cq(c->e, 1, &t_wc);
-  r.unlock();
+  r.token.unlock();
   if (k == 0) return ENOENT;
   cq->wr_id = t_wc.wr_id;
   cq->status = ibv_wc_status(t_wc.status);
@@ -86,6 +87,22 @@ uint8_t cqx_zero8(ibv_cq_ex*) { return 0; }
 }  // namespace
 
 namespace uroce::shim {
+
+void notify_channels(Registry& reg) {
+  for (size_t i = 0; i < reg.armed.size();) {
+    UCq* c = reg.armed[i];
+    if (c->e->completions_pushed() != c->armed_at) {
+      c->armed = false;
+      c->events.fetch_add(1, std::memory_order_relaxed);
+      ssize_t k = write(c->ch->wfd, &c, sizeof c);
+      (void)k;
+      reg.armed[i] = reg.armed.back();
+      reg.armed.pop_back();
+    } else {
+      ++i;
+    }
+  }
+}
 
 ibv_cq_ex* vop_create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* ia) {
   constexpr uint64_t kFlags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
@@ -179,9 +196,9 @@ SHIM_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
   if (!mine(cq->context)) return REAL(ibv_destroy_cq)(cq);
   Runtime& r = rt();
   UCq* u = ucq(cq);
-  int rc = destroy_watched(r.cqs, u, [&r, u] {
+  int rc = destroy_watched(r.registry.cqs, u, [&r, u] {
     int k = r.engine->destroy_cq(u->e);
-    if (k == 0) r.armed.erase(std::remove(r.armed.begin(), r.armed.end(), u), r.armed.end());
+    if (k == 0) std::erase(r.registry.armed, u);
     return k;
   });
   if (rc) return rc;

@@ -11,9 +11,9 @@
 #include <cstring>
 #include <string>
 
-#include "engine/param.hpp"
 #include "verbs_shim/api.hpp"
 #include "verbs_shim/convert.hpp"
+#include "verbs_shim/param.hpp"
 
 using namespace uroce;
 using namespace uroce::shim;
@@ -62,7 +62,7 @@ SHIM_EXPORT ibv_device** ibv_get_device_list(int* num) {
     return nullptr;
   }
   int k = 0;
-  if (have) list[k++] = &rt().dev;
+  if (have) list[k++] = &rt().identity.dev;
   for (int i = 0; i < nreal; ++i) list[k++] = real[i];
   list[n] = nullptr;
   list[n + 1] = reinterpret_cast<ibv_device*>(real);
@@ -153,8 +153,8 @@ SHIM_EXPORT int ibv_query_port(ibv_context* ctx, uint8_t port, struct _compat_ib
 SHIM_EXPORT int ibv_query_gid(ibv_context* ctx, uint8_t port, int index, ibv_gid* gid) {
   if (!mine(ctx)) return REAL(ibv_query_gid)(ctx, port, index, gid);
   Runtime& r = rt();
-  if (port != 1 || index < 0 || size_t(index) >= r.gids.size()) return -1;
-  std::memcpy(gid->raw, r.gids[size_t(index)].data(), 16);
+  if (port != 1 || index < 0 || size_t(index) >= r.identity.gids.size()) return -1;
+  std::memcpy(gid->raw, r.identity.gids[size_t(index)].data(), 16);
   return 0;
 }
 
@@ -164,10 +164,10 @@ SHIM_EXPORT int _ibv_query_gid_ex(ibv_context* ctx, uint32_t port, uint32_t inde
   Runtime& r = rt();
   if (flags) return EINVAL;
   if (port != 1 || entry_size < sizeof(ibv_gid_entry)) return EINVAL;
-  if (index >= r.gids.size()) return EINVAL;
-  if (!r.gid_valid[index]) return ENODATA;
+  if (index >= r.identity.gids.size()) return EINVAL;
+  if (!r.identity.gid_valid[index]) return ENODATA;
   std::memset(entry, 0, entry_size);
-  std::memcpy(entry->gid.raw, r.gids[index].data(), 16);
+  std::memcpy(entry->gid.raw, r.identity.gids[index].data(), 16);
   entry->gid_index = index;
   entry->port_num = port;
   entry->gid_type = IBV_GID_TYPE_ROCE_V2;
@@ -181,8 +181,8 @@ SHIM_EXPORT ssize_t _ibv_query_gid_table(ibv_context* ctx, ibv_gid_entry* entrie
   Runtime& r = rt();
   if (flags || entry_size < sizeof(ibv_gid_entry)) return -EINVAL;
   size_t k = 0;
-  for (uint32_t i = 0; i < r.gids.size(); ++i) {
-    if (!r.gid_valid[i]) continue;
+  for (uint32_t i = 0; i < r.identity.gids.size(); ++i) {
+    if (!r.identity.gid_valid[i]) continue;
     if (k == max_entries) return -EINVAL;
     auto* e = reinterpret_cast<ibv_gid_entry*>(reinterpret_cast<uint8_t*>(entries) + k * entry_size);
     _ibv_query_gid_ex(ctx, 1, i, e, 0, entry_size);
@@ -194,7 +194,7 @@ SHIM_EXPORT ssize_t _ibv_query_gid_table(ibv_context* ctx, ibv_gid_entry* entrie
 SHIM_EXPORT int ibv_query_gid_type(ibv_context* ctx, uint8_t port, unsigned int index, int* type) {
   if (!mine(ctx)) return REAL(ibv_query_gid_type)(ctx, port, index, type);
   Runtime& r = rt();
-  if (port != 1 || index >= r.gids.size()) return -1;
+  if (port != 1 || index >= r.identity.gids.size()) return -1;
   *type = 1;   // IBV_GID_TYPE_SYSFS_ROCE_V2
   return 0;
 }
@@ -209,9 +209,9 @@ SHIM_EXPORT int ibv_query_pkey(ibv_context* ctx, uint8_t port, int index, __be16
 // ---- sysfs -----------------------------------------------------------------------------
 SHIM_EXPORT int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, size_t size) {
   Runtime& r = rt();
-  if (load_cfg() && dir && std::strcmp(dir, r.dev.ibdev_path) == 0) {
+  if (load_cfg() && dir && std::strcmp(dir, r.identity.dev.ibdev_path) == 0) {
     std::string v;
-    if (!sysfs_device_file(r, file, v)) {
+    if (!sysfs_device_file(r.identity, file, v)) {
       errno = ENOENT;
       return -1;
     }
@@ -263,8 +263,8 @@ SHIM_EXPORT int ibv_resolve_eth_l2_from_gid(ibv_context* ctx, ibv_ah_attr* attr,
                                             uint16_t* vid) {
   if (!mine(ctx)) return REAL(ibv_resolve_eth_l2_from_gid)(ctx, attr, eth_mac, vid);
   Runtime& r = rt();
-  if (!attr || !attr->is_global || attr->port_num != 1 || attr->grh.sgid_index >= r.gids.size() ||
-      !r.gid_valid[attr->grh.sgid_index]) {
+  if (!attr || !attr->is_global || attr->port_num != 1 || attr->grh.sgid_index >= r.identity.gids.size() ||
+      !r.identity.gid_valid[attr->grh.sgid_index]) {
     errno = EINVAL;
     return -1;
   }

@@ -17,9 +17,9 @@
 #include <cstring>
 #include <string>
 
-#include "engine/param.hpp"
 #include "verbs_shim/api.hpp"
-#include "verbs_shim/runtime.hpp"
+#include "verbs_shim/identity.hpp"
+#include "verbs_shim/param.hpp"
 
 namespace uroce::shim {
 
@@ -73,7 +73,7 @@ std::string gid_text(const proto::Ip6& g) {
 
 }  // namespace
 
-bool sysfs_device_file(const Runtime& r, const char* file, std::string& v) {
+bool sysfs_device_file(const Identity& r, const char* file, std::string& v) {
   if (!std::strcmp(file, "board_id")) v = "UROCE_DPDK";
   else if (!std::strcmp(file, "node_desc")) v = "uroce " + r.cfg.name;
   else if (!std::strcmp(file, "hca_type")) v = "uroce";
@@ -83,7 +83,7 @@ bool sysfs_device_file(const Runtime& r, const char* file, std::string& v) {
   return true;
 }
 
-void device_view_node(const Runtime& r) {
+void device_view_node(const Identity& r) {
   if (!view_enabled()) return;
   // The device node: a character device the program may read and write. Its number is /dev/null's
   // (1:3): nothing opens it as a verbs device, since the shim answers every libibverbs call.
@@ -104,7 +104,7 @@ void device_view_node(const Runtime& r) {
   write_file(r.dev.dev_path, "ibdev", r.cfg.name);
 }
 
-void device_view_gids(const Runtime& r) {
+void device_view_gids(const Identity& r) {
   if (!view_enabled()) return;
   const std::string port = std::string(r.dev.ibdev_path) + "/ports/1";
   for (size_t i = 0; i < r.gids.size(); ++i) {

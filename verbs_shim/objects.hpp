@@ -73,8 +73,8 @@ struct UAh {
 };
 
 // Is this device / this context's device uroce's?
-inline bool mine_dev(const ibv_device* d) { return d == &rt().dev; }
-inline bool mine(const ibv_context* c) { return c && c->device == &rt().dev; }
+inline bool mine_dev(const ibv_device* d) { return d == &rt().identity.dev; }
+inline bool mine(const ibv_context* c) { return c && c->device == &rt().identity.dev; }
 
 inline UContext* uctx(ibv_context* c) { return reinterpret_cast<UContext*>(verbs_get_ctx(c)); }
 inline UPd* upd(ibv_pd* p) { return reinterpret_cast<UPd*>(p); }

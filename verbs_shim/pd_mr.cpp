@@ -197,7 +197,7 @@ SHIM_EXPORT int ibv_init_ah_from_wc(ibv_context* ctx, uint8_t port, ibv_wc* wc, 
     return -1;
   }
   std::memset(ah, 0, sizeof *ah);
-  if (int rc = grh_to_ah_attr(reinterpret_cast<const uint8_t*>(grh), r.gids, r.gid_valid, *ah)) {
+  if (int rc = grh_to_ah_attr(reinterpret_cast<const uint8_t*>(grh), r.identity.gids, r.identity.gid_valid, *ah)) {
     errno = rc;
     return -1;
   }

@@ -45,7 +45,7 @@ ibv_qp* create_qp_common(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr* ia, boo
     E::Qp* p = r.engine->create_qp(e);
     if (p) {
       u->e = p;
-      r.qps.push_back(u);   // watched for asynchronous events (async.cpp)
+      r.registry.qps.push_back(u);   // watched for asynchronous events (async.cpp)
     }
     return p;
   });
@@ -80,7 +80,7 @@ int uroce::shim::resolve_peer(const ibv_ah_attr& ah, E::AddressVector& out) {
   Runtime& r = rt();
   // RoCE: the address vector must carry a GRH and name a valid entry of the GID table (any:
   // each QP sends from its own, IPv4 or IPv6; the engine checks the family against the dgid).
-  if (!ah.is_global || ah.grh.sgid_index >= r.gids.size() || !r.gid_valid[ah.grh.sgid_index]) return EINVAL;
+  if (!ah.is_global || ah.grh.sgid_index >= r.identity.gids.size() || !r.identity.gid_valid[ah.grh.sgid_index]) return EINVAL;
   std::memcpy(out.dgid.data(), ah.grh.dgid.raw, 16);
   out.hop_limit = ah.grh.hop_limit;
   out.traffic_class = ah.grh.traffic_class;
@@ -95,15 +95,15 @@ int uroce::shim::resolve_peer(const ibv_ah_attr& ah, E::AddressVector& out) {
   {
     Guard g;
     ok = r.ep->resolve_peer(out.dgid, resolved, err, [&r] {
-      r.unlock();
+      r.token.unlock();
       nap(param::kShimResolveNapNs);
-      r.lock();
+      r.token.lock();
       r.drive();
     });
   }
   if (!ok) {
     std::fprintf(stderr, "uroce-verbs: cannot reach %s on %s: %s\n", port::gid_str(out.dgid).c_str(),
-                 r.cfg.name.c_str(), err.c_str());
+                 r.identity.cfg.name.c_str(), err.c_str());
     return ETIMEDOUT;
   }
   out.dmac = resolved.dmac;
@@ -162,7 +162,7 @@ SHIM_EXPORT int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* a, int mask) {
   UQp* u = uqp(qp);
   const uint32_t m = uint32_t(mask);
   E::QpAttr e = to_engine(*a);
-  std::unique_lock<Runtime> token(r);
+  std::unique_lock<Token> token(r.token);
   // The engine's whole rule (transition, mask, values), before any address work.
   if (int rc = r.engine->check_modify_qp(u->e, e, m)) return rc;
   if (m & IBV_QP_AV) {
@@ -206,14 +206,7 @@ SHIM_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* a, int mask, ibv_qp_init_a
 
 SHIM_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   if (!mine(qp->context)) return REAL(ibv_destroy_qp)(qp);
-  UQp* u = uqp(qp);
-  Runtime& r = rt();
-  int rc = destroy_watched(r.qps, u, [&r, u] { return r.engine->destroy_qp(u->e); });
-  if (rc) return rc;
-  async_forget_qp(u);
-  destroy_sync(*qp);
-  delete uqp(qp);
-  return 0;
+  return destroy_object(rt().registry.qps, uqp(qp), *qp, &engine::Device::destroy_qp, async_forget_qp);
 }
 
 // Enhanced Connection Establishment: no vendor options to negotiate.

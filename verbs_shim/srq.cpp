@@ -33,7 +33,7 @@ SHIM_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* ia) {
   u->srq.pd = pd;
   init_sync(u->srq);
   u->e = e;
-  with_token([&r, u] { r.srqs.push_back(u); });   // watched for IBV_EVENT_SRQ_LIMIT_REACHED (async.cpp)
+  with_token([&r, u] { r.registry.srqs.push_back(u); });   // watched for IBV_EVENT_SRQ_LIMIT_REACHED (async.cpp)
   return &u->srq;
 }
 
@@ -59,21 +59,14 @@ SHIM_EXPORT int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
     Guard g;
     u->e->srq_limit = attr->srq_limit;
     u->limit_armed = attr->srq_limit != 0;
-    r.next_scan_ns = 0;
+    r.registry.next_scan_ns = 0;
   }
   return 0;
 }
 
 SHIM_EXPORT int ibv_destroy_srq(ibv_srq* srq) {
   if (!mine(srq->context)) return REAL(ibv_destroy_srq)(srq);
-  USrq* u = usrq(srq);
-  Runtime& r = rt();
-  int rc = destroy_watched(r.srqs, u, [&r, u] { return r.engine->destroy_srq(u->e); });
-  if (rc) return rc;
-  async_forget_srq(u);
-  destroy_sync(*srq);
-  delete usrq(srq);
-  return 0;
+  return destroy_object(rt().registry.srqs, usrq(srq), *srq, &engine::Device::destroy_srq, async_forget_srq);
 }
 
 }  // extern "C"

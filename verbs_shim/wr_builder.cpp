@@ -95,7 +95,7 @@ void wr_set_inline_data_list(ibv_qp_ex* x, size_t n, const ibv_data_buf* b) {
 // providers hold the QP's lock): the batch is per-QP state that two threads must not build at
 // once, and nothing else runs the engine in between.
 void wr_start(ibv_qp_ex* x) {
-  rt().lock();
+  rt().token.lock();
   UQp* q = from_ex(x);
   q->batch.clear();
   q->batch_err = 0;
@@ -111,12 +111,12 @@ int wr_complete(ibv_qp_ex* x) {
   }
   if (!q->batch_err) r.drive();
   q->batch.clear();
-  r.unlock();
+  r.token.unlock();
   return rc;
 }
 void wr_abort(ibv_qp_ex* x) {
   from_ex(x)->batch.clear();
-  rt().unlock();
+  rt().token.unlock();
 }
 void wr_set_ud_addr(ibv_qp_ex* x, ibv_ah* ah, uint32_t remote_qpn, uint32_t remote_qkey) {
   E::SendWr* w = wr_cur(x);

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "verbs_shim/cm_bridge.hpp"
+#include "verbs_shim/param.hpp"
 
 #define CMA_EXPORT __attribute__((visibility("default")))
 
