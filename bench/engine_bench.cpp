@@ -9,9 +9,12 @@
 #include <vector>
 
 #include "engine/engine.hpp"
-#include "tests/support/fake_link.hpp"
+#include "tests/support/pair.hpp"
 
 using namespace uroce::engine;
+using uroce::test::ConnectedPair;
+using uroce::test::Endpoint;
+using uroce::test::PairOptions;
 
 namespace {
 
@@ -19,75 +22,43 @@ namespace {
 // denominator of scripts/profile-engine.sh (callgrind collects inside Bench::run only).
 uint64_t g_messages = 0;
 
-struct Side {
-  std::unique_ptr<Device> dev;
-  Pd* pd;
-  Cq* cq;
-  Qp* qp;
-  std::vector<uint8_t> mem;
-  Mr* mr;
-};
+constexpr uint32_t kDepth = 256;  // each QP's send and receive queue
+
+// Two engines on the FakeLink (tests/support/pair.hpp) with frames deliverable at once (the
+// bench measures CPU, not a wire), one CQ per end, RC QPs at path MTU 4096.
+PairOptions bench_options(size_t mem) {
+  PairOptions o;
+  o.mtu = Mtu::M4096;
+  o.mem = mem;
+  o.wire_frames = 8192;
+  o.frame_cap = 4352;
+  o.one_cq = true;
+  o.cq_depth = 4 * kDepth;
+  o.max_send_wr = o.max_recv_wr = kDepth;
+  o.max_inline_data = 0;
+  o.access = kLocalWrite | kRemoteWrite | kRemoteRead;
+  o.qp_access = kRemoteWrite | kRemoteRead;
+  o.sq_psn_a = o.sq_psn_b = 0;
+  o.max_rd_atomic = 1;
+  return o;
+}
 
 struct Bench {
-  FakeWire wire{8192, 4352, 1};
-  Side a, b;
-  static constexpr uint32_t kDepth = 256;
+  ConnectedPair pair;
+  Endpoint &a = pair.a, &b = pair.b;
 
-  explicit Bench(size_t mem) {
-    wire.latency_ns = 0;  // deliverable at once: the bench measures CPU, not a wire
-    Device::Config ca, cb;
-    ca.mac = {2, 0, 0, 0, 0, 0xa};
-    cb.mac = {2, 0, 0, 0, 0, 0xb};
-    ca.gid[10] = ca.gid[11] = cb.gid[10] = cb.gid[11] = 0xff;
-    ca.gid[12] = cb.gid[12] = 198, ca.gid[13] = cb.gid[13] = 18, ca.gid[15] = 10, cb.gid[15] = 11;
-    a.dev = std::make_unique<Device>(wire.a(), wire.clock(), ca);
-    b.dev = std::make_unique<Device>(wire.b(), wire.clock(), cb);
-    for (Side* s : {&a, &b}) {
-      s->pd = s->dev->alloc_pd();
-      s->cq = s->dev->create_cq(4 * kDepth);
-      s->mem.assign(mem, 1);
-      s->mr = s->dev->reg_mr(s->pd, s->mem.data(), mem, kLocalWrite | kRemoteWrite | kRemoteRead);
-      QpInitAttr ia;
-      ia.pd = s->pd;
-      ia.send_cq = ia.recv_cq = s->cq;
-      ia.cap.max_send_wr = kDepth;
-      ia.cap.max_recv_wr = kDepth;
-      s->qp = s->dev->create_qp(ia);
-    }
-    connect(a, b);
-    connect(b, a);
-  }
-  void connect(Side& s, Side& peer) {
-    QpAttr at;
-    at.qp_state = QpState::Init;
-    at.qp_access_flags = kRemoteWrite | kRemoteRead;
-    s.dev->modify_qp(s.qp, at, kAttrState | kAttrPkeyIndex | kAttrPort | kAttrAccessFlags);
-    at.qp_state = QpState::Rtr;
-    at.path_mtu = Mtu::M4096;
-    at.dest_qp_num = peer.qp->qpn();
-    at.rq_psn = 0;
-    at.max_dest_rd_atomic = 1;
-    at.min_rnr_timer = 1;
-    at.ah_attr.dgid = peer.dev->config().gid;
-    at.ah_attr.dmac = peer.dev->config().mac;
-    s.dev->modify_qp(s.qp, at,
-                     kAttrState | kAttrAv | kAttrPathMtu | kAttrDestQpn | kAttrRqPsn | kAttrMaxDestRdAtomic |
-                         kAttrMinRnrTimer);
-    at.qp_state = QpState::Rts;
-    at.sq_psn = 0;
-    s.dev->modify_qp(s.qp, at, kAttrState | kAttrSqPsn | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry | kAttrMaxQpRdAtomic);
-  }
+  explicit Bench(size_t mem) : pair(bench_options(mem)) { pair.wire.latency_ns = 0; }
 
   // Runs `n` messages of `len` bytes, keeping the send queue full, every 32nd signaled.
   [[gnu::noinline]] bool run(WrOpcode opc, uint32_t len, uint64_t n) {
     g_messages += n;
-    Sge s{reinterpret_cast<uintptr_t>(a.mem.data()), len, a.mr->lkey};
-    Sge rs{reinterpret_cast<uintptr_t>(b.mem.data()), len, b.mr->lkey};
+    Sge s{reinterpret_cast<uintptr_t>(a.buf()), len, a.mr->lkey};
+    Sge rs{reinterpret_cast<uintptr_t>(b.buf()), len, b.mr->lkey};
     SendWr wr;
     wr.opcode = opc;
     wr.sg_list = &s;
     wr.num_sge = 1;
-    wr.remote_addr = reinterpret_cast<uintptr_t>(b.mem.data());
+    wr.remote_addr = reinterpret_cast<uintptr_t>(b.buf());
     wr.rkey = b.mr->rkey;
     RecvWr rw{0, &rs, 1};
     uint64_t posted = 0, done = 0, recv_posted = 0;
@@ -106,13 +77,13 @@ struct Bench {
       }
       a.dev->progress();
       b.dev->progress();
-      for (int k; (k = a.dev->poll_cq(a.cq, 64, wc)) > 0;)
+      for (int k; (k = a.dev->poll_cq(a.scq, 64, wc)) > 0;)
         for (int i = 0; i < k; ++i) {
           if (wc[i].status != WcStatus::Success) return false;
           if (wc[i].opcode == WcOpcode::RdmaWrite || wc[i].opcode == WcOpcode::Send) done = wc[i].wr_id + 1;
         }
       if (send)
-        while (b.dev->poll_cq(b.cq, 64, wc) > 0) {
+        while (b.dev->poll_cq(b.scq, 64, wc) > 0) {
         }
     }
     return true;
@@ -122,6 +93,10 @@ struct Bench {
 void run_bench(benchmark::State& state, WrOpcode opc) {
   const uint32_t len = uint32_t(state.range(0));
   Bench bn(std::max<size_t>(len, 4096));
+  if (bn.pair.setup_error) {
+    state.SkipWithError("the pair did not come up");
+    return;
+  }
   const uint64_t per_iter = len >= (1u << 20) ? 16 : 4096;
   bn.run(opc, len, 1000);  // warm up
   uint64_t msgs = 0;

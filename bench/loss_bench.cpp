@@ -15,9 +15,12 @@
 #include <vector>
 
 #include "engine/engine.hpp"
-#include "tests/support/fake_link.hpp"
+#include "tests/support/pair.hpp"
 
 using namespace uroce::engine;
+using uroce::test::ConnectedPair;
+using uroce::test::Endpoint;
+using uroce::test::PairOptions;
 
 namespace {
 
@@ -64,16 +67,6 @@ struct Fault {
   FaultConfig f;
 };
 
-struct Side {
-  std::unique_ptr<Device> dev;
-  Pd* pd = nullptr;
-  Cq* scq = nullptr;
-  Cq* rcq = nullptr;
-  Qp* qp = nullptr;
-  std::vector<uint8_t> mem;
-  Mr* mr = nullptr;
-};
-
 struct Result {
   bool ok = false;
   uint64_t bytes = 0;       // payload delivered (atomics: 8 per operation)
@@ -86,59 +79,45 @@ struct Result {
 constexpr uint32_t kSqDepth = 128;   // WRs in flight, as perftest's default tx depth
 constexpr uint32_t kRqDepth = 256;
 
+// Two engines on the FakeLink (tests/support/pair.hpp), their RC QPs connected with
+// perftest's defaults: QP timeout 14 (4.096 us * 2^14 = 67 ms), 7 retries.
+PairOptions pair_options(const Options& o, uint64_t seed) {
+  PairOptions p;
+  p.mtu = mtu_enum(o.mtu);
+  p.seed = seed;
+  p.max_send_wr = kSqDepth;
+  p.max_recv_wr = kRqDepth;
+  p.max_inline_data = 0;
+  p.min_rnr_timer = 12;
+  p.config_a = p.config_b = [&o](Device::Config& c) {
+    for (auto& [k, v] : o.knobs) apply_knob(c, k, v);
+  };
+  return p;
+}
+
 class Run {
  public:
-  Run(const Options& o, const Fault& fault, uint64_t seed) : o_(o), wire_(16384, 9216, seed) {
+  Run(const Options& o, const Fault& fault, uint64_t seed) : pair_(pair_options(o, seed)) {
     wire_.rate_bps = uint64_t(o.rate_gbps * 1e9);
     wire_.latency_ns = o.latency_ns;
-    Device::Config ca, cb;
-    ca.seed = 2 * seed + 1;
-    cb.seed = 2 * seed + 2;
-    ca.mac = {2, 0, 0, 0, 0, 0xa};
-    cb.mac = {2, 0, 0, 0, 0, 0xb};
-    for (Device::Config* c : {&ca, &cb}) {
-      c->gid[10] = c->gid[11] = 0xff;
-      c->gid[12] = 198, c->gid[13] = 18;
-      for (auto& [k, v] : o.knobs) apply_knob(*c, k, v);
-    }
-    ca.gid[15] = 10;
-    cb.gid[15] = 11;
-    a_.dev = std::make_unique<Device>(wire_.a(), wire_.clock(), ca);
-    b_.dev = std::make_unique<Device>(wire_.b(), wire_.clock(), cb);
-    for (Side* s : {&a_, &b_}) {
-      s->pd = s->dev->alloc_pd();
-      s->scq = s->dev->create_cq(4096);
-      s->rcq = s->dev->create_cq(4096);
-      s->mem.assign(1 << 20, 1);
-      s->mr = s->dev->reg_mr(s->pd, s->mem.data(), s->mem.size(),
-                             kLocalWrite | kRemoteWrite | kRemoteRead | kRemoteAtomic);
-      QpInitAttr ia;
-      ia.pd = s->pd;
-      ia.send_cq = s->scq;
-      ia.recv_cq = s->rcq;
-      ia.cap.max_send_wr = kSqDepth;
-      ia.cap.max_recv_wr = kRqDepth;
-      s->qp = s->dev->create_qp(ia);
-    }
-    connect(a_, b_, 0x100, 0x200);
-    connect(b_, a_, 0x200, 0x100);
     wire_.a().faults = fault.f;
     wire_.b().faults = fault.f;
   }
+  bool up() const { return pair_.setup_error == 0; }
 
   Result go(const Workload& w, uint32_t count) {
     Result r;
-    Sge sge{reinterpret_cast<uintptr_t>(a_.mem.data()), w.kind == Kind::FetchAdd ? 8u : w.size, a_.mr->lkey};
+    Sge sge{reinterpret_cast<uintptr_t>(a_.buf()), w.kind == Kind::FetchAdd ? 8u : w.size, a_.mr->lkey};
     SendWr wr;
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.send_flags = kSendSignaled;
-    wr.remote_addr = reinterpret_cast<uintptr_t>(b_.mem.data());
+    wr.remote_addr = reinterpret_cast<uintptr_t>(b_.buf());
     wr.rkey = b_.mr->rkey;
     wr.opcode = w.kind == Kind::Write ? WrOpcode::RdmaWrite : w.kind == Kind::Send ? WrOpcode::Send
                                                                                   : WrOpcode::AtomicFetchAdd;
     wr.compare_add = 1;
-    Sge rsge{reinterpret_cast<uintptr_t>(b_.mem.data()), w.size, b_.mr->lkey};
+    Sge rsge{reinterpret_cast<uintptr_t>(b_.buf()), w.size, b_.mr->lkey};
     RecvWr rwr;
     rwr.sg_list = &rsge;
     rwr.num_sge = 1;
@@ -192,35 +171,10 @@ class Run {
   }
 
  private:
-  void connect(Side& self, Side& peer, uint32_t my_psn, uint32_t peer_psn) {
-    QpAttr at;
-    at.qp_state = QpState::Init;
-    at.port_num = 1;
-    at.qp_access_flags = kRemoteWrite | kRemoteRead | kRemoteAtomic;
-    self.dev->modify_qp(self.qp, at, kAttrState | kAttrPkeyIndex | kAttrPort | kAttrAccessFlags);
-    at.qp_state = QpState::Rtr;
-    at.path_mtu = mtu_enum(o_.mtu);
-    at.dest_qp_num = peer.qp->qpn();
-    at.rq_psn = peer_psn;
-    at.max_dest_rd_atomic = 16;
-    at.min_rnr_timer = 12;
-    at.ah_attr.dgid = peer.dev->config().gid;
-    at.ah_attr.dmac = peer.dev->config().mac;
-    self.dev->modify_qp(self.qp, at, kAttrState | kAttrAv | kAttrPathMtu | kAttrDestQpn | kAttrRqPsn |
-                                         kAttrMaxDestRdAtomic | kAttrMinRnrTimer);
-    at.qp_state = QpState::Rts;
-    at.sq_psn = my_psn;
-    at.timeout = 14;     // 4.096 us * 2^14 = 67 ms, perftest's default
-    at.retry_cnt = 7;
-    at.rnr_retry = 7;
-    at.max_rd_atomic = 16;
-    self.dev->modify_qp(self.qp, at, kAttrState | kAttrSqPsn | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry |
-                                         kAttrMaxQpRdAtomic);
-  }
-
-  const Options& o_;
-  FakeWire wire_;
-  Side a_, b_;
+  ConnectedPair pair_;
+  FakeWire& wire_ = pair_.wire;
+  Endpoint& a_ = pair_.a;
+  Endpoint& b_ = pair_.b;
 };
 
 FaultConfig loss(double p) {
@@ -293,6 +247,11 @@ int main(int argc, char** argv) {
     uint64_t seed = 1;
     for (const Fault& f : faults) {
       Run run(o, f, seed++);
+      if (!run.up()) {
+        std::printf("| %s | %s | FAILED: the pair did not come up |\n", w.name, f.name);
+        ++failed;
+        continue;
+      }
       const Result r = run.go(w, count);
       if (!r.ok) {
         std::printf("| %s | %s | FAILED after %" PRIu64 " messages |\n", w.name, f.name, r.messages);

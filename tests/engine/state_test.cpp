@@ -784,7 +784,7 @@ TEST(Flush, ResetDropsQueuesWithoutCompletionsAndTheQpComesBack) {
   EXPECT_TRUE(drain(b.rcq).empty());
 
   // Up again, joined to B where B's PSNs stand now.
-  pr.connect(a, b, a.dev->config(), b.qp->expected_psn(), b.qp->next_send_psn());
+  pr.connect(a, b, b.qp->expected_psn(), b.qp->next_send_psn());
   ASSERT_EQ(a.qp->state(), QpState::Rts);
   fill_pattern(a.buf(), 4096, 5);
   ASSERT_EQ(b.dev->post_recv(b.qp, RecvWr{2, &rs, 1}), 0);
@@ -829,7 +829,7 @@ TEST(Flush, ErrThenResetThenUpCarriesTraffic) {
   Endpoint& b = pr.b;
   ASSERT_EQ(a.dev->modify_qp(a.qp, good_attr(QpState::Err), S), 0);
   ASSERT_EQ(a.dev->modify_qp(a.qp, good_attr(QpState::Reset), S), 0);
-  pr.connect(a, b, a.dev->config(), b.qp->expected_psn(), b.qp->next_send_psn());
+  pr.connect(a, b, b.qp->expected_psn(), b.qp->next_send_psn());
   fill_pattern(a.buf(), 3000, 9);
   Sge sg{a.addr(), 3000, a.mr->lkey};
   SendWr w = write_wr(1, &sg, 1);
@@ -1026,8 +1026,8 @@ TEST(Srq, QpWithSrqConsumesItsReceives) {
   ASSERT_NE(aq, nullptr);
   a.qp = aq;
   b.qp = bq;
-  pr.connect(a, b, a.dev->config(), 0x500, 0x600);
-  pr.connect(b, a, b.dev->config(), 0x600, 0x500);
+  pr.connect(a, b, 0x500, 0x600);
+  pr.connect(b, a, 0x600, 0x500);
   ASSERT_EQ(bq->state(), QpState::Rts);
 
   // A QP on an SRQ takes no receives of its own.

@@ -58,47 +58,19 @@ struct Node {
   }
 };
 
-void ud_up(Device& d, Qp* q, uint32_t qkey) {
-  QpAttr a;
-  a.qp_state = QpState::Init;
-  a.qkey = qkey;
-  ASSERT_EQ(d.modify_qp(q, a, kAttrState | kAttrPkeyIndex | kAttrPort | kAttrQkey), 0);
-  a.qp_state = QpState::Rtr;
-  ASSERT_EQ(d.modify_qp(q, a, kAttrState), 0);
-  a.qp_state = QpState::Rts;
-  a.sq_psn = 0x123;
-  ASSERT_EQ(d.modify_qp(q, a, kAttrState | kAttrSqPsn), 0);
-}
+void ud_up(Device& d, Qp* q, uint32_t qkey) { ASSERT_EQ(test::ud_up(d, q, qkey, 0x123), 0); }
 
 // Connects an RC or UC QP to `peer` on `peer_dev`, sending from GID `sgid`.
-void connect(Device& d, Qp* q, const Device& peer_dev, const Qp* peer, uint8_t sgid, uint32_t dgid_index,
+void connect(Device& d, Qp* q, const Device& peer_dev, const Qp* peer, uint8_t sgid, int dgid_index,
              Mtu mtu = Mtu::M1024) {
-  const bool rc = q->init_attr().qp_type == QpType::RC;
-  QpAttr a;
-  a.qp_state = QpState::Init;
-  a.qp_access_flags = kRemoteWrite | kRemoteRead;
-  ASSERT_EQ(d.modify_qp(q, a, kAttrState | kAttrPkeyIndex | kAttrPort | kAttrAccessFlags), 0);
-  a.qp_state = QpState::Rtr;
-  a.path_mtu = mtu;
-  a.dest_qp_num = peer->qpn();
-  a.rq_psn = 0x500;
-  a.max_dest_rd_atomic = 4;
-  a.min_rnr_timer = 1;
-  a.ah_attr.dgid = peer_dev.config().gids[dgid_index];
-  a.ah_attr.dmac = peer_dev.config().mac;
-  a.ah_attr.sgid_index = sgid;
-  uint32_t m = kAttrState | kAttrAv | kAttrPathMtu | kAttrDestQpn | kAttrRqPsn;
-  if (rc) m |= kAttrMaxDestRdAtomic | kAttrMinRnrTimer;
-  ASSERT_EQ(d.modify_qp(q, a, m), 0);
-  a.qp_state = QpState::Rts;
-  a.sq_psn = 0x500;
-  a.timeout = 14;
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.max_rd_atomic = 4;
-  m = kAttrState | kAttrSqPsn;
-  if (rc) m |= kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry | kAttrMaxQpRdAtomic;
-  ASSERT_EQ(d.modify_qp(q, a, m), 0);
+  Path p;
+  p.mtu = mtu;
+  p.sq_psn = p.rq_psn = 0x500;
+  p.access = kRemoteWrite | kRemoteRead;
+  p.max_rd_atomic = 4;
+  p.sgid_index = sgid;
+  p.dgid_index = dgid_index;
+  ASSERT_EQ(connect_qp(d, q, peer_dev, *peer, p), 0);
 }
 
 // A UD send of one SGE to `qpn` through `ah`.

@@ -28,21 +28,13 @@
 #include "engine/engine.hpp"
 #include "proto/cm.hpp"
 #include "tests/fuzz/fuzz_input.hpp"
-#include "tests/support/fake_link.hpp"
+#include "tests/support/pair.hpp"
 
 using namespace uroce;
 using namespace uroce::engine;
 namespace pcm = uroce::proto::cm;
 
 namespace {
-
-#define CHECK(c)                                                                                   \
-  do {                                                                                             \
-    if (!(c)) {                                                                                    \
-      std::fprintf(stderr, "fuzz_cm_engine: invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__); \
-      std::abort();                                                                                \
-    }                                                                                              \
-  } while (0)
 
 constexpr uint32_t kMaxConns = 32;
 // Events seen over all runs, by type (the regression run prints them: how deep the inputs go).
@@ -51,16 +43,29 @@ constexpr uint32_t kMaxFramesPerProgress = 4 * kMaxConns + 64;
 
 using uroce::fuzz::Input;  // tests/fuzz/fuzz_input.hpp
 
-proto::Ip6 v4gid(uint8_t d) {
-  proto::Ip6 g{};
-  g[10] = g[11] = 0xFF;
-  g[12] = 198, g[13] = 18, g[14] = 0, g[15] = d;
-  return g;
+// Two Devices with the CM on, joined by the FakeLink (tests/support/pair.hpp, without QPs).
+test::PairOptions world_options() {
+  test::PairOptions o;
+  o.endpoints = false;
+  o.wire_frames = 512;
+  o.frame_cap = 2048;
+  o.config_a = [](Device::Config& c) {
+    c.seed = 1;
+    c.cm = true;
+    c.cm_max_conns = kMaxConns;
+    c.cm_timewait_ns = 10'000'000;
+  };
+  o.config_b = [a = o.config_a](Device::Config& c) {
+    a(c);
+    c.seed = 2;
+  };
+  return o;
 }
 
 struct World {
-  FakeWire wire{512, 2048, 1};
-  std::unique_ptr<Device> dev[2];
+  test::ConnectedPair pair{world_options()};
+  FakeWire& wire = pair.wire;
+  Device* dev[2] = {pair.a.dev.get(), pair.b.dev.get()};
   std::vector<uint32_t> ids[2];                      // ids each CM reported or returned
   std::vector<std::array<uint8_t, 256>> seen;        // MADs the CMs sent (mutation templates)
   uint32_t frames = 0;
@@ -68,14 +73,6 @@ struct World {
 
   World() {
     for (int s = 0; s < 2; ++s) {
-      Device::Config c;
-      c.mac = {0x02, 0, 0, 0, 0, uint8_t(0x0a + s)};
-      c.gid = v4gid(uint8_t(10 + s));
-      c.seed = uint64_t(s + 1);
-      c.cm = true;
-      c.cm_max_conns = kMaxConns;
-      c.cm_timewait_ns = 10'000'000;
-      dev[s] = std::make_unique<Device>(s ? wire.b() : wire.a(), wire.clock(), c);
       FakeLink& l = s ? wire.b() : wire.a();
       l.tap = [this](const uint8_t* d, uint32_t n) {
         ++frames;

@@ -1,5 +1,5 @@
 // Structure-aware fuzz target for the engine's protocol state machines: a connected pair of
-// Devices on the FakeLink (RC, UC or UD QPs, the path MTU and selective repeat on or off at both
+// Devices on the FakeLink (tests/support/pair.hpp; RC, UC or UD QPs, the path MTU and selective repeat on or off at both
 // ends, chosen by the input's first byte), driven by a sequence of actions decoded from the
 // input: forged
 // frames with a valid ICRC (any RC opcode, PSN near or far from the expected one, the real
@@ -28,138 +28,83 @@
 #include "proto/aeth.hpp"
 #include "proto/psn.hpp"
 #include "tests/fuzz/fuzz_input.hpp"
-#include "tests/support/fake_link.hpp"
+#include "tests/support/pair.hpp"
 
 using namespace uroce;
 using namespace uroce::engine;
+using uroce::test::canaries_intact;
+using uroce::test::ConnectedPair;
+using uroce::test::Endpoint;
+using uroce::test::PairOptions;
 
 namespace {
 
-#define CHECK(c)                                                                   \
-  do {                                                                             \
-    if (!(c)) {                                                                    \
-      std::fprintf(stderr, "fuzz_engine: invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__); \
-      std::abort();                                                                \
-    }                                                                              \
-  } while (0)
-
-constexpr size_t kMem = 1 << 16, kCanary = 64;
+constexpr size_t kMem = 1 << 16;
 constexpr uint32_t kMaxFramesPerProgress = 2048;  // far above what the limits allow (see below)
 
 using uroce::fuzz::Input;  // tests/fuzz/fuzz_input.hpp
 
-struct End {
-  std::unique_ptr<Device> dev;
-  Pd* pd = nullptr;
-  Cq* scq = nullptr;
-  Cq* rcq = nullptr;
-  Qp* qp = nullptr;
-  std::vector<uint8_t> mem = std::vector<uint8_t>(kMem + 2 * kCanary, 0xCC);
-  Mr* mr = nullptr;
-  Ah* ah = nullptr;             // UD: to the peer
+// What the target keeps of each end besides the pair's Endpoint.
+struct Track {
   std::vector<uint8_t> frozen;  // the buffer as it was when deregistered (mr == nullptr)
   uint64_t next_wr = 1, last_done = 0;
-  uint8_t* buf() { return mem.data() + kCanary; }
-  uint64_t addr() { return reinterpret_cast<uintptr_t>(buf()); }
 };
 
-struct World {
-  FakeWire wire{1024, 4352, 1};  // frames up to path MTU 4096 plus headers
-  End e[2];
-  uint32_t frames_out = 0;
-  Mtu mtu = Mtu::M1024;
-  QpType type = QpType::RC;
-
+PairOptions world_options(Mtu m, QpType t, bool sr) {
+  PairOptions o;
+  o.mtu = m;
+  o.qp_type = t;
+  o.mem = kMem;
+  o.wire_frames = 1024;
+  o.frame_cap = 4352;  // frames up to path MTU 4096 plus headers
+  o.cq_depth = 1024;
+  o.max_send_wr = o.max_recv_wr = 64;
+  o.max_inline_data = 64;
+  o.max_rd_atomic = 4;
+  o.timeout = 10;
+  o.retry_cnt = 3;
+  o.rnr_retry = 3;
+  if (t == QpType::UD) o.sq_psn_b = o.sq_psn_a;
   // sr: selective repeat on at both ends (docs/reliability.md: the responder keeps WRITE and
   // SEND packets after a gap, the requester resends only what is missing; RC only).
-  World(Mtu m, QpType t, bool sr) : mtu(m), type(t) {
-    for (int i = 0; i < 2; ++i) {
-      Device::Config c;
-      c.mac = {0x02, 0, 0, 0, 0, uint8_t(0x0a + i)};
-      c.gid[10] = c.gid[11] = 0xFF;
-      c.gid[12] = 198, c.gid[13] = 18, c.gid[14] = 0, c.gid[15] = uint8_t(10 + i);
-      c.seed = 11 + i;
-      c.max_mr = 64;  // small tables: each input builds a new world
-      c.max_qp = 8;
-      c.selective_repeat = sr;
-      FakeLink& l = i ? wire.b() : wire.a();
-      l.tap = [this](const uint8_t*, uint32_t) { ++frames_out; };
-      End& x = e[i];
-      x.dev = std::make_unique<Device>(l, wire.clock(), c);
-      x.pd = x.dev->alloc_pd();
-      x.scq = x.dev->create_cq(1024);
-      x.rcq = x.dev->create_cq(1024);
-      x.mr = x.dev->reg_mr(x.pd, x.buf(), kMem, kLocalWrite | kRemoteWrite | kRemoteRead | kRemoteAtomic);
-      QpInitAttr ia;
-      ia.pd = x.pd;
-      ia.send_cq = x.scq;
-      ia.recv_cq = x.rcq;
-      ia.cap.max_send_wr = 64;
-      ia.cap.max_recv_wr = 64;
-      ia.cap.max_inline_data = 64;
-      ia.qp_type = type;
-      x.qp = x.dev->create_qp(ia);
-      CHECK(x.qp != nullptr);
-    }
-    for (int i = 0; i < 2; ++i) {
-      if (type == QpType::UD) ud_up(e[i], e[1 - i]);
-      else connect(e[i], e[1 - i], 0x100 + 0x100 * i, 0x200 - 0x100 * i);
-    }
-  }
+  o.config_a = [sr](Device::Config& c) {
+    c.seed = 11;
+    c.max_mr = 64;  // small tables: each input builds a new world
+    c.max_qp = 8;
+    c.selective_repeat = sr;
+  };
+  o.config_b = [a = o.config_a](Device::Config& c) {
+    a(c);
+    c.seed = 12;
+  };
+  return o;
+}
 
-  void ud_up(End& self, End& peer) {
-    QpAttr a;
-    a.qp_state = QpState::Init;
-    a.qkey = 0x11111111;
-    CHECK(self.dev->modify_qp(self.qp, a, kAttrState | kAttrPkeyIndex | kAttrPort | kAttrQkey) == 0);
-    a.qp_state = QpState::Rtr;
-    CHECK(self.dev->modify_qp(self.qp, a, kAttrState) == 0);
-    a.qp_state = QpState::Rts;
-    a.sq_psn = 0x100;
-    CHECK(self.dev->modify_qp(self.qp, a, kAttrState | kAttrSqPsn) == 0);
-    AddressVector av;
-    av.dgid = peer.dev->config().gid;
-    av.dmac = peer.dev->config().mac;
-    self.ah = self.dev->create_ah(self.pd, av);
-    CHECK(self.ah != nullptr);
-  }
+struct World {
+  ConnectedPair pair;
+  Track track[2];
+  uint32_t frames_out = 0;
+  Mtu mtu;
+  QpType type;
 
-  void connect(End& self, End& peer, uint32_t my_psn, uint32_t peer_psn) {
-    QpAttr a;
-    a.qp_state = QpState::Init;
-    a.qp_access_flags = kRemoteWrite | kRemoteRead | kRemoteAtomic;
-    CHECK(self.dev->modify_qp(self.qp, a, kAttrState | kAttrPkeyIndex | kAttrPort | kAttrAccessFlags) == 0);
-    const bool rc = type == QpType::RC;
-    a.qp_state = QpState::Rtr;
-    a.path_mtu = mtu;
-    a.dest_qp_num = peer.qp->qpn();
-    a.rq_psn = peer_psn;
-    a.max_dest_rd_atomic = 4;
-    a.min_rnr_timer = 1;
-    a.ah_attr.dgid = peer.dev->config().gid;
-    a.ah_attr.dmac = peer.dev->config().mac;
-    CHECK(self.dev->modify_qp(self.qp, a, kAttrState | kAttrAv | kAttrPathMtu | kAttrDestQpn | kAttrRqPsn |
-                                             (rc ? kAttrMaxDestRdAtomic | kAttrMinRnrTimer : 0)) == 0);
-    a.qp_state = QpState::Rts;
-    a.sq_psn = my_psn;
-    a.timeout = 10;
-    a.retry_cnt = 3;
-    a.rnr_retry = 3;
-    a.max_rd_atomic = 4;
-    CHECK(self.dev->modify_qp(self.qp, a, kAttrState | kAttrSqPsn |
-                                             (rc ? kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry | kAttrMaxQpRdAtomic : 0)) == 0);
+  World(Mtu m, QpType t, bool sr) : pair(world_options(m, t, sr)), mtu(m), type(t) {
+    CHECK(pair.setup_error == 0);
+    for (int i = 0; i < 2; ++i) pair.link(i).tap = [this](const uint8_t*, uint32_t) { ++frames_out; };
   }
+  Endpoint& e(int i) { return pair.end(i); }
 
-  void check(End& x) {
-    for (size_t i = 0; i < kCanary; ++i) CHECK(x.mem[i] == 0xCC && x.mem[x.mem.size() - 1 - i] == 0xCC);
-    if (!x.mr) CHECK(std::memcmp(x.buf(), x.frozen.data(), kMem) == 0);
+  void check(int who) {
+    Endpoint& x = e(who);
+    Track& t = track[who];
+    CHECK(canaries_intact(x));
+    if (!x.mr) CHECK(std::memcmp(x.buf(), t.frozen.data(), kMem) == 0);
     Wc wc[16];
     uint32_t n;
     while ((n = x.scq->poll(wc, 16)) > 0)
       for (uint32_t i = 0; i < n; ++i) {
         CHECK(uint32_t(wc[i].status) <= uint32_t(WcStatus::GeneralErr));
-        CHECK(wc[i].wr_id > x.last_done && wc[i].wr_id < x.next_wr);  // posting order
-        x.last_done = wc[i].wr_id;
+        CHECK(wc[i].wr_id > t.last_done && wc[i].wr_id < t.next_wr);  // posting order
+        t.last_done = wc[i].wr_id;
       }
     while ((n = x.rcq->poll(wc, 16)) > 0)
       for (uint32_t i = 0; i < n; ++i) CHECK(uint32_t(wc[i].status) <= uint32_t(WcStatus::GeneralErr));
@@ -167,14 +112,14 @@ struct World {
 
   void progress(int who) {
     frames_out = 0;
-    e[who].dev->progress();
+    e(who).dev->progress();
     CHECK(frames_out <= kMaxFramesPerProgress);
   }
 
-  // A frame as e[from]'s QP would send it to e[to]'s QP, with fields from the input.
+  // A frame as the other end's QP would send it to e(to)'s QP, with fields from the input.
   void forge(Input& in, int to) {
-    End& dst = e[to];
-    End& src = e[1 - to];
+    Endpoint& dst = e(to);
+    Endpoint& src = e(1 - to);
     static constexpr uint8_t kOps[] = {0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B,
                                        0x0C, 0x0D, 0x0E, 0x0F, 0x10, 0x11, 0x12, 0x13, 0x14, 0x16, 0x17,
                                        0x20, 0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28, 0x29, 0x2A, 0x2B,
@@ -217,21 +162,22 @@ struct World {
     p.payload = {payload, plen};
     std::vector<uint8_t> f(proto::frame_len(p));
     if (!proto::build(p, f).ok()) return;
-    (to ? wire.b() : wire.a()).inject(f.data(), uint32_t(f.size()));
+    pair.link(to).inject(f.data(), uint32_t(f.size()));
   }
 
   void post(Input& in, int who) {
-    End& x = e[who];
+    Endpoint& x = e(who);
+    Track& t = track[who];
     static constexpr WrOpcode kOps[] = {WrOpcode::RdmaWrite, WrOpcode::RdmaWriteWithImm, WrOpcode::Send,
                                         WrOpcode::SendWithImm, WrOpcode::RdmaRead, WrOpcode::AtomicCmpSwp,
                                         WrOpcode::AtomicFetchAdd};
-    End& peer = e[1 - who];
+    Endpoint& peer = e(1 - who);
     const uint8_t sel = in.u8();
     Sge sge{x.addr() + (in.u16() % kMem), uint32_t(in.u16() % 9000), x.mr ? x.mr->lkey : in.u32()};
     if (sel & 0x40) sge.lkey = in.u32();
     if (sge.addr + sge.length > x.addr() + kMem) sge.length = uint32_t(x.addr() + kMem - sge.addr);
     SendWr wr;
-    wr.wr_id = x.next_wr;
+    wr.wr_id = t.next_wr;
     wr.opcode = kOps[sel % std::size(kOps)];
     wr.send_flags = kSendSignaled;
     wr.sg_list = &sge;
@@ -250,19 +196,19 @@ struct World {
       wr.remote_qpn = (sel & 0x20) ? in.u32() & 0xFFFFFF : peer.qp->qpn();
       wr.remote_qkey = (sel & 0x10) ? in.u32() : 0x80000000u;
     }
-    if (x.dev->post_send(x.qp, wr) == 0) ++x.next_wr;
+    if (x.dev->post_send(x.qp, wr) == 0) ++t.next_wr;
     Sge rs{x.addr() + (in.u16() % kMem), 0, x.mr ? x.mr->lkey : 1};
     rs.length = uint32_t(std::min<uint64_t>(in.u16() % 9000, x.addr() + kMem - rs.addr));
-    RecvWr rw{x.next_wr, &rs, 1};
+    RecvWr rw{t.next_wr, &rs, 1};
     x.dev->post_recv(x.qp, rw);
   }
 
   void toggle_mr(int who) {
-    End& x = e[who];
+    Endpoint& x = e(who);
     if (x.mr) {
       CHECK(x.dev->dereg_mr(x.mr) == 0);
       x.mr = nullptr;
-      x.frozen.assign(x.buf(), x.buf() + kMem);
+      track[who].frozen.assign(x.buf(), x.buf() + kMem);
     } else {
       x.mr = x.dev->reg_mr(x.pd, x.buf(), kMem, kLocalWrite | kRemoteWrite | kRemoteRead | kRemoteAtomic);
       CHECK(x.mr != nullptr);
@@ -293,7 +239,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 0: case 1: w.forge(in, who); break;
       case 2: w.post(in, who); break;
       case 3: w.toggle_mr(who); break;
-      case 4: w.wire.clock().advance(uint64_t(in.u16()) * 1000); break;
+      case 4: w.pair.wire.clock().advance(uint64_t(in.u16()) * 1000); break;
       default: break;
     }
     const int rounds = 1 + in.u8() % 4;
@@ -301,8 +247,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       w.progress(0);
       w.progress(1);
     }
-    w.check(w.e[0]);
-    w.check(w.e[1]);
+    w.check(0);
+    w.check(1);
   }
   return 0;
 }

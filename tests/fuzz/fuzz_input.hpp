@@ -1,8 +1,20 @@
-// A fuzz input read as a stream of little-endian values; past its end every read is 0, so a
-// target can take what it needs from any input, however short.
+// What the structure-aware fuzz targets (fuzz_engine.cpp, fuzz_cm_engine.cpp) share: a fuzz
+// input read as a stream of little-endian values (past its end every read is 0, so a target can
+// take what it needs from any input, however short), and CHECK, which aborts on a broken
+// invariant (libFuzzer and the regression programs report the abort).
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+#define CHECK(c)                                                                                \
+  do {                                                                                          \
+    if (!(c)) {                                                                                 \
+      std::fprintf(stderr, "invariant failed: %s (%s:%d)\n", #c, __FILE__, __LINE__);          \
+      std::abort();                                                                             \
+    }                                                                                           \
+  } while (0)
 
 namespace uroce::fuzz {
 

@@ -23,28 +23,18 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 import driver  # noqa: E402  (tests/support/driver.py)
 
-SOCK = "/tmp/uroce-memif.sock"
+SOCK = driver.SOCK
+log = driver.log
 children = driver.Children(grace=5, echo=lambda line: log(line))
 procs = children.procs
-netns_up = False
 args = None
-
-
-def log(*a):
-    print(*a, flush=True)
+netns = None   # driver.Netns of --netns, made in main()
 
 
 def cleanup():
-    global netns_up
     children.stop_all()
     driver.remove(SOCK)
-    if netns_up:
-        subprocess.run([args.netns, "down"], check=False)
-        netns_up = False
-
-
-def on_term(signum, frame):
-    raise SystemExit(f"terminated by signal {signum}")
+    netns.down()
 
 
 def start(cmd, out):
@@ -144,14 +134,12 @@ def scenario_memif_client_first():
               ["--test", "write", "-s", "65536", "-n", "200"], "memif-client-first", client_first=True)
 
 
-NSA = ["ip", "netns", "exec", "uroce-a"]
-NSB = ["ip", "netns", "exec", "uroce-b"]
+NSA = driver.NSA
+NSB = driver.NSB
 
 
 def ns_up():
-    global netns_up
-    subprocess.run([args.netns, "up"], check=True)
-    netns_up = True
+    netns.up()
 
 
 def scenario_veth_ops():
@@ -563,7 +551,7 @@ SCENARIOS = {
 
 
 def main():
-    global args
+    global args, netns
     ap = argparse.ArgumentParser()
     ap.add_argument("--perf", required=True)
     ap.add_argument("--configs", required=True)
@@ -571,11 +559,11 @@ def main():
     ap.add_argument("--dissect", default="uroce-dissect")
     ap.add_argument("scenario", choices=sorted(SCENARIOS))
     args = ap.parse_args()
+    netns = driver.Netns(args.netns)
     if os.geteuid() != 0:
         print("skipped: needs root (DPDK vdevs, network namespaces)")
         return 77
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, on_term)
+    driver.exit_on_signals()
     try:
         SCENARIOS[args.scenario]()
         log(f"{args.scenario}: PASS")

@@ -12,7 +12,6 @@ directories are cleaned up on every exit (tests/support/driver.py). One JSON lin
 usage: rdmacm_test.py --root REPO --lib liburoce-verbs.so --cmlib liburoce-rdmacm.so
                       [--results FILE] [--api-test BIN] memif|veth|perftest|api
 """
-import argparse
 import os
 import re
 import signal
@@ -23,23 +22,10 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 import driver  # noqa: E402  (tests/support/driver.py)
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--root", required=True)
-ap.add_argument("--lib", required=True)
-ap.add_argument("--cmlib", required=True)
-ap.add_argument("--results", default="")
-ap.add_argument("--api-test", default="")
-ap.add_argument("--vanish", default="", help="tests/rdmacm/vanish.cpp's binary (scenario vanish)")
-ap.add_argument("scenario")
-args = ap.parse_args()
-
-ROOT = args.root
-RUN = os.path.join(ROOT, "scripts", "uroce-run")
-NETNS = os.path.join(ROOT, "scripts", "netns-pair")
-CFG = os.path.join(ROOT, "config")
-SOCK = "/tmp/uroce-memif.sock"
-children = driver.Children()
-netns = driver.Netns(NETNS)
+suite = driver.Suite([(["--cmlib"], {"required": True}), (["--api-test"], {"default": ""}),
+                     (["--vanish"], {"default": "", "help": "tests/rdmacm/vanish.cpp's binary (scenario vanish)"})])
+args = suite.args
+children, netns, cleanup, record = suite.children, suite.netns, suite.cleanup, suite.record
 LOGDIR = "/tmp"
 # The server's address on each link (the uroce endpoint's own, not the kernel's).
 SERVER_IP = {"memif": "198.19.0.1", "veth": "198.18.0.12"}
@@ -59,16 +45,6 @@ VANISH_S = 30
 
 
 log = driver.log
-
-
-def cleanup():
-    children.stop_all()
-    driver.remove_stale_shim_runtime_dirs()
-    netns.down()
-
-
-driver.on_signals(cleanup)
-
 failures = []
 
 
@@ -77,10 +53,6 @@ def check(cond, msg):
         failures.append(msg)
         log("FAIL:", msg)
     return cond
-
-
-def record(entry):
-    driver.append_json(args.results, entry)
 
 
 def next_port():
@@ -95,7 +67,7 @@ def wrap(link, side, cmd):
                     ("veth-a.conf", ["ip", "netns", "exec", "uroce-a"])
     else:
         conf, pre = ("memif-server.conf" if side == "server" else "memif-client.conf"), []
-    return pre + [RUN, "--config", os.path.join(CFG, conf), "--no-device-view", "--"] + cmd
+    return pre + [suite.run, "--config", suite.config(conf), "--no-device-view", "--"] + cmd
 
 
 def env():

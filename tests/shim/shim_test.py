@@ -8,7 +8,6 @@ memif socket, namespaces, DPDK runtime directories), also when it fails.
 usage: shim_test.py --root REPO --lib liburoce-verbs.so [--results FILE] [--cxx-test BIN] SCENARIO
 (--cxx-test: shim_data_test for scenario cxx, api_sweep for scenario sweep)
 """
-import argparse
 import os
 import re
 import subprocess
@@ -18,40 +17,11 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 import driver  # noqa: E402  (tests/support/driver.py)
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--root", required=True)
-ap.add_argument("--lib", required=True)
-ap.add_argument("--results", default="")
-ap.add_argument("--cxx-test", default="")
-ap.add_argument("scenario")
-args = ap.parse_args()
-
-ROOT = args.root
-RUN = os.path.join(ROOT, "scripts", "uroce-run")
-NETNS = os.path.join(ROOT, "scripts", "netns-pair")
-CFG = os.path.join(ROOT, "config")
-SOCK = "/tmp/uroce-memif.sock"
-NSA = ["ip", "netns", "exec", "uroce-a"]
-NSB = ["ip", "netns", "exec", "uroce-b"]
-children = driver.Children()
-netns = driver.Netns(NETNS)
+suite = driver.Suite([(["--cxx-test"], {"default": ""})])
+args = suite.args
+children, netns, cleanup, record = suite.children, suite.netns, suite.cleanup, suite.record
 port_counter = [19000 + (os.getpid() % 500) * 2]
-
-
 log = driver.log
-
-
-def cleanup():
-    children.stop_all()
-    driver.remove_stale_shim_runtime_dirs()
-    netns.down()
-
-
-driver.on_signals(cleanup)
-
-
-def record(entry):
-    driver.append_json(args.results, entry)
 
 
 def start(cmd, out):
@@ -75,11 +45,11 @@ def wrap(link, side, cmd):
     """The command line for one side: namespace (veth) and uroce-run with that side's config."""
     if link == "veth":
         conf = "veth-b.conf" if side == "server" else "veth-a.conf"
-        pre = NSB if side == "server" else NSA
+        pre = driver.NSB if side == "server" else driver.NSA
     else:
         conf = "memif-server.conf" if side == "server" else "memif-client.conf"
         pre = []
-    return pre + [RUN, "--config", os.path.join(CFG, conf), "--"] + cmd
+    return pre + [suite.run, "--config", suite.config(conf), "--"] + cmd
 
 
 def dev(link, side):
@@ -95,7 +65,7 @@ def peer_addr(link):
 def wait_memif_socket(server, t=10):
     t0 = time.time()
     while time.time() - t0 < t:
-        if "@" + SOCK in open("/proc/net/unix").read():
+        if "@" + driver.SOCK in open("/proc/net/unix").read():
             return True
         if server.poll() is not None:
             return False
@@ -106,7 +76,7 @@ def wait_memif_socket(server, t=10):
 def wait_listen(link, port, server, t=15):
     """perftest's server opens the device, then listens on TCP `port`."""
     t0 = time.time()
-    pre = NSB if link == "veth" else []
+    pre = driver.NSB if link == "veth" else []
     while time.time() - t0 < t:
         out = subprocess.run(pre + ["ss", "-ltnH"], capture_output=True, text=True).stdout
         if re.search(r":%d\b" % port, out):
@@ -189,15 +159,15 @@ def run_pingpong(link, server_side_ns, opts, timeout=40, tool="ibv_rc_pingpong")
     port = next_port()
     if link == "veth":
         if server_side_ns == "b":
-            spre, cpre, sconf, cconf, sdev, cdev, peer = NSB, NSA, "veth-b.conf", "veth-a.conf", "uroce-veth-b", "uroce-veth-a", "198.18.0.2"
+            spre, cpre, sconf, cconf, sdev, cdev, peer = driver.NSB, driver.NSA, "veth-b.conf", "veth-a.conf", "uroce-veth-b", "uroce-veth-a", "198.18.0.2"
         else:
-            spre, cpre, sconf, cconf, sdev, cdev, peer = NSA, NSB, "veth-a.conf", "veth-b.conf", "uroce-veth-a", "uroce-veth-b", "198.18.0.1"
+            spre, cpre, sconf, cconf, sdev, cdev, peer = driver.NSA, driver.NSB, "veth-a.conf", "veth-b.conf", "uroce-veth-a", "uroce-veth-b", "198.18.0.1"
     else:
         spre, cpre, sconf, cconf, sdev, cdev, peer = [], [], "memif-server.conf", "memif-client.conf", "uroce-memif-s", "uroce-memif-c", "127.0.0.1"
     gid = [] if "-g" in opts else ["-g", "1"]
     base = [tool] + gid + ["-p", str(port)] + opts
-    scmd = spre + [RUN, "--config", os.path.join(CFG, sconf), "--"] + base + ["-d", sdev]
-    ccmd = cpre + [RUN, "--config", os.path.join(CFG, cconf), "--"] + base + ["-d", cdev, peer]
+    scmd = spre + [suite.run, "--config", suite.config(sconf), "--"] + base + ["-d", sdev]
+    ccmd = cpre + [suite.run, "--config", suite.config(cconf), "--"] + base + ["-d", cdev, peer]
     tag = "%s %s %s (server in %s)" % (link, tool, " ".join(opts), server_side_ns)
     sf = open("/tmp/uroce-shim-server.log", "w+")
     cf = open("/tmp/uroce-shim-client.log", "w+")
@@ -365,9 +335,9 @@ def sc_cxx():
     exe = args.cxx_test
     sf = open("/tmp/uroce-shim-server.log", "w+")
     cf = open("/tmp/uroce-shim-client.log", "w+")
-    s = start(NSB + [RUN, "--config", os.path.join(CFG, "veth-b.conf"), "--", exe, "--port", str(port)], sf)
+    s = start(driver.NSB + [suite.run, "--config", suite.config("veth-b.conf"), "--", exe, "--port", str(port)], sf)
     wait_listen("veth", port, s)
-    c = start(NSA + [RUN, "--config", os.path.join(CFG, "veth-a.conf"), "--", exe, "--port", str(port),
+    c = start(driver.NSA + [suite.run, "--config", suite.config("veth-a.conf"), "--", exe, "--port", str(port),
                      "198.18.0.2"], cf)
     crc = finish(c, 60)
     src = finish(s, 10)
@@ -385,7 +355,7 @@ def sc_sweep():
     """api_sweep (--cxx-test): every libibverbs export on one uroce device, in namespace uroce-a."""
     ns_up()
     out = open("/tmp/uroce-shim-sweep.log", "w+")
-    p = start(NSA + [RUN, "--config", os.path.join(CFG, "veth-a.conf"), "--", args.cxx_test], out)
+    p = start(driver.NSA + [suite.run, "--config", suite.config("veth-a.conf"), "--", args.cxx_test], out)
     rc = finish(p, 100)
     out.seek(0)
     text = out.read()

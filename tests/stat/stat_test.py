@@ -15,12 +15,10 @@ timeout). Needs root; exits 77 (skip) otherwise.
 
 usage: stat_test.py --root REPO --perf BUILD/bench/uroce-perf --lib liburoce-verbs.so SCENARIO
 """
-import argparse
 import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -29,25 +27,14 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 import driver  # noqa: E402  (tests/support/driver.py)
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--root", required=True)
-ap.add_argument("--perf", required=True)
-ap.add_argument("--lib", default="")
-ap.add_argument("scenario", choices=["perf", "shim"])
-args = ap.parse_args()
-
-ROOT = args.root
-STAT = os.path.join(ROOT, "tools", "stat", "uroce-stat")
-RUN = os.path.join(ROOT, "scripts", "uroce-run")
-CFG = os.path.join(ROOT, "config")
-SOCK = "/tmp/uroce-memif.sock"
-children = driver.Children(grace=5, echo=lambda line: log(line))
+suite = driver.Suite([(["--perf"], {"required": True})], lib_required=False, results=False, scenarios=["perf", "shim"],
+                     grace=5, echo=lambda line: log(line), remove_sock=True, signals=False)
+args = suite.args
+STAT = os.path.join(suite.root, "tools", "stat", "uroce-stat")
+children, cleanup = suite.children, suite.cleanup
 procs = children.procs
+log = driver.log
 failures = []
-
-
-def log(*a):
-    print(*a, flush=True)
 
 
 def check(cond, msg):
@@ -55,16 +42,6 @@ def check(cond, msg):
     if not cond:
         failures.append(msg)
     return cond
-
-
-def cleanup():
-    children.stop_all()
-    driver.remove(SOCK)
-    driver.remove_stale_shim_runtime_dirs()
-
-
-def on_term(signum, frame):
-    raise SystemExit(f"terminated by signal {signum}")
 
 
 def start(cmd, out, env=None):
@@ -84,7 +61,7 @@ def wait_for(pred, t, what, alive=()):
 
 
 def memif_listening():
-    return "@" + SOCK in open("/proc/net/unix").read()
+    return "@" + driver.SOCK in open("/proc/net/unix").read()
 
 
 def stat(*words, timeout=30):
@@ -180,10 +157,10 @@ def sc_perf():
     perf = args.perf
     # Far more data than the checks need: the pair is killed once they are done.
     opts = ["--test", "write", "-s", "65536", "-n", "100000000", "--timeout", "100"]
-    s = start([perf, "--config", os.path.join(CFG, "memif-server.conf")] + opts, "/tmp/uroce-stat-s.log")
+    s = start([perf, "--config", suite.config("memif-server.conf")] + opts, "/tmp/uroce-stat-s.log")
     if not check(wait_for(memif_listening, 15, "the memif socket", [s]), "server listens"):
         return
-    c = start([perf, "--config", os.path.join(CFG, "memif-client.conf")] + opts + ["127.0.0.1"],
+    c = start([perf, "--config", suite.config("memif-client.conf")] + opts + ["127.0.0.1"],
               "/tmp/uroce-stat-c.log")
     pids = {s.pid, c.pid}
     # Both QPs connected (the client's and the server's), in RTS.
@@ -250,13 +227,13 @@ def sc_shim():
     env = dict(os.environ, UROCE_VERBS_LIB=args.lib)
     port = str(19600 + os.getpid() % 300)
     opts = ["-p", port, "-s", "65536", "-D", "20"]
-    s = start([RUN, "--config", os.path.join(CFG, "memif-server.conf"), "--", "ib_write_bw", "-d", "uroce-memif-s"] + opts,
+    s = start([suite.run, "--config", suite.config("memif-server.conf"), "--", "ib_write_bw", "-d", "uroce-memif-s"] + opts,
               "/tmp/uroce-stat-shim-s.log", env)
     listening = lambda: memif_listening() and re.search(r":%s\b" % port, subprocess.run(
         ["ss", "-ltnH"], capture_output=True, text=True).stdout) is not None
     if not check(wait_for(listening, 20, "ib_write_bw server", [s]), "ib_write_bw server listens"):
         return
-    c = start([RUN, "--config", os.path.join(CFG, "memif-client.conf"), "--", "ib_write_bw", "-d", "uroce-memif-c"] + opts +
+    c = start([suite.run, "--config", suite.config("memif-client.conf"), "--", "ib_write_bw", "-d", "uroce-memif-c"] + opts +
               ["127.0.0.1"], "/tmp/uroce-stat-shim-c.log", env)
     # uroce-run execs the program: the perftest processes keep these pids.
     pids = {s.pid, c.pid}
@@ -281,7 +258,7 @@ def main():
     if os.geteuid() != 0:
         log("needs root: skip")
         sys.exit(77)
-    signal.signal(signal.SIGTERM, on_term)
+    driver.exit_on_signals()
     try:
         cleanup()
         {"perf": sc_perf, "shim": sc_shim}[args.scenario]()

@@ -1,12 +1,14 @@
 """What the Python test drivers share (tests/shim, tests/port, tests/stat, tests/ucx,
-tests/rdmacm, scripts/learn.py): their child processes and what those leave behind, the
-namespace pair, their output and their JSON result lines.
+tests/rdmacm, tests/dissect, scripts/learn.py): their command line and paths (`Suite`), their
+child processes and what those leave behind, the namespace pair, their output and their JSON
+result lines.
 
 Every child runs in a process group of its own (start_new_session), so that stopping it stops
 whatever it started too (uroce-run -> unshare -> the program; ip netns exec -> the program).
 A driver keeps one `Children`, calls `stop_all()` from its cleanup, and its cleanup runs on
 every exit: normal end, failure, SIGTERM from meson's timeout, Ctrl-C (`on_signals`).
 """
+import argparse
 import glob
 import json
 import os
@@ -115,3 +117,62 @@ class Netns:
         if self.is_up:
             subprocess.run([self.script, "down"], check=False)
             self.is_up = False
+
+
+SOCK = "/tmp/uroce-memif.sock"   # the memif socket of config/memif-*.conf
+NSA = ["ip", "netns", "exec", "uroce-a"]   # a command prefix: run in namespace uroce-a
+NSB = ["ip", "netns", "exec", "uroce-b"]
+
+
+def exit_on_signals():
+    """SIGTERM (meson's timeout) and SIGINT raise SystemExit, so that the driver's `finally`
+    runs its cleanup (the drivers that call their cleanup themselves)."""
+    def handler(signum, frame):
+        raise SystemExit(f"terminated by signal {signum}")
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+
+
+class Suite:
+    """The prologue of a suite driver that runs uroce programs from a source tree.
+
+    The command line: --root REPO (required), --lib (liburoce-verbs.so; required unless
+    lib_required is False), --results FILE (one JSON line per run, if `results`), SCENARIO (one
+    of `scenarios`, if given), then the driver's own `options`: (flags, argparse keywords) pairs.
+    Then the paths below --root (run: scripts/uroce-run, config(NAME): config/NAME), the
+    driver's `children` (grace, echo: as Children), the namespace pair `netns` and cleanup():
+    every child stopped, the memif socket removed (if remove_sock), the DPDK runtime directories
+    of dead shim processes removed, the namespaces down. With `signals`, SIGTERM and SIGINT run
+    cleanup() and exit (on_signals)."""
+
+    def __init__(self, options=(), lib_required=True, results=True, scenarios=None, grace=0.0, echo=None,
+                 remove_sock=False, signals=True):
+        ap = argparse.ArgumentParser()
+        ap.add_argument("--root", required=True)
+        ap.add_argument("--lib", required=lib_required, default="")
+        if results:
+            ap.add_argument("--results", default="")
+        ap.add_argument("scenario", choices=scenarios)
+        for flags, kw in options:
+            ap.add_argument(*flags, **kw)
+        self.args = ap.parse_args()
+        self.root = self.args.root
+        self.run = os.path.join(self.root, "scripts", "uroce-run")
+        self.children = Children(grace, echo)
+        self.netns = Netns(os.path.join(self.root, "scripts", "netns-pair"))
+        self.remove_sock = remove_sock
+        if signals:
+            on_signals(self.cleanup)
+
+    def config(self, name):
+        return os.path.join(self.root, "config", name)
+
+    def cleanup(self):
+        self.children.stop_all()
+        if self.remove_sock:
+            remove(SOCK)
+        remove_stale_shim_runtime_dirs()
+        self.netns.down()
+
+    def record(self, entry):
+        append_json(getattr(self.args, "results", ""), entry)

@@ -30,7 +30,6 @@ also when a run fails. Results: one JSON line per run appended to --results.
 
 usage: ucx_test.py --root REPO --lib liburoce-verbs.so [--results FILE] [--mpi-check BIN] SCENARIO [LINK]
 """
-import argparse
 import glob
 import json
 import os
@@ -44,23 +43,10 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 import driver  # noqa: E402  (tests/support/driver.py)
 
-ap = argparse.ArgumentParser()
-ap.add_argument("--root", required=True)
-ap.add_argument("--lib", required=True)
-ap.add_argument("--results", default="")
-ap.add_argument("--mpi-check", default="")
-ap.add_argument("scenario")
-ap.add_argument("link", nargs="?", default="memif")
-args = ap.parse_args()
-
-ROOT = args.root
-RUN = os.path.join(ROOT, "scripts", "uroce-run")
-NETNS = os.path.join(ROOT, "scripts", "netns-pair")
-CFG = os.path.join(ROOT, "config")
+suite = driver.Suite([(["--mpi-check"], {"default": ""}), (["link"], {"nargs": "?", "default": "memif"})])
+args = suite.args
+children, netns, cleanup, record = suite.children, suite.netns, suite.cleanup, suite.record
 HERE = os.path.dirname(os.path.abspath(__file__))
-SOCK = "/tmp/uroce-memif.sock"
-children = driver.Children()
-netns = driver.Netns(NETNS)
 
 # UCP tests (UCX chooses the transports among UCX_TLS): tag matching, put, get (RDMA READ on
 # rc_verbs), active messages.
@@ -87,18 +73,6 @@ def kill_procs():
     driver.remove_stale_shim_runtime_dirs()
 
 
-def cleanup():
-    kill_procs()
-    netns.down()
-
-
-driver.on_signals(cleanup)
-
-
-def record(entry):
-    driver.append_json(args.results, entry)
-
-
 def env(extra):
     e = dict(os.environ, UROCE_VERBS_LIB=args.lib)
     e.update(extra)
@@ -116,7 +90,7 @@ def finish(p, timeout):
 def side_config(conf):
     """config/CONF with the device named DEV, in /tmp."""
     out = "/tmp/uroce-ucx-" + conf
-    with open(os.path.join(CFG, conf)) as f, open(out, "w") as g:
+    with open(suite.config(conf)) as f, open(out, "w") as g:
         for l in f:
             g.write(f"name = {DEV}\n" if re.match(r"\s*name\s*=", l) else l)
     return out
@@ -131,7 +105,7 @@ def side_cmd(link, side, cmd, uroce=True):
     else:
         pre = []
         conf = "memif-server.conf" if side == "server" else "memif-client.conf"
-    run = [RUN, "--config", side_config(conf), "--"] if uroce else []
+    run = [suite.run, "--config", side_config(conf), "--"] if uroce else []
     return pre + run + ["taskset", "-c", core] + cmd
 
 
@@ -197,7 +171,7 @@ def scenario_info():
     if os.path.exists("/dev/infiniband") or os.path.exists("/sys/class/infiniband"):
         log("SKIP-CHECK: this host has /dev/infiniband or /sys/class/infiniband of its own")
     e = {"UCX_LOG_LEVEL": "debug"}
-    p = subprocess.run([RUN, "--config", os.path.join(CFG, "memif-server.conf"), "--", "ucx_info", "-d"],
+    p = subprocess.run([suite.run, "--config", suite.config("memif-server.conf"), "--", "ucx_info", "-d"],
                        capture_output=True, text=True, timeout=60, env=env(e))
     out = p.stdout + p.stderr
     fails = []
@@ -295,7 +269,7 @@ def scenario_mpi():
     return fails
 
 
-LAB = os.environ.get("RXE_LAB", os.path.join(ROOT, "..", "shared", "rxe-lab", "rxe-lab.sh"))
+LAB = os.environ.get("RXE_LAB", os.path.join(suite.root, "..", "shared", "rxe-lab", "rxe-lab.sh"))
 LAB_SHARE = os.path.join(os.environ.get("RXE_LAB_DIR", "/var/tmp/rxe-lab"), "share")
 RXE_TESTS = [("tag_lat", 8, 300), ("tag_bw", 65536, 100), ("ucp_put_bw", 65536, 100), ("ucp_get", 65536, 100),
              ("ucp_am_lat", 8, 300)]
@@ -338,7 +312,7 @@ def scenario_rxe():
     # The lab's guest NIC carries jumbo frames and rxe0's active MTU is 4096: uroce's side runs with
     # path MTU 4096 too (and the tap at 9000). UD has no path MTU negotiation: each side sends
     # datagrams as large as its own port's MTU, and a smaller MTU on one side drops the other's.
-    conf = os.path.join(CFG, "rxe-lab-4096.conf")
+    conf = suite.config("rxe-lab-4096.conf")
     port = 13337
     try:
         b = lab(["build"], timeout=1200)
@@ -351,7 +325,7 @@ def scenario_rxe():
         subprocess.run(["ip", "netns", "exec", "roce-lab", "ip", "link", "set", "tap-rxe", "mtu", "9000"], check=True)
         lab(["guest", "ip link set eth0 mtu 9000"], timeout=30)
         ucx_into_lab()
-        host = ["ip", "netns", "exec", "roce-lab", RUN, "--config", conf, "--", "ucx_perftest"]
+        host = ["ip", "netns", "exec", "roce-lab", suite.run, "--config", conf, "--", "ucx_perftest"]
         for tname, tls in RXE_TLS:
             for test, size, iters in RXE_TESTS:
                 if tname == "ud_verbs" and RXE_UD_TESTS is not None and test not in RXE_UD_TESTS:
