@@ -1,9 +1,11 @@
 // The IB connection manager (CM) of one device: it owns QP 1 (the GSI), speaks the CM MADs of
 // proto/cm.hpp as UD SEND_ONLY datagrams to the peer's QP 1, and keeps one connection object per
 // communication ID with an explicit state (IBA vol. 1 chapter 12; the Linux kernel's cm.c uses
-// the same names). The library (liburoce-rdmacm, not built yet) drives it through the calls
-// below and polls its events; the CM itself never touches a data QP: it carries QP numbers and
-// PSNs between the two sides, and the library moves its QPs through INIT, RTR and RTS.
+// the same names). The rdma_cm library (liburoce-rdmacm, verbs_shim/rdmacm/) drives it through
+// the calls below and polls its events; the CM itself never touches a data QP: it carries QP
+// numbers and PSNs between the two sides, and the library moves its QPs through INIT, RTR and
+// RTS. The files: cm.cpp (bookkeeping, sending, timers), cm_calls.cpp (the library's calls),
+// cm_receive.cpp (the MADs received), cm_util.hpp (helpers they share).
 //
 //   active side                                   passive side
 //   connect() ---- REQ ---------------------->    [listen()] REQ_RCVD, event ReqReceived
@@ -245,8 +247,10 @@ class Manager {
  private:
   Conn* get(uint32_t id);
   Conn* new_conn(State s);
+  Conn* new_active(State s, uint64_t service_id, const Peer& peer, uint8_t max_retries);
   void free_conn(uint32_t id);
   Conn* get_from(uint32_t id, const proto::Packet& p);
+  Conn* get_pair(uint32_t id, uint32_t remote_id, const proto::Packet& p);
   Conn* find_remote(uint32_t remote_id, const proto::Ip6& peer_gid);
   Conn* find_listener(uint64_t service_id);
   void push(Event&& e);

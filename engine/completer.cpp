@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "engine/engine.hpp"
+#include "engine/roles.hpp"
 #include "engine/sge.hpp"
 #include "proto/aeth.hpp"
 #include "proto/psn.hpp"
@@ -23,7 +23,7 @@ namespace {
 void made_progress(Device& dev, Qp& qp, uint32_t psn) {
   qp.tx.retries_left = qp.attrs.retry_cnt;
   qp.tx.last_progress_ns = dev.step_ns();
-  requester::acked_through(dev, qp, psn);
+  recovery::acked_through(dev, qp, psn);
 }
 
 // Selective repeat: READ responses that came ahead of the next one expected (qp.hpp, rd_held:
@@ -60,10 +60,10 @@ void reissue(Device& dev, Qp& qp, SendWqe& w) {
     ++qp.ctr.naks_ignored;
     return;
   }
-  if (requester::selective(dev, qp)) {
+  if (recovery::selective(dev, qp)) {
     // Only this request again (what follows it arrived), a READ for the missing part only.
-    if (!requester::reissue_read(dev, qp, w, w.wr.opcode == WrOpcode::RdmaRead ? held_from(qp, w) : 0)) return;
-  } else if (!requester::restart_for_gap(dev, qp, again)) return;
+    if (!recovery::reissue_read(dev, qp, w, w.wr.opcode == WrOpcode::RdmaRead ? held_from(qp, w) : 0)) return;
+  } else if (!recovery::restart_for_gap(dev, qp, again)) return;
   qp.tx.read_retry_psn = again;
   ++qp.ctr.implied_naks;
 }
@@ -131,7 +131,7 @@ void complete_acked(Device& dev, Qp& qp, uint32_t psn, bool inclusive) {
     if (probing && inclusive && t.probe_oldest && psn == t.probe_psn && !t.sq.empty()) {
       const SendWqe& head = t.sq.front();
       if (head.started && !head.is_read_or_atomic() && (head.next_pkt > head.rcvd_pkts || t.send_idx > 0))
-        requester::restart_for_gap(dev, qp, psn_add(head.first_psn, head.rcvd_pkts));
+        recovery::restart_for_gap(dev, qp, psn_add(head.first_psn, head.rcvd_pkts));
     }
   }
 }
@@ -197,7 +197,7 @@ CompState read_response(Device& dev, Qp& qp, const proto::Packet& p) {
     earlier_lost(dev, qp, target);
     // Selective repeat: the responses of this READ are kept (in order within it); it
     // completes when the earlier one does.
-    if (requester::selective(dev, qp) && !t.sq.empty() && &t.sq.front() != target &&
+    if (recovery::selective(dev, qp) && !t.sq.empty() && &t.sq.front() != target &&
         keep_later(dev, qp, *target, p))
       return CompState::Idle;
     return CompState::Ghost;
@@ -205,7 +205,7 @@ CompState read_response(Device& dev, Qp& qp, const proto::Packet& p) {
   SendWqe& w = t.sq.front();
   const int32_t d = psn_diff(p.psn, w.first_psn);
   if (d < 0 || uint32_t(d) >= w.npkts || uint32_t(d) < w.rcvd_pkts) return CompState::Ghost;
-  const bool sr = requester::selective(dev, qp);
+  const bool sr = recovery::selective(dev, qp);
   if (uint32_t(d) > w.rcvd_pkts) {
     // A gap: responses were lost. Ask again for the rest, once per gap. With selective
     // repeat this one is placed and kept (its offset follows from its PSN) and only the part
@@ -268,7 +268,7 @@ CompState atomic_ack(Device& dev, Qp& qp, const proto::Packet& p) {
   if (!target) return CompState::Ghost;
   complete_acked(dev, qp, p.psn, false);
   if (!t.sq.empty() && &t.sq.front() != target) earlier_lost(dev, qp, target);
-  if (requester::selective(dev, qp) && !t.sq.empty() && &t.sq.front() != target && keep_later(dev, qp, *target, p))
+  if (recovery::selective(dev, qp) && !t.sq.empty() && &t.sq.front() != target && keep_later(dev, qp, *target, p))
     return CompState::Idle;
   if (t.sq.empty() || &t.sq.front() != target || target->rcvd_pkts) return CompState::Ghost;
   SendWqe& w = t.sq.front();
@@ -318,7 +318,7 @@ void on_response(Device& dev, Qp& qp, const proto::Packet& p) {
       case CompState::Ack:
         ++qp.ctr.acks_rcvd;
         complete_acked(dev, qp, p.psn, true);
-        requester::resend_answered(dev, qp, p.psn);
+        recovery::resend_answered(dev, qp, p.psn);
         s = CompState::Idle;
         break;
       case CompState::RnrNak:
@@ -331,7 +331,7 @@ void on_response(Device& dev, Qp& qp, const proto::Packet& p) {
         } else {
           t.rnr_until_ns = dev.step_ns() + uint64_t(proto::rnr_timer_us(syn.value)) * 1000;
           t.req_state = ReqState::WaitRnr;
-          requester::go_back_n(qp, p.psn);
+          recovery::go_back_n(qp, p.psn);
           s = CompState::Idle;
         }
         break;
@@ -347,14 +347,14 @@ void on_response(Device& dev, Qp& qp, const proto::Packet& p) {
           s = CompState::Error;
         } else {
           ++qp.ctr.rcvd_seq_err;
-          if (requester::same_gap(dev, qp, p.psn)) {
+          if (recovery::same_gap(dev, qp, p.psn)) {
             ++qp.ctr.naks_ignored;  // the same gap, before our resend could have been answered
             s = CompState::Idle;
           } else if (!qp_ops::take_retry(qp)) {
             qp_ops::fail_wqe(qp, t.sq.front(), WcStatus::RetryExcErr);
             s = CompState::Error;
           } else {
-            requester::restart_for_gap(dev, qp, p.psn);
+            recovery::restart_for_gap(dev, qp, p.psn);
             s = CompState::Idle;
           }
         }

@@ -5,14 +5,13 @@
 //
 // Single-threaded by design: every call, including progress(), comes from one thread. No
 // locks (the one exception, telemetry(), is a mailbox other threads post to and progress()
-// answers: engine/telemetry.hpp). Queues, responder resources and transmit buffers are sized when a QP is created:
-// modify_qp, posting and progress() allocate nothing.
+// answers: engine/telemetry.hpp). Queues, responder resources and transmit buffers are sized
+// when a QP is created: modify_qp, posting and progress() allocate nothing.
 //
-// The files (docs/architecture.md): device.cpp (resources), qp.cpp (QP state shared by the
-// roles), qp_modify.cpp (the state machine of ibv_modify_qp), post.cpp, progress.cpp (the
-// polling loop and receive dispatch), tx.cpp, requester.cpp, completer.cpp, responder.cpp,
-// sge.cpp (scatter/gather), wc.hpp (completions), param.hpp (every limit and default), cm.cpp
-// (the connection manager on QP 1).
+// This header is the public API (what the port, the verbs shim, the tools and the benches use).
+// The roles' internals (requester, completer, responder, loss recovery, the QP operations they
+// share) are declared in engine/roles.hpp, which only engine/*.cpp include; the files are
+// listed in docs/engine.md.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -24,6 +23,7 @@
 #include "engine/qp.hpp"
 #include "engine/resources.hpp"
 #include "engine/telemetry.hpp"
+#include "engine/tx.hpp"
 #include "engine/types.hpp"
 #include "proto/packet.hpp"
 
@@ -32,28 +32,6 @@ namespace uroce::engine {
 namespace cm {
 class Manager;  // the connection manager on QP 1 (engine/cm.hpp)
 }
-
-// The link's transmit side as the roles see it: frames are built into link buffers and
-// handed over in batches (tx.cpp).
-class Tx {
- public:
-  explicit Tx(Link& link) : link_(link) {}
-  // Builds `p` into a link buffer (counted on `qp`); false when the link has none now.
-  // `local`: the destination is this device's own address (loopback): the frame never goes
-  // on the wire; the next progress() receives it.
-  bool emit(Qp& qp, const proto::Packet& p, bool local = false);
-  void flush();
-  bool pending() const { return n_ != 0; }
-  // Loopback frames waiting to be received (the caller releases each to the link).
-  size_t take_loopback(PacketBuf* out, size_t max);
-
- private:
-  Link& link_;
-  std::array<PacketBuf, param::kTxBatch> bufs_{};
-  size_t n_ = 0;
-  std::array<PacketBuf, param::kLoopbackRing> loop_{};
-  size_t loop_head_ = 0, loop_n_ = 0;
-};
 
 class Device {
  public:
@@ -166,7 +144,7 @@ class Device {
   // The connection manager, or nullptr when Config::cm is off.
   cm::Manager* cm() { return cm_.get(); }
 
-  // ---- For the roles (engine/*.cpp) ----
+  // ---- For the roles (engine/*.cpp, engine/roles.hpp) ----
   const MrTable& mrs() const { return mrs_; }
   Clock& clock() { return clock_; }
   Tx& tx() { return tx_; }
@@ -204,55 +182,5 @@ class Device {
   SnapshotMailbox telemetry_;              // telemetry requests from other threads
   std::unique_ptr<cm::Manager> cm_;        // QP 1, when Config::cm is on
 };
-
-// ---- The roles and the QP operations they share (engine-internal) ----------------------------
-namespace requester {
-void run(Device& dev, Qp& qp);                 // send what the window and limits allow
-void check_timers(Device& dev, Qp& qp);        // the retransmission (ACK) timer
-void go_back_n(Qp& qp, uint32_t psn);          // resend from `psn`
-// Loss recovery (docs/reliability.md). restart_for_gap: a sequence NAK or an implied NAK for
-// `psn`: resend from there, unless a resend from `psn` was started less than an answer time ago
-// (then the NAK is ignored and counted; false). begin_resend: the restart itself (the QP timer
-// uses it too). acked_through: the responder answered up to `psn` (progress): the probe timer
-// starts again and the RTT is sampled. answer_time_ns: about when a resend can be answered.
-bool restart_for_gap(Device& dev, Qp& qp, uint32_t psn);
-bool same_gap(Device& dev, const Qp& qp, uint32_t psn);  // a restart from `psn` is on its way
-void begin_resend(Device& dev, Qp& qp, uint32_t psn);
-void acked_through(Device& dev, Qp& qp, uint32_t psn);
-uint64_t answer_time_ns(const Device& dev, const Qp& qp);
-uint32_t window(const Device& dev, const Qp& qp);  // PSNs a QP may have in flight now
-// Selective repeat (docs/reliability.md; only when selective(): the config says on, RC).
-// selective_resend: resend `psn` and what the responder cannot have kept after it (a restart
-// for a gap does this instead of go-back-N). reissue_read: a READ asks again for its responses
-// from the first missing one up to packet `upto` (0: to the end). resend_answered: an ACK up to
-// `psn` came (checks the answer to a selective resend).
-bool selective(const Device& dev, const Qp& qp);
-void selective_resend(Device& dev, Qp& qp, uint32_t psn);
-bool reissue_read(Device& dev, Qp& qp, SendWqe& w, uint32_t upto);
-void resend_answered(Device& dev, Qp& qp, uint32_t psn);
-bool resolve_sges(Device& dev, Qp& qp, SendWqe& w);  // false: LOC_PROT_ERR, the QP is in ERR
-}  // namespace requester
-namespace completer {
-void on_response(Device& dev, Qp& qp, const proto::Packet& p);  // ACK/NAK, READ response, atomic ACK
-}  // namespace completer
-namespace responder {
-void on_request(Device& dev, Qp& qp, const proto::Packet& p);    // RC and UC
-void on_datagram(Device& dev, Qp& qp, const proto::Packet& p);   // UD
-void send_responses(Device& dev, Qp& qp);      // READ responses and atomic ACKs owed, in order
-bool flush_ack(Device& dev, Qp& qp);           // a coalesced ACK, once no response is owed
-}  // namespace responder
-namespace qp_ops {
-void set_error(Qp& qp);                        // to ERR: stop, flush every outstanding WR
-void flush(Qp& qp);
-void complete_wqe(Qp& qp, WcStatus st);        // retire the oldest send WQE
-void fail_wqe(Qp& qp, SendWqe& w, WcStatus st);  // `w` completes with `st`, the QP goes to ERR
-bool take_retry(Qp& qp);                       // false: retry_cnt exhausted (7 = infinite)
-bool take_rnr_retry(Qp& qp);                   // false: rnr_retry exhausted (7 = infinite)
-void reset(Qp& qp);
-void build_template(Qp& qp, const Device& dev);
-// The addresses and ports of a frame from `src` (a GID of this device) to `av`; DSCP from the
-// AV's traffic class, ECN from the device (Device::Config::ecn).
-void address(proto::Packet& t, const Device& dev, const proto::Ip6& src, const AddressVector& av);
-}  // namespace qp_ops
 
 }  // namespace uroce::engine

@@ -3,7 +3,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "engine/engine.hpp"
+#include "engine/roles.hpp"
 
 namespace uroce::engine {
 

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "engine/cm.hpp"
-#include "engine/engine.hpp"
+#include "engine/roles.hpp"
 
 namespace uroce::engine {
 
@@ -33,7 +33,7 @@ bool Device::progress() {
     did |= responder::flush_ack(*this, qp);
     if (s == QpState::Rts || s == QpState::Sqd) {
       const uint64_t before = qp.ctr.sent_pkts;
-      requester::check_timers(*this, qp);
+      recovery::check_timers(*this, qp);
       requester::run(*this, qp);
       did |= qp.ctr.sent_pkts != before;
     }

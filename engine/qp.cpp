@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "engine/engine.hpp"
+#include "engine/roles.hpp"
 #include "engine/wc.hpp"
 #include "proto/entropy.hpp"
 

@@ -4,7 +4,7 @@
 #include <cerrno>
 #include <span>
 
-#include "engine/engine.hpp"
+#include "engine/roles.hpp"
 #include "proto/psn.hpp"
 
 namespace uroce::engine {

@@ -107,6 +107,8 @@ void write_req(const Req& r, ReqView<uint8_t> v) {
   copy_in(r.private_data, v.private_data());
 }
 
+// Each CM message but the SIDR ones starts with the two communication IDs; every one ends with
+// its private data. The rest, field by field: read_fields() and write_fields() for each.
 template <typename M, template <typename> class View>
 void read_ids(View<const uint8_t> v, M& m) {
   m.local_comm_id = v.local_comm_id();
@@ -118,98 +120,135 @@ void write_ids(const M& m, View<uint8_t> v) {
   v.set_remote_comm_id(m.remote_comm_id);
 }
 
+void read_fields(MraView<const uint8_t> v, Mra& m) {
+  read_ids(v, m);
+  m.message_mraed = v.message_mraed();
+  m.service_timeout = v.service_timeout();
+}
+void write_fields(const Mra& m, MraView<uint8_t> v) {
+  write_ids(m, v);
+  v.set_message_mraed(m.message_mraed);
+  v.set_service_timeout(m.service_timeout);
+}
+
+void read_fields(RejView<const uint8_t> v, Rej& m) {
+  read_ids(v, m);
+  m.message_rejected = v.message_rejected();
+  m.rejected_info_length = v.rejected_info_length();
+  m.reason = v.reason();
+  copy_out(v.ari(), m.ari);
+}
+void write_fields(const Rej& m, RejView<uint8_t> v) {
+  write_ids(m, v);
+  v.set_message_rejected(m.message_rejected);
+  v.set_rejected_info_length(m.rejected_info_length);
+  v.set_reason(m.reason);
+  copy_in(m.ari, v.ari());
+}
+
+void read_fields(RepView<const uint8_t> v, Rep& m) {
+  read_ids(v, m);
+  m.local_qkey = v.local_qkey();
+  m.local_qpn = v.local_qpn();
+  m.local_eecn = v.local_eecn();
+  m.starting_psn = v.starting_psn();
+  m.responder_resources = v.responder_resources();
+  m.initiator_depth = v.initiator_depth();
+  m.target_ack_delay = v.target_ack_delay();
+  m.failover_accepted = v.failover_accepted();
+  m.end_to_end_flow_control = v.end_to_end_flow_control();
+  m.rnr_retry_count = v.rnr_retry_count();
+  m.srq = v.srq();
+  m.local_ca_guid = v.local_ca_guid();
+}
+void write_fields(const Rep& m, RepView<uint8_t> v) {
+  write_ids(m, v);
+  v.set_local_qkey(m.local_qkey);
+  v.set_local_qpn(m.local_qpn);
+  v.set_local_eecn(m.local_eecn);
+  v.set_starting_psn(m.starting_psn);
+  v.set_responder_resources(m.responder_resources);
+  v.set_initiator_depth(m.initiator_depth);
+  v.set_target_ack_delay(m.target_ack_delay);
+  v.set_failover_accepted(m.failover_accepted);
+  v.set_end_to_end_flow_control(m.end_to_end_flow_control);
+  v.set_rnr_retry_count(m.rnr_retry_count);
+  v.set_srq(m.srq);
+  v.set_local_ca_guid(m.local_ca_guid);
+}
+
+// RTU and DREP: the two IDs only.
+void read_fields(RtuView<const uint8_t> v, Rtu& m) { read_ids(v, m); }
+void write_fields(const Rtu& m, RtuView<uint8_t> v) { write_ids(m, v); }
+void read_fields(DrepView<const uint8_t> v, Drep& m) { read_ids(v, m); }
+void write_fields(const Drep& m, DrepView<uint8_t> v) { write_ids(m, v); }
+
+void read_fields(DreqView<const uint8_t> v, Dreq& m) {
+  read_ids(v, m);
+  m.remote_qpn = v.remote_qpn();
+}
+void write_fields(const Dreq& m, DreqView<uint8_t> v) {
+  write_ids(m, v);
+  v.set_remote_qpn(m.remote_qpn);
+}
+
+void read_fields(SidrReqView<const uint8_t> v, SidrReq& m) {
+  m.request_id = v.request_id();
+  m.pkey = v.pkey();
+  m.service_id = v.service_id();
+}
+void write_fields(const SidrReq& m, SidrReqView<uint8_t> v) {
+  v.set_request_id(m.request_id);
+  v.set_pkey(m.pkey);
+  v.set_service_id(m.service_id);
+}
+
+void read_fields(SidrRepView<const uint8_t> v, SidrRep& m) {
+  m.request_id = v.request_id();
+  m.status = v.status();
+  m.info_length = v.info_length();
+  m.qpn = v.qpn();
+  m.service_id = v.service_id();
+  m.qkey = v.qkey();
+  copy_out(v.info(), m.info);
+}
+void write_fields(const SidrRep& m, SidrRepView<uint8_t> v) {
+  v.set_request_id(m.request_id);
+  v.set_status(m.status);
+  v.set_info_length(m.info_length);
+  v.set_qpn(m.qpn);
+  v.set_service_id(m.service_id);
+  v.set_qkey(m.qkey);
+  copy_in(m.info, v.info());
+}
+
+// Message M read through its view V: its fields, then its private data.
+template <template <typename> class V, typename M>
+M read_as(const uint8_t* p) {
+  V<const uint8_t> v(p);
+  M m;
+  read_fields(v, m);
+  copy_out(v.private_data(), m.private_data);
+  return m;
+}
+
 // Reads the message after the header; Ok or BadInfoLength.
 Error read_message(uint16_t attr, const uint8_t* p, Message& out) {
   switch (Attr(attr)) {
     case Attr::Req: out = read_req(ReqView<const uint8_t>(p)); return Error::Ok;
-    case Attr::Mra: {
-      MraView<const uint8_t> v(p);
-      Mra m;
-      read_ids(v, m);
-      m.message_mraed = v.message_mraed();
-      m.service_timeout = v.service_timeout();
-      copy_out(v.private_data(), m.private_data);
-      out = m;
-      return Error::Ok;
-    }
+    case Attr::Mra: out = read_as<MraView, Mra>(p); return Error::Ok;
     case Attr::Rej: {
-      RejView<const uint8_t> v(p);
-      Rej m;
-      read_ids(v, m);
-      m.message_rejected = v.message_rejected();
-      m.rejected_info_length = v.rejected_info_length();
-      m.reason = v.reason();
-      copy_out(v.ari(), m.ari);
-      copy_out(v.private_data(), m.private_data);
+      const Rej m = read_as<RejView, Rej>(p);
       out = m;
       return m.rejected_info_length <= RejView<const uint8_t>::kAriSize ? Error::Ok : Error::BadInfoLength;
     }
-    case Attr::Rep: {
-      RepView<const uint8_t> v(p);
-      Rep m;
-      read_ids(v, m);
-      m.local_qkey = v.local_qkey();
-      m.local_qpn = v.local_qpn();
-      m.local_eecn = v.local_eecn();
-      m.starting_psn = v.starting_psn();
-      m.responder_resources = v.responder_resources();
-      m.initiator_depth = v.initiator_depth();
-      m.target_ack_delay = v.target_ack_delay();
-      m.failover_accepted = v.failover_accepted();
-      m.end_to_end_flow_control = v.end_to_end_flow_control();
-      m.rnr_retry_count = v.rnr_retry_count();
-      m.srq = v.srq();
-      m.local_ca_guid = v.local_ca_guid();
-      copy_out(v.private_data(), m.private_data);
-      out = m;
-      return Error::Ok;
-    }
-    case Attr::Rtu: {
-      RtuView<const uint8_t> v(p);
-      Rtu m;
-      read_ids(v, m);
-      copy_out(v.private_data(), m.private_data);
-      out = m;
-      return Error::Ok;
-    }
-    case Attr::Dreq: {
-      DreqView<const uint8_t> v(p);
-      Dreq m;
-      read_ids(v, m);
-      m.remote_qpn = v.remote_qpn();
-      copy_out(v.private_data(), m.private_data);
-      out = m;
-      return Error::Ok;
-    }
-    case Attr::Drep: {
-      DrepView<const uint8_t> v(p);
-      Drep m;
-      read_ids(v, m);
-      copy_out(v.private_data(), m.private_data);
-      out = m;
-      return Error::Ok;
-    }
-    case Attr::SidrReq: {
-      SidrReqView<const uint8_t> v(p);
-      SidrReq m;
-      m.request_id = v.request_id();
-      m.pkey = v.pkey();
-      m.service_id = v.service_id();
-      copy_out(v.private_data(), m.private_data);
-      out = m;
-      return Error::Ok;
-    }
+    case Attr::Rep: out = read_as<RepView, Rep>(p); return Error::Ok;
+    case Attr::Rtu: out = read_as<RtuView, Rtu>(p); return Error::Ok;
+    case Attr::Dreq: out = read_as<DreqView, Dreq>(p); return Error::Ok;
+    case Attr::Drep: out = read_as<DrepView, Drep>(p); return Error::Ok;
+    case Attr::SidrReq: out = read_as<SidrReqView, SidrReq>(p); return Error::Ok;
     case Attr::SidrRep: {
-      SidrRepView<const uint8_t> v(p);
-      SidrRep m;
-      m.request_id = v.request_id();
-      m.status = v.status();
-      m.info_length = v.info_length();
-      m.qpn = v.qpn();
-      m.service_id = v.service_id();
-      m.qkey = v.qkey();
-      copy_out(v.info(), m.info);
-      copy_out(v.private_data(), m.private_data);
+      const SidrRep m = read_as<SidrRepView, SidrRep>(p);
       out = m;
       return m.info_length <= SidrRepView<const uint8_t>::kInfoSize ? Error::Ok : Error::BadInfoLength;
     }
@@ -220,74 +259,25 @@ Error read_message(uint16_t attr, const uint8_t* p, Message& out) {
   return Error::UnknownAttribute;
 }
 
+// The message's view type, for the writer.
+template <typename M> struct ViewOf;
+template <> struct ViewOf<Mra> { using T = MraView<uint8_t>; };
+template <> struct ViewOf<Rej> { using T = RejView<uint8_t>; };
+template <> struct ViewOf<Rep> { using T = RepView<uint8_t>; };
+template <> struct ViewOf<Rtu> { using T = RtuView<uint8_t>; };
+template <> struct ViewOf<Dreq> { using T = DreqView<uint8_t>; };
+template <> struct ViewOf<Drep> { using T = DrepView<uint8_t>; };
+template <> struct ViewOf<SidrReq> { using T = SidrReqView<uint8_t>; };
+template <> struct ViewOf<SidrRep> { using T = SidrRepView<uint8_t>; };
+
+// Writes the message after the header: its fields, then its private data.
 struct Writer {
   uint8_t* p;
   void operator()(const Req& m) const { write_req(m, ReqView<uint8_t>(p)); }
-  void operator()(const Mra& m) const {
-    MraView<uint8_t> v(p);
-    write_ids(m, v);
-    v.set_message_mraed(m.message_mraed);
-    v.set_service_timeout(m.service_timeout);
-    copy_in(m.private_data, v.private_data());
-  }
-  void operator()(const Rej& m) const {
-    RejView<uint8_t> v(p);
-    write_ids(m, v);
-    v.set_message_rejected(m.message_rejected);
-    v.set_rejected_info_length(m.rejected_info_length);
-    v.set_reason(m.reason);
-    copy_in(m.ari, v.ari());
-    copy_in(m.private_data, v.private_data());
-  }
-  void operator()(const Rep& m) const {
-    RepView<uint8_t> v(p);
-    write_ids(m, v);
-    v.set_local_qkey(m.local_qkey);
-    v.set_local_qpn(m.local_qpn);
-    v.set_local_eecn(m.local_eecn);
-    v.set_starting_psn(m.starting_psn);
-    v.set_responder_resources(m.responder_resources);
-    v.set_initiator_depth(m.initiator_depth);
-    v.set_target_ack_delay(m.target_ack_delay);
-    v.set_failover_accepted(m.failover_accepted);
-    v.set_end_to_end_flow_control(m.end_to_end_flow_control);
-    v.set_rnr_retry_count(m.rnr_retry_count);
-    v.set_srq(m.srq);
-    v.set_local_ca_guid(m.local_ca_guid);
-    copy_in(m.private_data, v.private_data());
-  }
-  void operator()(const Rtu& m) const {
-    RtuView<uint8_t> v(p);
-    write_ids(m, v);
-    copy_in(m.private_data, v.private_data());
-  }
-  void operator()(const Dreq& m) const {
-    DreqView<uint8_t> v(p);
-    write_ids(m, v);
-    v.set_remote_qpn(m.remote_qpn);
-    copy_in(m.private_data, v.private_data());
-  }
-  void operator()(const Drep& m) const {
-    DrepView<uint8_t> v(p);
-    write_ids(m, v);
-    copy_in(m.private_data, v.private_data());
-  }
-  void operator()(const SidrReq& m) const {
-    SidrReqView<uint8_t> v(p);
-    v.set_request_id(m.request_id);
-    v.set_pkey(m.pkey);
-    v.set_service_id(m.service_id);
-    copy_in(m.private_data, v.private_data());
-  }
-  void operator()(const SidrRep& m) const {
-    SidrRepView<uint8_t> v(p);
-    v.set_request_id(m.request_id);
-    v.set_status(m.status);
-    v.set_info_length(m.info_length);
-    v.set_qpn(m.qpn);
-    v.set_service_id(m.service_id);
-    v.set_qkey(m.qkey);
-    copy_in(m.info, v.info());
+  template <typename M>
+  void operator()(const M& m) const {
+    typename ViewOf<M>::T v(p);
+    write_fields(m, v);
     copy_in(m.private_data, v.private_data());
   }
 };
