@@ -119,6 +119,22 @@ bool set_fault(EndpointConfig& c, bool rx, bool tx, const std::string& kind, con
   return true;
 }
 
+// The keys that take a number in a range (the transport's knobs), answered "bad KEY (LO..HI)".
+struct RangeKey {
+  const char* key;
+  uint32_t lo, hi;
+  uint32_t EndpointConfig::* field;
+};
+const RangeKey kRangeKeys[] = {
+    {"cnp_interval_us", 0, param::kCnpIntervalMaxUs, &EndpointConfig::cnp_interval_us},
+    {"cm_timewait_ms", 0, param::kCmTimewaitMaxMs, &EndpointConfig::cm_timewait_ms},
+    {"cm_max_conns", 1, param::kCmMaxConnsMax, &EndpointConfig::cm_max_conns},
+    {"max_unacked_psns", 1, param::kMaxUnackedPsnsMax, &EndpointConfig::max_unacked_psns},
+    {"ack_req_every", 1, param::kAckReqEveryMax, &EndpointConfig::ack_req_every},
+    {"ack_every", 0, param::kAckEveryMax, &EndpointConfig::ack_every},
+    {"probe_floor_us", 0, param::kProbeFloorMaxUs, &EndpointConfig::probe_floor_us},
+};
+
 // Sets one key. False with `msg` when the value is bad; `unknown` when there is no such key.
 bool set_key(EndpointConfig& c, const std::string& key, const std::string& val, std::string& msg, bool& unknown) {
   unknown = false;
@@ -130,6 +146,13 @@ bool set_key(EndpointConfig& c, const std::string& key, const std::string& val, 
   msg = m;
   return false;
   };
+  for (const RangeKey& r : kRangeKeys) {
+    if (key != r.key) continue;
+    if (!parse_u32(val, u) || u < r.lo || u > r.hi)
+      return fail("bad " + key + " (" + std::to_string(r.lo) + ".." + std::to_string(r.hi) + ")");
+    c.*r.field = u;
+    return true;
+  }
   if (key == "name") {
     c.name = val;
   } else if (key == "eal") {
@@ -189,18 +212,6 @@ bool set_key(EndpointConfig& c, const std::string& key, const std::string& val, 
     else if (val == "ect0") c.ecn = 2;
     else if (val == "ect1") c.ecn = 1;
     else return fail("ecn is off, ect0 or ect1");
-  } else if (key == "cnp_interval_us") {
-    if (!parse_u32(val, u) || u > param::kCnpIntervalMaxUs)
-      return fail("bad cnp_interval_us (0.." + std::to_string(param::kCnpIntervalMaxUs) + ")");
-    c.cnp_interval_us = u;
-  } else if (key == "cm_timewait_ms") {
-    if (!parse_u32(val, u) || u > param::kCmTimewaitMaxMs)
-      return fail("bad cm_timewait_ms (0.." + std::to_string(param::kCmTimewaitMaxMs) + ")");
-    c.cm_timewait_ms = u;
-  } else if (key == "cm_max_conns") {
-    if (!parse_u32(val, u) || u < 1 || u > param::kCmMaxConnsMax)
-      return fail("bad cm_max_conns (1.." + std::to_string(param::kCmMaxConnsMax) + ")");
-    c.cm_max_conns = u;
   } else if (key == "cm_mra_timeout" || key == "cm_response_timeout") {
     if (!parse_u32(val, u) || u > param::kCmMaxTimeoutExp)
       return fail("bad " + key + " (0.." + std::to_string(param::kCmMaxTimeoutExp) + ": 4.096 us * 2^N)");
@@ -208,22 +219,6 @@ bool set_key(EndpointConfig& c, const std::string& key, const std::string& val, 
   } else if (key == "cm_max_retries") {
     if (!parse_u32(val, u) || u > 15) return fail("bad cm_max_retries (0..15)");
     c.cm_max_retries = uint8_t(u);
-  } else if (key == "max_unacked_psns") {
-    if (!parse_u32(val, u) || u < 1 || u > param::kMaxUnackedPsnsMax)
-      return fail("bad max_unacked_psns (1.." + std::to_string(param::kMaxUnackedPsnsMax) + ")");
-    c.max_unacked_psns = u;
-  } else if (key == "ack_req_every") {
-    if (!parse_u32(val, u) || u < 1 || u > param::kAckReqEveryMax)
-      return fail("bad ack_req_every (1.." + std::to_string(param::kAckReqEveryMax) + ")");
-    c.ack_req_every = u;
-  } else if (key == "ack_every") {
-    if (!parse_u32(val, u) || u > param::kAckEveryMax)
-      return fail("bad ack_every (0.." + std::to_string(param::kAckEveryMax) + ")");
-    c.ack_every = u;
-  } else if (key == "probe_floor_us") {
-    if (!parse_u32(val, u) || u > param::kProbeFloorMaxUs)
-      return fail("bad probe_floor_us (0.." + std::to_string(param::kProbeFloorMaxUs) + ")");
-    c.probe_floor_us = u;
   } else if (key == "selective_repeat") {
     if (!parse_bool(val, c.selective_repeat)) return fail("selective_repeat is on or off");
   } else if (key == "cnp_dscp") {

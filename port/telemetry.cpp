@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "engine/engine.hpp"
@@ -170,18 +171,15 @@ int cmd_qp(const char*, const char* params, rte_tel_data* d) {
     rte_tel_data_add_dict_string(d, "type", type_name(q.type));
     rte_tel_data_add_dict_string(d, "state", std::string(engine::qp_state_name(q.state)).c_str());
     rte_tel_data_add_dict_string(d, "remote_gid", q.remote_gid.c_str());
-    rte_tel_data_add_dict_u64(d, "path_mtu", q.path_mtu);
-    rte_tel_data_add_dict_u64(d, "sq_psn", q.sq_psn);
-    rte_tel_data_add_dict_u64(d, "rq_psn", q.rq_psn);
-    rte_tel_data_add_dict_u64(d, "acked_psn", q.acked_psn);
-    rte_tel_data_add_dict_u64(d, "sq_outstanding", q.sq_outstanding);
-    rte_tel_data_add_dict_u64(d, "rq_outstanding", q.rq_outstanding);
-    rte_tel_data_add_dict_u64(d, "rd_atomic_inflight", q.rd_atomic_inflight);
-    rte_tel_data_add_dict_u64(d, "timeout", q.timeout);
-    rte_tel_data_add_dict_u64(d, "retry_cnt", q.retry_cnt);
-    rte_tel_data_add_dict_u64(d, "retries_left", q.retries_left);
-    rte_tel_data_add_dict_u64(d, "rnr_retry", q.rnr_retry);
-    rte_tel_data_add_dict_u64(d, "rnr_retries_left", q.rnr_retries_left);
+    const std::pair<const char*, uint64_t> numbers[] = {
+        {"path_mtu", q.path_mtu},   {"sq_psn", q.sq_psn},
+        {"rq_psn", q.rq_psn},       {"acked_psn", q.acked_psn},
+        {"sq_outstanding", q.sq_outstanding}, {"rq_outstanding", q.rq_outstanding},
+        {"rd_atomic_inflight", q.rd_atomic_inflight}, {"timeout", q.timeout},
+        {"retry_cnt", q.retry_cnt}, {"retries_left", q.retries_left},
+        {"rnr_retry", q.rnr_retry}, {"rnr_retries_left", q.rnr_retries_left},
+    };
+    for (const auto& [name, value] : numbers) rte_tel_data_add_dict_u64(d, name, value);
     rte_tel_data_add_dict_string(d, "requester", std::string(q.req_state).c_str());
     rte_tel_data_add_dict_string(d, "completer", std::string(q.comp_state).c_str());
     rte_tel_data_add_dict_string(d, "responder", std::string(q.resp_state).c_str());

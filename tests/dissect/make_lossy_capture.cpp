@@ -25,7 +25,7 @@
 #include "proto/aeth.hpp"
 #include "proto/bytes.hpp"
 #include "proto/opcode.hpp"
-#include "tests/support/harness.hpp"
+#include "tests/support/pair.hpp"
 
 using namespace uroce;
 using namespace uroce::test;
@@ -73,7 +73,11 @@ int main(int argc, char** argv) {
   o.seed = argc == 3 ? std::strtoull(argv[2], nullptr, 0) : kSeed;  // another seed: another pattern of loss
   o.timeout = 10;       // local ACK timeout 4.096 us * 2^10 = 4.2 ms
   o.min_rnr_timer = 1;  // B's RNR NAKs ask for 10 us
-  Pair pr(o);
+  ConnectedPair pr(o);
+  if (pr.setup_error) {
+    std::fprintf(stderr, "make_lossy_capture: the pair did not come up (%s)\n", pr.failed_step);
+    return 1;
+  }
   std::vector<Captured> cap;
   // Which frames the fault stage dropped: it decides after the tap has seen a frame, so a
   // link's drop counter that grew since its previous frame was tapped means that frame was lost.

@@ -259,12 +259,7 @@ TEST_P(AccessTest, NakRemoteAccessErrorBothQpsToErrNothingWritten) {
   ASSERT_EQ(post_op(pr, op, 1, t.va, t.rkey, t.len, local), 0);
   // Later WRs: a good WRITE (signaled) and an unsignaled one.
   Sge gs{a.addr(), 16, a.mr->lkey};
-  SendWr good;
-  good.wr_id = 2;
-  good.opcode = WrOpcode::RdmaWrite;
-  good.send_flags = kSendSignaled;
-  good.sg_list = &gs;
-  good.num_sge = 1;
+  SendWr good = signaled_wr(2, &gs, WrOpcode::RdmaWrite);
   good.remote_addr = b.addr() + 2048;
   good.rkey = b.mr->rkey;
   ASSERT_EQ(a.dev->post_send(a.qp, good), 0);
@@ -575,12 +570,7 @@ TEST(LocalErrors, SendLargerThanReceiveBuffer) {
     ASSERT_EQ(b.dev->post_recv(b.qp, RecvWr{0xB0, &rs, c.recv_len ? 1u : 0u}), 0);
     ASSERT_EQ(b.dev->post_recv(b.qp, RecvWr{0xB1, &rs, 1}), 0);
     Sge sg{a.addr(), c.send_len, a.mr->lkey};
-    SendWr w;
-    w.wr_id = 1;
-    w.opcode = WrOpcode::Send;
-    w.send_flags = kSendSignaled;
-    w.sg_list = &sg;
-    w.num_sge = 1;
+    SendWr w = signaled_wr(1, &sg);
     ASSERT_EQ(a.dev->post_send(a.qp, w), 0);
     w.wr_id = 2;
     ASSERT_EQ(a.dev->post_send(a.qp, w), 0);
@@ -627,12 +617,7 @@ TEST(LocalErrors, ReceiveSgeWithBadLkey) {
   Sge rs{b.addr(), 256, b.mr->lkey ^ 0x4400};
   ASSERT_EQ(b.dev->post_recv(b.qp, RecvWr{0xB0, &rs, 1}), 0);
   Sge sg{a.addr(), 100, a.mr->lkey};
-  SendWr w;
-  w.wr_id = 1;
-  w.opcode = WrOpcode::Send;
-  w.send_flags = kSendSignaled;
-  w.sg_list = &sg;
-  w.num_sge = 1;
+  SendWr w = signaled_wr(1, &sg);
   ASSERT_EQ(a.dev->post_send(a.qp, w), 0);
   Wc wc;
   ASSERT_TRUE(pr.next_wc(b.rcq, wc, 100'000'000));

@@ -140,6 +140,19 @@ class CmPair : public ::testing::Test {
     return c ? c->state : State::Idle;
   }
 
+  // Connects, drops the first MAD `a` that side `s` sends, and disconnects (A first): both ends
+  // see the disconnection, side s having sent `a` twice.
+  void disconnect_losing(int s, pcm::Attr a) {
+    uint32_t ida, idb;
+    connect(ida, idb);
+    drop[s][attr(a)] = 1;
+    ASSERT_EQ(cm(0).disconnect(ida), 0);
+    Event e;
+    ASSERT_TRUE(wait(1, EventType::DreqReceived, &e));
+    ASSERT_EQ(cm(1).disconnect(idb), 0);
+    ASSERT_TRUE(wait(0, EventType::Disconnected, &e));
+    EXPECT_EQ(count(s, attr(a)), 2u);
+  }
   std::unique_ptr<Pair> pr;
   std::vector<uint16_t> sent[2];
   std::map<uint16_t, int> drop[2];  // attribute -> frames of it still to drop, per side
@@ -327,29 +340,10 @@ TEST_F(CmPair, DuplicateReqBeforeAcceptGetsAnMra) {
   ASSERT_TRUE(wait(0, EventType::RepReceived, &e));
 }
 
-TEST_F(CmPair, LostDreqIsResent) {
-  uint32_t ida, idb;
-  connect(ida, idb);
-  drop[0][attr(pcm::Attr::Dreq)] = 1;
-  ASSERT_EQ(cm(0).disconnect(ida), 0);
-  Event e;
-  ASSERT_TRUE(wait(1, EventType::DreqReceived, &e));
-  ASSERT_EQ(cm(1).disconnect(idb), 0);
-  ASSERT_TRUE(wait(0, EventType::Disconnected, &e));
-  EXPECT_EQ(count(0, attr(pcm::Attr::Dreq)), 2u);
-}
+TEST_F(CmPair, LostDreqIsResent) { disconnect_losing(0, pcm::Attr::Dreq); }
 
-TEST_F(CmPair, LostDrepIsAnsweredFromTimeWait) {
-  uint32_t ida, idb;
-  connect(ida, idb);
-  drop[1][attr(pcm::Attr::Drep)] = 1;
-  ASSERT_EQ(cm(0).disconnect(ida), 0);
-  Event e;
-  ASSERT_TRUE(wait(1, EventType::DreqReceived, &e));
-  ASSERT_EQ(cm(1).disconnect(idb), 0);
-  ASSERT_TRUE(wait(0, EventType::Disconnected, &e));
-  EXPECT_EQ(count(1, attr(pcm::Attr::Drep)), 2u);  // the resent DREQ found B in TimeWait
-}
+// The resent DREQ finds B in TimeWait, which answers it.
+TEST_F(CmPair, LostDrepIsAnsweredFromTimeWait) { disconnect_losing(1, pcm::Attr::Drep); }
 
 // Both sides disconnect at once (as in the golden capture, frames 91-94): each answers the
 // other's DREQ with a DREP and both end in TimeWait.

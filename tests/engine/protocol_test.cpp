@@ -1103,6 +1103,40 @@ class Selective : public ::testing::Test {
       return true;
     };
   }
+  // A's three WRs (ids 1 to 3) complete, successful and in order.
+  void a_completes_three() {
+    for (uint64_t i = 0; i < 3; ++i) {
+      Wc wc;
+      ASSERT_TRUE(pr->next_wc(pr->a.scq, wc));
+      EXPECT_EQ(wc.status, WcStatus::Success);
+      EXPECT_EQ(wc.wr_id, i + 1) << "completions in order";
+    }
+  }
+  // Every PSN sent once but `psn` (relative to the first), sent twice.
+  void expect_resent_alone(int psn) {
+    std::vector<int> want(24, 1);
+    want[size_t(psn)] = 2;
+    EXPECT_EQ(times_sent(), want) << "only the lost PSN went out again";
+  }
+  // The hole at PSN 3 repaired selectively: that PSN resent alone, one NAK, all after it kept.
+  void expect_hole_repaired() {
+    expect_resent_alone(3);
+    EXPECT_EQ(pr->a.qp->counters().retransmitted, 1u);
+    EXPECT_EQ(pr->a.qp->counters().sr_resends, 1u);
+    EXPECT_EQ(pr->b.qp->counters().sr_held, 20u) << "every packet after the gap kept";
+    EXPECT_EQ(pr->b.qp->counters().out_of_seq_request, 1u) << "one NAK for the gap";
+  }
+  // A on toward B off: one selective resend, then go-back-N; B kept nothing.
+  void expect_selective_then_go_back_n() {
+    EXPECT_EQ(pr->a.qp->counters().sr_resends, 1u);
+    EXPECT_EQ(pr->a.qp->counters().gap_restarts, 2u) << "the selective resend, then go-back-N from the next PSN";
+    EXPECT_EQ(pr->b.qp->counters().sr_held, 0u);
+  }
+  // A off: plain go-back-N.
+  void expect_go_back_n() {
+    EXPECT_EQ(pr->a.qp->counters().sr_resends, 0u);
+    EXPECT_GT(pr->a.qp->counters().retransmitted, 1u);
+  }
   // Three WRITEs of 8 packets each (the last with immediate), completed and checked.
   void three_writes() {
     fill_pattern(pr->a.buf(), 3 * 2048, 11);
@@ -1115,12 +1149,7 @@ class Selective : public ::testing::Test {
       w.remote_addr = pr->b.addr() + i * 2048;
       ASSERT_EQ(pr->a.dev->post_send(pr->a.qp, w), 0);
     }
-    for (uint64_t i = 0; i < 3; ++i) {
-      Wc wc;
-      ASSERT_TRUE(pr->next_wc(pr->a.scq, wc));
-      EXPECT_EQ(wc.status, WcStatus::Success);
-      EXPECT_EQ(wc.wr_id, i + 1) << "completions in order";
-    }
+    a_completes_three();
     Wc wc;
     ASSERT_TRUE(pr->next_wc(pr->b.rcq, wc));
     EXPECT_EQ(wc.wr_id, 9u);
@@ -1144,12 +1173,7 @@ class Selective : public ::testing::Test {
       w.invalidate_rkey = 0x200 + uint32_t(i);
       ASSERT_EQ(pr->a.dev->post_send(pr->a.qp, w), 0);
     }
-    for (uint64_t i = 0; i < 3; ++i) {
-      Wc wc;
-      ASSERT_TRUE(pr->next_wc(pr->a.scq, wc));
-      EXPECT_EQ(wc.status, WcStatus::Success);
-      EXPECT_EQ(wc.wr_id, i + 1) << "completions in order";
-    }
+    a_completes_three();
     for (uint64_t i = 0; i < 3; ++i) {
       Wc wc;
       ASSERT_TRUE(pr->next_wc(pr->b.rcq, wc));
@@ -1189,13 +1213,7 @@ class Selective : public ::testing::Test {
 TEST_F(Selective, AHoleInAWriteBurstIsRepairedByResendingOnlyThatPsn) {
   make(true, true);
   three_writes();
-  std::vector<int> want(24, 1);
-  want[3] = 2;
-  EXPECT_EQ(times_sent(), want) << "only the lost PSN went out again";
-  EXPECT_EQ(pr->a.qp->counters().retransmitted, 1u);
-  EXPECT_EQ(pr->a.qp->counters().sr_resends, 1u);
-  EXPECT_EQ(pr->b.qp->counters().sr_held, 20u) << "every packet after the gap kept";
-  EXPECT_EQ(pr->b.qp->counters().out_of_seq_request, 1u) << "one NAK for the gap";
+  expect_hole_repaired();
 }
 
 // A lost FIRST: its MIDDLEs cannot be placed; the requester resends the message so far, and
@@ -1263,17 +1281,14 @@ TEST(SelectiveClean, TheSameFramesWithoutLoss) {
 TEST_F(Selective, OnTowardAnOffResponderFallsBackToGoBackN) {
   make(true, false);
   three_writes();
-  EXPECT_EQ(pr->a.qp->counters().sr_resends, 1u);
-  EXPECT_EQ(pr->a.qp->counters().gap_restarts, 2u) << "the selective resend, then go-back-N from the next PSN";
-  EXPECT_EQ(pr->b.qp->counters().sr_held, 0u);
+  expect_selective_then_go_back_n();
 }
 
 // B on, A off: A is plain go-back-N (its frames as if B were off too); B keeps what it can.
 TEST_F(Selective, OffTowardAnOnResponderIsGoBackN) {
   make(false, true);
   three_writes();
-  EXPECT_EQ(pr->a.qp->counters().sr_resends, 0u);
-  EXPECT_GT(pr->a.qp->counters().retransmitted, 1u);
+  expect_go_back_n();
 }
 
 // SEND: the same hole repaired the same way (the responder keeps the SEND packets after it in
@@ -1282,13 +1297,7 @@ TEST_F(Selective, AHoleInASendBurstIsRepairedByResendingOnlyThatPsn) {
   drop_opcode = op::kSendMiddle;
   make(true, true);
   three_sends();
-  std::vector<int> want(24, 1);
-  want[3] = 2;
-  EXPECT_EQ(times_sent(), want) << "only the lost PSN went out again";
-  EXPECT_EQ(pr->a.qp->counters().retransmitted, 1u);
-  EXPECT_EQ(pr->a.qp->counters().sr_resends, 1u);
-  EXPECT_EQ(pr->b.qp->counters().sr_held, 20u) << "every packet after the gap kept";
-  EXPECT_EQ(pr->b.qp->counters().out_of_seq_request, 1u) << "one NAK for the gap";
+  expect_hole_repaired();
 }
 
 // A lost LAST (the end of a message: the packets after it start the next one) and a lost FIRST.
@@ -1301,9 +1310,7 @@ TEST_F(Selective, ALostSendLastOrFirstResendsOnlyThatPsn) {
     drop_at = opc == op::kSendLast ? 15 : 8;  // the plain SEND's LAST, or its FIRST
     make(true, true);
     three_sends();
-    std::vector<int> want(24, 1);
-    want[size_t(drop_at)] = 2;
-    EXPECT_EQ(times_sent(), want);
+    expect_resent_alone(drop_at);
   }
 }
 
@@ -1313,15 +1320,12 @@ TEST_F(Selective, SendsBetweenMixedModesStillComplete) {
   drop_opcode = op::kSendMiddle;
   make(true, false);
   three_sends();
-  EXPECT_EQ(pr->a.qp->counters().sr_resends, 1u);
-  EXPECT_EQ(pr->a.qp->counters().gap_restarts, 2u) << "the selective resend, then go-back-N from the next PSN";
-  EXPECT_EQ(pr->b.qp->counters().sr_held, 0u);
+  expect_selective_then_go_back_n();
   sent.clear();
   dropped = false;
   make(false, true);
   three_sends();
-  EXPECT_EQ(pr->a.qp->counters().sr_resends, 0u);
-  EXPECT_GT(pr->a.qp->counters().retransmitted, 1u);
+  expect_go_back_n();
 }
 
 // A lost READ response: the responses after it are placed, and the READ is asked again for

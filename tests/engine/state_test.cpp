@@ -749,12 +749,7 @@ TEST(Flush, ResetDropsQueuesWithoutCompletionsAndTheQpComesBack) {
   Sge rs{b.addr(), 256, b.mr->lkey};
   ASSERT_EQ(b.dev->post_recv(b.qp, RecvWr{1, &rs, 1}), 0);
   Sge sg{a.addr(), 100, a.mr->lkey};
-  SendWr send;
-  send.wr_id = 10;
-  send.opcode = WrOpcode::Send;
-  send.send_flags = kSendSignaled;
-  send.sg_list = &sg;
-  send.num_sge = 1;
+  SendWr send = signaled_wr(10, &sg);
   ASSERT_EQ(a.dev->post_send(a.qp, send), 0);
   Wc wc;
   ASSERT_TRUE(pr.next_wc(a.scq, wc));

@@ -135,12 +135,7 @@ TEST(Ud, SendWithImmLandsAfterTheGrhWithItsCompletion) {
   t.b.post_recv(qb, 7, 0, 40 + 1000);
   for (int i = 0; i < 1000; ++i) t.a.mem[8192 + i] = uint8_t(i * 7);
   Sge s{t.a.addr(8192), 1000, t.a.mr->lkey};
-  SendWr wr;
-  wr.wr_id = 3;
-  wr.opcode = WrOpcode::SendWithImm;
-  wr.send_flags = kSendSignaled;
-  wr.sg_list = &s;
-  wr.num_sge = 1;
+  SendWr wr = signaled_wr(3, &s, WrOpcode::SendWithImm);
   wr.imm_data = 0xDEADBEEF;
   wr.ah = ah;
   wr.remote_qpn = qb->qpn();
@@ -312,12 +307,7 @@ TEST(Uc, SendAndWriteWithImmDeliverAndALostPacketLosesOnlyItsMessage) {
   t.b.post_recv(qb, 101, 16384, 8192);
   for (int i = 0; i < 3000; ++i) t.a.mem[i] = uint8_t(i), t.a.mem[4096 + i] = uint8_t(i * 3);
   Sge s1{t.a.addr(), 3000, t.a.mr->lkey}, s2{t.a.addr(4096), 3000, t.a.mr->lkey};
-  SendWr w1;
-  w1.wr_id = 1;
-  w1.opcode = WrOpcode::Send;
-  w1.send_flags = kSendSignaled;
-  w1.sg_list = &s1;
-  w1.num_sge = 1;
+  SendWr w1 = signaled_wr(1, &s1);
   SendWr w2 = w1;
   w2.wr_id = 2;
   w2.sg_list = &s2;
@@ -368,12 +358,7 @@ TEST(Uc, AMessageStalledForTransmitBuffersIsNeverResent) {
   connect(*b.dev, qb, *a.dev, qa, 0, 0, Mtu::M1024);
   b.post_recv(qb, 1, 0, 32768);
   Sge s{a.addr(), 20 * 1024, a.mr->lkey};
-  SendWr w;
-  w.wr_id = 9;
-  w.opcode = WrOpcode::Send;
-  w.send_flags = kSendSignaled;
-  w.sg_list = &s;
-  w.num_sge = 1;
+  SendWr w = signaled_wr(9, &s);
   ASSERT_EQ(a.dev->post_send(qa, w), 0);
   for (int i = 0; i < 200; ++i) {  // 100 ms steps: far past the local ACK timeout (67 ms)
     a.dev->progress();
@@ -400,12 +385,7 @@ TEST(Loopback, TwoQpsOfOneDeviceTalkWithoutTheWire) {
   connect(*t.a.dev, q2, *t.a.dev, q1, 0, 0);
   for (int i = 0; i < 5000; ++i) t.a.mem[i] = uint8_t(i * 11);
   Sge s{t.a.addr(), 5000, t.a.mr->lkey};
-  SendWr w;
-  w.wr_id = 1;
-  w.opcode = WrOpcode::RdmaWrite;
-  w.send_flags = kSendSignaled;
-  w.sg_list = &s;
-  w.num_sge = 1;
+  SendWr w = signaled_wr(1, &s, WrOpcode::RdmaWrite);
   w.remote_addr = t.a.addr(20000);
   w.rkey = t.a.mr->rkey;
   ASSERT_EQ(t.a.dev->post_send(q1, w), 0);

@@ -124,14 +124,9 @@ struct World {
                                        0x0C, 0x0D, 0x0E, 0x0F, 0x10, 0x11, 0x12, 0x13, 0x14, 0x16, 0x17,
                                        0x20, 0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28, 0x29, 0x2A, 0x2B,
                                        0x64, 0x65};
-    proto::Packet p;
-    p.eth_src = src.dev->config().mac;
-    p.eth_dst = dst.dev->config().mac;
-    std::memcpy(p.ip_src.data(), src.dev->config().gid.data() + 12, 4);
-    std::memcpy(p.ip_dst.data(), dst.dev->config().gid.data() + 12, 4);
     const uint8_t sel = in.u8();
-    p.opcode = kOps[sel % sizeof kOps];
-    p.dest_qp = (sel & 0x80) ? in.u32() & 0xFFFFFF : dst.qp->qpn();
+    proto::Packet p = uroce::test::forge(src, dst, kOps[sel % sizeof kOps], 0);
+    if (sel & 0x80) p.dest_qp = in.u32() & 0xFFFFFF;
     const uint8_t psn_mode = in.u8() % 4;
     const int32_t delta = int8_t(in.u8());
     const uint32_t base = p.info().request ? dst.qp->expected_psn() : proto::psn_add(dst.qp->next_send_psn(), -1);

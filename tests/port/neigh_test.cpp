@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "port/dpdk_link.hpp"
+#include "port/link_counters.hpp"
 #include "port/neigh.hpp"
 #include "tests/proto/control_frames.hpp"
 #include "tests/proto/test_util.hpp"

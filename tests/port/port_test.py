@@ -93,6 +93,9 @@ def perf_pair(server_cmd_prefix, client_cmd_prefix, scfg, ccfg, peer, opts, tag,
     if not ok:
         log(f"--- server ({src}) ---\n{stext}\n--- client ({crc}) ---\n{ctext}")
         raise Fail(f"{tag}: server rc {src}, client rc {crc}")
+    for side, text in (("server", stext), ("client", ctext)):
+        chatter = [l for l in text.splitlines() if l.startswith(("TELEMETRY:", "EAL:"))]
+        check(not chatter, f"{tag}: DPDK's own messages in the {side}'s output of a normal run: {chatter[:3]}")
     rows = [l for l in ctext.splitlines() if re.match(r"^ \d+ ", l)]
     log(f"{tag}: ok; " + " | ".join(" ".join(r.split()) for r in rows[-3:]))
     procs.clear()

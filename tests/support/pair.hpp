@@ -1,7 +1,8 @@
 // The connected pair, without GoogleTest: two engine Devices joined by a FakeWire under its
 // virtual clock, each with a PD, CQs, a registered buffer (canary bytes around it) and one QP,
 // the two QPs connected to each other (RC or UC: INIT, RTR, RTS at both ends; UD: RTS and an
-// address handle to the peer), and a loop that polls both ends until a condition holds.
+// address handle to the peer), a loop that polls both ends until a condition holds, and the
+// helpers that fill a buffer, forge a frame and aim a work request at the peer.
 //
 // One builder for every program that needs the pair: the test harness (harness.hpp adds the
 // GoogleTest checks), the benches (bench/loss_bench.cpp, bench/engine_bench.cpp) and the fuzz
@@ -10,6 +11,7 @@
 #pragma once
 #include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -241,6 +243,49 @@ class ConnectedPair {
     if (err && !setup_error) setup_error = err, failed_step = step;
   }
 };
+
+// Fills n bytes at p with a pseudo-random pattern of seed (the same bytes for the same seed).
+inline void fill_pattern(uint8_t* p, size_t n, uint32_t seed) {
+  uint32_t x = seed * 2654435761u + 1;
+  for (size_t i = 0; i < n; ++i) {
+    x = x * 1103515245u + 12345u;
+    p[i] = uint8_t(x >> 16);
+  }
+}
+
+// A frame as `from`'s QP would send it to `to`'s QP (addresses, QPN; the caller sets the
+// opcode's fields), for tests that forge traffic with a valid ICRC.
+inline proto::Packet forge(const Endpoint& from, const Endpoint& to, uint8_t opcode, uint32_t psn) {
+  proto::Packet p;
+  p.eth_src = from.dev->config().mac;
+  p.eth_dst = to.dev->config().mac;
+  std::memcpy(p.ip_src.data(), from.dev->config().gid.data() + 12, 4);
+  std::memcpy(p.ip_dst.data(), to.dev->config().gid.data() + 12, 4);
+  p.opcode = opcode;
+  p.dest_qp = to.qp->qpn();
+  p.psn = psn;
+  p.ack_req = true;
+  return p;
+}
+
+// A signaled work request of `op` (a SEND unless named) from the one SGE `sge`.
+inline SendWr signaled_wr(uint64_t id, const Sge* sge, WrOpcode op = WrOpcode::Send) {
+  SendWr wr;
+  wr.wr_id = id;
+  wr.opcode = op;
+  wr.send_flags = kSendSignaled;
+  wr.sg_list = sge;
+  wr.num_sge = 1;
+  return wr;
+}
+
+// A signaled work request of `op` from `sge` to the start of `peer`'s registered buffer.
+inline SendWr wr_to(const Endpoint& peer, uint64_t id, WrOpcode op, const Sge* sge) {
+  SendWr wr = signaled_wr(id, sge, op);
+  wr.remote_addr = reinterpret_cast<uintptr_t>(peer.mem.data() + Endpoint::kCanary);
+  wr.rkey = peer.mr->rkey;
+  return wr;
+}
 
 inline bool canaries_intact(const Endpoint& e) {
   for (size_t i = 0; i < Endpoint::kCanary; ++i)
