@@ -25,14 +25,10 @@ import struct
 import subprocess
 import sys
 
-FAILURES = []
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import driver  # noqa: E402  (tests/support/driver.py)
 
-
-def check(cond, what):
-    if not cond:
-        FAILURES.append(what)
-        print("FAIL:", what)
-    return cond
+FAILURES, check = driver.failures, driver.check
 
 
 # ---- capture files -------------------------------------------------------------------------

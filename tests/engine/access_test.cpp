@@ -151,6 +151,25 @@ PairOptions small_pair() {
 }
 
 // Posts `op` against (va, rkey, len), local side in `local` (an MR of A with local write).
+// A's WR 1 (an `opc`) ended in REM_INV_REQ_ERR and WR 2 behind it was flushed, both QPs are
+// in ERR, and B sent one NAK, Invalid Request: `naks` (for the caller to check its PSN).
+void expect_invalid_request(Pair& pr, const Capture& cap, WcOpcode opc, std::vector<proto::Packet>& naks) {
+  Wc wc;
+  ASSERT_TRUE(pr.next_wc(pr.a.scq, wc, 100'000'000));
+  EXPECT_EQ(wc.wr_id, 1u);
+  EXPECT_EQ(wc.status, WcStatus::RemInvReqErr) << wc_status_name(wc.status);
+  EXPECT_EQ(wc.opcode, opc);
+  ASSERT_TRUE(pr.next_wc(pr.a.scq, wc, 1'000'000));
+  EXPECT_EQ(wc.wr_id, 2u);
+  EXPECT_EQ(wc.status, WcStatus::WrFlushErr);
+  pr.run_until([] { return false; }, 1'000'000);
+  EXPECT_EQ(pr.a.qp->state(), QpState::Err);
+  EXPECT_EQ(pr.b.qp->state(), QpState::Err);
+  naks = cap.naks();
+  ASSERT_EQ(naks.size(), 1u);
+  EXPECT_EQ(naks[0].aeth.syndrome, kNakInvalidRequest);
+}
+
 int post_op(Pair& pr, Op op, uint64_t wr_id, uint64_t va, uint32_t rkey, uint32_t len, Region& local) {
   SendWr w;
   w.wr_id = wr_id;
@@ -413,20 +432,8 @@ TEST_P(MisalignedAtomic, NakInvalidRequest) {
   good.remote_addr = b.addr();
   good.rkey = b.mr->rkey;
   ASSERT_EQ(a.dev->post_send(a.qp, good), 0);
-  Wc wc;
-  ASSERT_TRUE(pr.next_wc(a.scq, wc, 100'000'000));
-  EXPECT_EQ(wc.wr_id, 1u);
-  EXPECT_EQ(wc.status, WcStatus::RemInvReqErr) << wc_status_name(wc.status);
-  EXPECT_EQ(wc.opcode, wc_of(op));
-  ASSERT_TRUE(pr.next_wc(a.scq, wc, 1'000'000));
-  EXPECT_EQ(wc.wr_id, 2u);
-  EXPECT_EQ(wc.status, WcStatus::WrFlushErr);
-  pr.run_until([] { return false; }, 1'000'000);
-  EXPECT_EQ(a.qp->state(), QpState::Err);
-  EXPECT_EQ(b.qp->state(), QpState::Err);
-  std::vector<proto::Packet> naks = cap.naks();
-  ASSERT_EQ(naks.size(), 1u);
-  EXPECT_EQ(naks[0].aeth.syndrome, kNakInvalidRequest);
+  std::vector<proto::Packet> naks;
+  ASSERT_NO_FATAL_FAILURE(expect_invalid_request(pr, cap, wc_of(op), naks));
   EXPECT_EQ(naks[0].psn, pr.opt.sq_psn_a);
   EXPECT_TRUE(b.mem == b_before);
   EXPECT_TRUE(local.mem == local_before);
@@ -583,19 +590,8 @@ TEST(LocalErrors, SendLargerThanReceiveBuffer) {
     ASSERT_TRUE(pr.next_wc(b.rcq, wc, 1'000'000));
     EXPECT_EQ(wc.wr_id, 0xB1u);
     EXPECT_EQ(wc.status, WcStatus::WrFlushErr);
-    ASSERT_TRUE(pr.next_wc(a.scq, wc, 100'000'000));
-    EXPECT_EQ(wc.wr_id, 1u);
-    EXPECT_EQ(wc.status, WcStatus::RemInvReqErr) << wc_status_name(wc.status);
-    EXPECT_EQ(wc.opcode, WcOpcode::Send);
-    ASSERT_TRUE(pr.next_wc(a.scq, wc, 1'000'000));
-    EXPECT_EQ(wc.wr_id, 2u);
-    EXPECT_EQ(wc.status, WcStatus::WrFlushErr);
-    pr.run_until([] { return false; }, 1'000'000);
-    EXPECT_EQ(a.qp->state(), QpState::Err);
-    EXPECT_EQ(b.qp->state(), QpState::Err);
-    std::vector<proto::Packet> naks = cap.naks();
-    ASSERT_EQ(naks.size(), 1u);
-    EXPECT_EQ(naks[0].aeth.syndrome, kNakInvalidRequest);
+    std::vector<proto::Packet> naks;
+    ASSERT_NO_FATAL_FAILURE(expect_invalid_request(pr, cap, WcOpcode::Send, naks));
     // The NAK names the packet that did not fit.
     const uint32_t m = mtu_bytes(c.mtu);
     EXPECT_EQ(naks[0].psn, pr.opt.sq_psn_a + c.recv_len / m);

@@ -188,12 +188,17 @@ TEST(ControlPlane, UnsolicitedRepliesCreateNothingAndOnlyRefresh) {
   EXPECT_EQ(a.ctr.neigh_mac_changed, 1u);
 }
 
+// `a` asks for B's MAC (an ARP request) at `at_ms`.
+void ask_b(Host& a, uint64_t at_ms) {
+  uint8_t req[128];
+  a.cp.set_time_ms(at_ms);
+  a.cp.arp_request(req, kIp4B);
+}
+
 TEST(ControlPlane, AnAnswerLongAfterTheRequestCreatesNothing) {
   Host a = host_a();
+  ask_b(a, 1000);
   std::vector<uint8_t> out;
-  uint8_t req[128];
-  a.cp.set_time_ms(1000);
-  a.cp.arp_request(req, kIp4B);
   a.cp.set_time_ms(1000 + param::kNeighbourPendingMs + 1);
   a.sort(kArpReplyFrame, out);
   proto::Mac m;
@@ -203,10 +208,8 @@ TEST(ControlPlane, AnAnswerLongAfterTheRequestCreatesNothing) {
 
 TEST(ControlPlane, EntriesAgeOut) {
   Host a = host_a();
+  ask_b(a, 5000);
   std::vector<uint8_t> out;
-  uint8_t req[128];
-  a.cp.set_time_ms(5000);
-  a.cp.arp_request(req, kIp4B);
   a.sort(kArpReplyFrame, out);
   proto::Mac m;
   a.cp.set_time_ms(5000 + param::kNeighbourTtlMs);

@@ -45,14 +45,7 @@ VANISH_S = 30
 
 
 log = driver.log
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        log("FAIL:", msg)
-    return cond
+failures, check = driver.failures, driver.check
 
 
 def next_port():

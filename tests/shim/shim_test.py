@@ -75,26 +75,10 @@ def wait_memif_socket(server, t=10):
 
 def wait_listen(link, port, server, t=15):
     """perftest's server opens the device, then listens on TCP `port`."""
-    t0 = time.time()
-    pre = driver.NSB if link == "veth" else []
-    while time.time() - t0 < t:
-        out = subprocess.run(pre + ["ss", "-ltnH"], capture_output=True, text=True).stdout
-        if re.search(r":%d\b" % port, out):
-            return True
-        if server.poll() is not None:
-            return False
-        time.sleep(0.05)
-    return False
+    return driver.wait_listening(link, port, server, t)
 
 
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        log("FAIL:", msg)
-    return cond
+failures, check = driver.failures, driver.check
 
 
 BW_RE = re.compile(r"^\s*(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$")

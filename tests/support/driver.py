@@ -12,10 +12,12 @@ import argparse
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
+import time
 
 
 class Children:
@@ -117,6 +119,32 @@ class Netns:
         if self.is_up:
             subprocess.run([self.script, "down"], check=False)
             self.is_up = False
+
+
+failures = []   # what check() found wrong, in order
+
+
+def check(cond, what):
+    """Records `what` as a failure (and prints it) unless cond holds; returns cond."""
+    if not cond:
+        failures.append(what)
+        log("FAIL:", what)
+    return cond
+
+
+def wait_listening(link, port, server, t):
+    """True once TCP `port` is listened on (in namespace uroce-b for link veth), False if
+    `server` exits first or t seconds pass."""
+    t0 = time.time()
+    pre = NSB if link == "veth" else []
+    while time.time() - t0 < t:
+        out = subprocess.run(pre + ["ss", "-ltnH"], capture_output=True, text=True).stdout
+        if re.search(r":%d\b" % port, out):
+            return True
+        if server.poll() is not None:
+            return False
+        time.sleep(0.05)
+    return False
 
 
 SOCK = "/tmp/uroce-memif.sock"   # the memif socket of config/memif-*.conf

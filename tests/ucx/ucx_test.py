@@ -111,16 +111,7 @@ def side_cmd(link, side, cmd, uroce=True):
 
 def wait_port(link, port, server, t=20):
     """ucx_perftest's server listens on TCP `port` (in its namespace for veth)."""
-    pre = ["ip", "netns", "exec", "uroce-b"] if link == "veth" else []
-    t0 = time.time()
-    while time.time() - t0 < t:
-        out = subprocess.run(pre + ["ss", "-ltnH"], capture_output=True, text=True).stdout
-        if re.search(r":%d\b" % port, out):
-            return True
-        if server.poll() is not None:
-            return False
-        time.sleep(0.05)
-    return False
+    return driver.wait_listening(link, port, server, t)
 
 
 FINAL = re.compile(r"^Final:\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s+(\d+)", re.M)
