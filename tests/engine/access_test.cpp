@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/golden.hpp"
 #include "tests/support/harness.hpp"
 
 namespace uroce::test {
@@ -61,6 +62,12 @@ struct Capture {
     return v;
   }
 };
+
+// B's buffer filled with 0x3C (a stray write shows) and B's frames from now on in `cap`.
+void watch_b(Pair& pr, Capture& cap) {
+  std::memset(pr.b.buf(), 0x3C, pr.b.buf_len());
+  cap.attach(pr.wire.b());
+}
 
 enum class Op { Write, Read, CmpSwap, FetchAdd };
 constexpr Op kOps[] = {Op::Write, Op::Read, Op::CmpSwap, Op::FetchAdd};
@@ -138,10 +145,6 @@ struct Result {
   bool got_first = false, got_second = false, got_third = false;
 };
 
-// Runs one bad request from A to B followed by two good WRITEs (one unsignaled), checks the
-// common outcome and returns the NAKs B emitted.
-class AccessTest : public ::testing::TestWithParam<std::tuple<Op, Violation>> {};
-
 PairOptions small_pair() {
   PairOptions o;
   o.mem = kMem;
@@ -150,18 +153,30 @@ PairOptions small_pair() {
   return o;
 }
 
+// The set-up of the parameterised tests: a small pair, B's buffer filled with 0x3C and B's
+// frames captured.
+template <class Param>
+class WatchedPair : public ::testing::TestWithParam<Param> {
+ protected:
+  WatchedPair() { watch_b(pr, cap); }
+  Pair pr{small_pair()};
+  Endpoint& a = pr.a;
+  Endpoint& b = pr.b;
+  Capture cap;
+};
+
+// Runs one bad request from A to B followed by two good WRITEs (one unsignaled), checks the
+// common outcome and returns the NAKs B emitted.
+class AccessTest : public WatchedPair<std::tuple<Op, Violation>> {};
+
 // Posts `op` against (va, rkey, len), local side in `local` (an MR of A with local write).
 // A's WR 1 (an `opc`) ended in REM_INV_REQ_ERR and WR 2 behind it was flushed, both QPs are
 // in ERR, and B sent one NAK, Invalid Request: `naks` (for the caller to check its PSN).
 void expect_invalid_request(Pair& pr, const Capture& cap, WcOpcode opc, std::vector<proto::Packet>& naks) {
   Wc wc;
-  ASSERT_TRUE(pr.next_wc(pr.a.scq, wc, 100'000'000));
-  EXPECT_EQ(wc.wr_id, 1u);
-  EXPECT_EQ(wc.status, WcStatus::RemInvReqErr) << wc_status_name(wc.status);
+  ASSERT_NO_FATAL_FAILURE(pr.expect_wc(pr.a.scq, wc, 1u, WcStatus::RemInvReqErr, 100'000'000));
   EXPECT_EQ(wc.opcode, opc);
-  ASSERT_TRUE(pr.next_wc(pr.a.scq, wc, 1'000'000));
-  EXPECT_EQ(wc.wr_id, 2u);
-  EXPECT_EQ(wc.status, WcStatus::WrFlushErr);
+  ASSERT_NO_FATAL_FAILURE(pr.expect_wc(pr.a.scq, wc, 2u, WcStatus::WrFlushErr, 1'000'000));
   pr.run_until([] { return false; }, 1'000'000);
   EXPECT_EQ(pr.a.qp->state(), QpState::Err);
   EXPECT_EQ(pr.b.qp->state(), QpState::Err);
@@ -197,12 +212,6 @@ int post_op(Pair& pr, Op op, uint64_t wr_id, uint64_t va, uint32_t rkey, uint32_
 
 TEST_P(AccessTest, NakRemoteAccessErrorBothQpsToErrNothingWritten) {
   auto [op, v] = GetParam();
-  Pair pr(small_pair());
-  Endpoint& a = pr.a;
-  Endpoint& b = pr.b;
-  std::memset(b.buf(), 0x3C, b.buf_len());
-  Capture cap;
-  cap.attach(pr.wire.b());
 
   // The MR the request goes to: the harness's (canaries around it) unless the violation needs
   // another one.
@@ -287,16 +296,12 @@ TEST_P(AccessTest, NakRemoteAccessErrorBothQpsToErrNothingWritten) {
   ASSERT_EQ(a.dev->post_send(a.qp, good), 0);
 
   Wc wc;
-  ASSERT_TRUE(pr.next_wc(a.scq, wc, 100'000'000));
-  EXPECT_EQ(wc.wr_id, 1u);
-  EXPECT_EQ(wc.status, WcStatus::RemAccessErr) << wc_status_name(wc.status);
+  ASSERT_NO_FATAL_FAILURE(pr.expect_wc(a.scq, wc, 1u, WcStatus::RemAccessErr, 100'000'000));
   EXPECT_EQ(wc.opcode, wc_of(op));
   EXPECT_EQ(wc.qp_num, a.qp->qpn());
   EXPECT_EQ(a.qp->state(), QpState::Err);
   for (uint64_t id : {2u, 3u}) {
-    ASSERT_TRUE(pr.next_wc(a.scq, wc, 1'000'000)) << "WR " << id << " not flushed";
-    EXPECT_EQ(wc.wr_id, id);
-    EXPECT_EQ(wc.status, WcStatus::WrFlushErr) << wc_status_name(wc.status);
+    ASSERT_NO_FATAL_FAILURE(pr.expect_wc(a.scq, wc, id, WcStatus::WrFlushErr, 1'000'000));
     EXPECT_EQ(wc.opcode, WcOpcode::RdmaWrite);
   }
   // Posted after: flushed at once.
@@ -309,9 +314,7 @@ TEST_P(AccessTest, NakRemoteAccessErrorBothQpsToErrNothingWritten) {
   pr.run_until([] { return false; }, 2'000'000);
   EXPECT_EQ(a.scq->size(), 0u) << "extra send completions";
   EXPECT_EQ(b.qp->state(), QpState::Err);
-  ASSERT_TRUE(pr.next_wc(b.rcq, wc, 1'000'000));
-  EXPECT_EQ(wc.wr_id, 0xB1u);
-  EXPECT_EQ(wc.status, WcStatus::WrFlushErr);
+  ASSERT_NO_FATAL_FAILURE(pr.expect_wc(b.rcq, wc, 0xB1u, WcStatus::WrFlushErr, 1'000'000));
   EXPECT_EQ(b.rcq->size(), 0u);
   EXPECT_EQ(b.scq->size(), 0u);
 
@@ -358,7 +361,7 @@ INSTANTIATE_TEST_SUITE_P(AtomicsAligned, AccessTest,
 TEST(AccessGolden, NakFrameMatchesRxe) {
   std::vector<uint8_t> golden;
   {
-    const std::string path = std::string(UROCE_GOLDEN_DIR) + "/rxe/write_nak_rkey.pcap";
+    const std::string path = golden_path("rxe/write_nak_rkey.pcap");
     FILE* f = std::fopen(path.c_str(), "rb");
     if (!f) GTEST_SKIP() << "no " << path;
     uint8_t buf[4096];
@@ -409,17 +412,11 @@ TEST(AccessGolden, NakFrameMatchesRxe) {
 
 // ---- Misaligned atomics: NAK invalid request -> IBV_WC_REM_INV_REQ_ERR -------------------------
 
-class MisalignedAtomic : public ::testing::TestWithParam<std::tuple<Op, uint32_t>> {};
+class MisalignedAtomic : public WatchedPair<std::tuple<Op, uint32_t>> {};
 
 TEST_P(MisalignedAtomic, NakInvalidRequest) {
   auto [op, mis] = GetParam();
-  Pair pr(small_pair());
-  Endpoint& a = pr.a;
-  Endpoint& b = pr.b;
-  std::memset(b.buf(), 0x3C, b.buf_len());
   const std::vector<uint8_t> b_before = b.mem;
-  Capture cap;
-  cap.attach(pr.wire.b());
   Region local(*a.dev, a.pd, 64, kLocalWrite, 0xA5);
   const std::vector<uint8_t> local_before = local.mem;
   ASSERT_EQ(post_op(pr, op, 1, b.addr() + 64 + mis, b.mr->rkey, 8, local), 0);
@@ -462,9 +459,7 @@ TEST(AccessBounds, WholeMrAndEdgesAreAllowed) {
   ASSERT_EQ(post_op(pr, Op::FetchAdd, 4, b.addr() + b.buf_len() - 8, b.mr->rkey, 8, local), 0);
   for (uint64_t id = 1; id <= 4; ++id) {
     Wc wc;
-    ASSERT_TRUE(pr.next_wc(a.scq, wc));
-    EXPECT_EQ(wc.wr_id, id);
-    EXPECT_EQ(wc.status, WcStatus::Success) << wc_status_name(wc.status);
+    ASSERT_NO_FATAL_FAILURE(pr.expect_wc(a.scq, wc, id, WcStatus::Success));
   }
   EXPECT_TRUE(canaries_intact(b));
   EXPECT_EQ(b.qp->state(), QpState::Rts);
@@ -478,9 +473,7 @@ TEST(AccessBounds, ZeroLengthNeedsNoValidRkey) {
   ASSERT_EQ(post_op(pr, Op::Read, 2, 0xDEAD0000, 0x12345, 0, local), 0);
   for (uint64_t id = 1; id <= 2; ++id) {
     Wc wc;
-    ASSERT_TRUE(pr.next_wc(pr.a.scq, wc));
-    EXPECT_EQ(wc.wr_id, id);
-    EXPECT_EQ(wc.status, WcStatus::Success) << wc_status_name(wc.status);
+    ASSERT_NO_FATAL_FAILURE(pr.expect_wc(pr.a.scq, wc, id, WcStatus::Success));
   }
   EXPECT_TRUE(canaries_intact(pr.b));
   EXPECT_EQ(pr.b.qp->state(), QpState::Rts);
@@ -520,12 +513,7 @@ TEST(LocalErrors, SendWithBadLkeyIsLocProtErr) {
       other = std::make_unique<Region>(*a.dev, a.pd, 64, 0);
       sg = {other->addr(), 32, other->mr->lkey};
     }
-    SendWr w;
-    w.wr_id = 1;
-    w.opcode = c.op;
-    w.send_flags = kSendSignaled;
-    w.sg_list = &sg;
-    w.num_sge = 1;
+    SendWr w = signaled_wr(1, &sg, c.op);
     w.remote_addr = pr.b.addr();
     w.rkey = pr.b.mr->rkey;
     ASSERT_EQ(a.dev->post_send(a.qp, w), 0);
@@ -537,12 +525,8 @@ TEST(LocalErrors, SendWithBadLkeyIsLocProtErr) {
     later.sg_list = &gs;
     ASSERT_EQ(a.dev->post_send(a.qp, later), 0);
     Wc wc;
-    ASSERT_TRUE(pr.next_wc(a.scq, wc, 100'000'000));
-    EXPECT_EQ(wc.wr_id, 1u);
-    EXPECT_EQ(wc.status, WcStatus::LocProtErr) << wc_status_name(wc.status);
-    ASSERT_TRUE(pr.next_wc(a.scq, wc, 1'000'000));
-    EXPECT_EQ(wc.wr_id, 2u);
-    EXPECT_EQ(wc.status, WcStatus::WrFlushErr);
+    ASSERT_NO_FATAL_FAILURE(pr.expect_wc(a.scq, wc, 1u, WcStatus::LocProtErr, 100'000'000));
+    ASSERT_NO_FATAL_FAILURE(pr.expect_wc(a.scq, wc, 2u, WcStatus::WrFlushErr, 1'000'000));
     EXPECT_EQ(a.qp->state(), QpState::Err);
     pr.run_until([] { return false; }, 1'000'000);
     EXPECT_TRUE(cap.frames.empty()) << "A sent " << cap.frames.size() << " frames";
@@ -570,8 +554,7 @@ TEST(LocalErrors, SendLargerThanReceiveBuffer) {
     Endpoint& a = pr.a;
     Endpoint& b = pr.b;
     Capture cap;
-    cap.attach(pr.wire.b());
-    std::memset(b.buf(), 0x3C, b.buf_len());
+    watch_b(pr, cap);
     fill_pattern(a.buf(), c.send_len, 6);
     Sge rs{b.addr(), c.recv_len, b.mr->lkey};
     ASSERT_EQ(b.dev->post_recv(b.qp, RecvWr{0xB0, &rs, c.recv_len ? 1u : 0u}), 0);
@@ -583,13 +566,9 @@ TEST(LocalErrors, SendLargerThanReceiveBuffer) {
     ASSERT_EQ(a.dev->post_send(a.qp, w), 0);
 
     Wc wc;
-    ASSERT_TRUE(pr.next_wc(b.rcq, wc, 100'000'000));
-    EXPECT_EQ(wc.wr_id, 0xB0u);
-    EXPECT_EQ(wc.status, WcStatus::LocLenErr) << wc_status_name(wc.status);
+    ASSERT_NO_FATAL_FAILURE(pr.expect_wc(b.rcq, wc, 0xB0u, WcStatus::LocLenErr, 100'000'000));
     EXPECT_EQ(wc.opcode, WcOpcode::Recv);
-    ASSERT_TRUE(pr.next_wc(b.rcq, wc, 1'000'000));
-    EXPECT_EQ(wc.wr_id, 0xB1u);
-    EXPECT_EQ(wc.status, WcStatus::WrFlushErr);
+    ASSERT_NO_FATAL_FAILURE(pr.expect_wc(b.rcq, wc, 0xB1u, WcStatus::WrFlushErr, 1'000'000));
     std::vector<proto::Packet> naks;
     ASSERT_NO_FATAL_FAILURE(expect_invalid_request(pr, cap, WcOpcode::Send, naks));
     // The NAK names the packet that did not fit.
@@ -608,17 +587,14 @@ TEST(LocalErrors, ReceiveSgeWithBadLkey) {
   Endpoint& a = pr.a;
   Endpoint& b = pr.b;
   Capture cap;
-  cap.attach(pr.wire.b());
-  std::memset(b.buf(), 0x3C, b.buf_len());
+  watch_b(pr, cap);
   Sge rs{b.addr(), 256, b.mr->lkey ^ 0x4400};
   ASSERT_EQ(b.dev->post_recv(b.qp, RecvWr{0xB0, &rs, 1}), 0);
   Sge sg{a.addr(), 100, a.mr->lkey};
   SendWr w = signaled_wr(1, &sg);
   ASSERT_EQ(a.dev->post_send(a.qp, w), 0);
   Wc wc;
-  ASSERT_TRUE(pr.next_wc(b.rcq, wc, 100'000'000));
-  EXPECT_EQ(wc.wr_id, 0xB0u);
-  EXPECT_EQ(wc.status, WcStatus::LocProtErr) << wc_status_name(wc.status);
+  ASSERT_NO_FATAL_FAILURE(pr.expect_wc(b.rcq, wc, 0xB0u, WcStatus::LocProtErr, 100'000'000));
   ASSERT_TRUE(pr.next_wc(a.scq, wc, 100'000'000));
   EXPECT_EQ(wc.status, WcStatus::RemOpErr) << wc_status_name(wc.status);
   std::vector<proto::Packet> naks = cap.naks();

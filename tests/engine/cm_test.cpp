@@ -11,12 +11,9 @@
 
 #include "engine/cm.hpp"
 #include "proto/cm.hpp"
+#include "tests/support/golden.hpp"
 #include "tests/support/harness.hpp"
 #include "tools/pcap/pcapio.hpp"
-
-#ifndef UROCE_GOLDEN_DIR
-#error "UROCE_GOLDEN_DIR must be defined by the build"
-#endif
 
 namespace uroce::test {
 namespace {
@@ -122,13 +119,17 @@ class CmPair : public ::testing::Test {
     p.initiator_depth = 4;
     return p;
   }
-  // Listen on B, connect from A, accept, establish: the two ids.
-  void connect(uint32_t& ida, uint32_t& idb) {
+  // Listen on B, connect from A with `p` (A's id in ida): B's ReqReceived event in e.
+  void offer(const ConnectParams& p, uint32_t& ida, Event& e) {
     uint32_t lid;
     ASSERT_EQ(cm(1).listen(kSid, &lid), 0);
-    ASSERT_EQ(cm(0).connect(req(), &ida), 0);
-    Event e;
+    ASSERT_EQ(cm(0).connect(p, &ida), 0);
     ASSERT_TRUE(wait(1, EventType::ReqReceived, &e));
+  }
+  // Listen on B, connect from A, accept, establish: the two ids.
+  void connect(uint32_t& ida, uint32_t& idb) {
+    Event e;
+    ASSERT_NO_FATAL_FAILURE(offer(req(), ida, e));
     idb = e.id;
     ASSERT_EQ(cm(1).accept(idb, rep()), 0);
     ASSERT_TRUE(wait(0, EventType::RepReceived, &e));
@@ -272,11 +273,9 @@ TEST_F(CmPair, ReqAboveThePortMtuRejectReason26) {
 }
 
 TEST_F(CmPair, RejectWithPrivateData) {
-  uint32_t lid, ida;
-  ASSERT_EQ(cm(1).listen(kSid, &lid), 0);
-  ASSERT_EQ(cm(0).connect(req(), &ida), 0);
+  uint32_t ida;
   Event e;
-  ASSERT_TRUE(wait(1, EventType::ReqReceived, &e));
+  ASSERT_NO_FATAL_FAILURE(offer(req(), ida, e));
   const uint8_t why[] = {'n', 'o'};
   ASSERT_EQ(cm(1).reject(e.id, pcm::rej::kConsumerDefined, why), 0);
   ASSERT_TRUE(wait(0, EventType::RejReceived, &e));
@@ -306,13 +305,11 @@ TEST_F(CmPair, LostRtuRecoveredByRepResend) {
 
 TEST_F(CmPair, DuplicateReqAfterAcceptGetsTheRepAgain) {
   drop[1][attr(pcm::Attr::Rep)] = 1;  // B's first REP is lost: A's timer resends the REQ
-  uint32_t lid, ida;
-  ASSERT_EQ(cm(1).listen(kSid, &lid), 0);
+  uint32_t ida;
   auto p = req();
   p.local_response_timeout = 20;  // B waits 4.3 s for our RTU: its own REP timer stays out of it
-  ASSERT_EQ(cm(0).connect(p, &ida), 0);
   Event e;
-  ASSERT_TRUE(wait(1, EventType::ReqReceived, &e));
+  ASSERT_NO_FATAL_FAILURE(offer(p, ida, e));
   ASSERT_EQ(cm(1).accept(e.id, rep()), 0);
   ASSERT_TRUE(wait(0, EventType::RepReceived, &e));
   EXPECT_EQ(count(0, attr(pcm::Attr::Req)), 2u);
@@ -321,11 +318,9 @@ TEST_F(CmPair, DuplicateReqAfterAcceptGetsTheRepAgain) {
 }
 
 TEST_F(CmPair, DuplicateReqBeforeAcceptGetsAnMra) {
-  uint32_t lid, ida;
-  ASSERT_EQ(cm(1).listen(kSid, &lid), 0);
-  ASSERT_EQ(cm(0).connect(req(), &ida), 0);
+  uint32_t ida;
   Event e;
-  ASSERT_TRUE(wait(1, EventType::ReqReceived, &e));
+  ASSERT_NO_FATAL_FAILURE(offer(req(), ida, e));
   const uint32_t idb = e.id;
   // The application takes its time: A resends the REQ, B answers with an MRA, A waits longer.
   ASSERT_TRUE(wait(0, EventType::MraReceived, &e));
@@ -423,13 +418,11 @@ TEST_F(CmPair, ShutdownDisconnectsWhatIsOpen) {
 
 TEST_F(CmPair, FirstDataPacketIsAnImplicitRtu) {
   drop[0][attr(pcm::Attr::Rtu)] = 100;  // A's RTUs never arrive
-  uint32_t lid, ida;
-  ASSERT_EQ(cm(1).listen(kSid, &lid), 0);
+  uint32_t ida;
   auto p = req();
   p.local_response_timeout = 20;  // B's REP timer: 4.3 s, far beyond this test
-  ASSERT_EQ(cm(0).connect(p, &ida), 0);
   Event e;
-  ASSERT_TRUE(wait(1, EventType::ReqReceived, &e));
+  ASSERT_NO_FATAL_FAILURE(offer(p, ida, e));
   const uint32_t idb = e.id;
   ASSERT_EQ(cm(1).accept(idb, rep()), 0);
   ASSERT_TRUE(wait(0, EventType::RepReceived, &e));
@@ -601,7 +594,7 @@ TEST_F(CmPair, ReqOnTheWireParsesWithProtoCm) {
 TEST(CmGolden, KernelReqGetsOurRep) {
   pcapio::Capture cap;
   std::string err;
-  const std::string path = std::string(UROCE_GOLDEN_DIR) + "/tutorial/rdma_cm.pcap";
+  const std::string path = golden_path("tutorial/rdma_cm.pcap");
   ASSERT_TRUE(pcapio::read_file(path, cap, err)) << path << ": " << err;
   ASSERT_GE(cap.frames.size(), 3u);
   const auto& req = cap.frames[0].bytes;

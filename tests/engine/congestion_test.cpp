@@ -9,12 +9,9 @@
 #include "proto/checksum.hpp"
 #include "proto/entropy.hpp"
 #include "proto/icrc.hpp"
+#include "tests/support/golden.hpp"
 #include "tests/support/harness.hpp"
 #include "tools/pcap/pcapio.hpp"
-
-#ifndef UROCE_GOLDEN_DIR
-#error "UROCE_GOLDEN_DIR must be defined by the build"
-#endif
 
 namespace uroce::test {
 namespace {
@@ -27,7 +24,7 @@ constexpr size_t kIp = 14, kUdp = 34, kBth = 42;
 std::vector<uint8_t> golden_cnp() {
   pcapio::Capture cap;
   std::string err;
-  EXPECT_TRUE(pcapio::read_file(std::string(UROCE_GOLDEN_DIR) + "/hardware/cnp_connectx4lx_from_scapy_roce_uts.pcap",
+  EXPECT_TRUE(pcapio::read_file(golden_path("hardware/cnp_connectx4lx_from_scapy_roce_uts.pcap"),
                                 cap, err))
       << err;
   EXPECT_EQ(cap.frames.size(), 1u);
@@ -238,43 +235,25 @@ TEST(Cnp, CeMarkedFramesGetOneCnpPerDefaultInterval) {
 
 TEST(Cnp, TheIntervalIsConfigurable) { check_cnp_interval(7'000, true); }
 
-// Connects RC QP `q` of `d` to `peer` of `peer_dev` (both sides use PSN `psn`).
-void connect_rc(Device& d, Qp* q, const Device& peer_dev, const Qp* peer, uint32_t psn) {
-  QpAttr at;
-  at.qp_state = QpState::Init;
-  at.qp_access_flags = kRemoteWrite | kRemoteRead;
-  ASSERT_EQ(d.modify_qp(q, at, kAttrState | kAttrPkeyIndex | kAttrPort | kAttrAccessFlags), 0);
-  at.qp_state = QpState::Rtr;
-  at.path_mtu = Mtu::M1024;
-  at.dest_qp_num = peer->qpn();
-  at.rq_psn = psn;
-  at.ah_attr.dgid = peer_dev.config().gid;
-  at.ah_attr.dmac = peer_dev.config().mac;
-  ASSERT_EQ(d.modify_qp(q, at, kAttrState | kAttrAv | kAttrPathMtu | kAttrDestQpn | kAttrRqPsn |
-                                   kAttrMaxDestRdAtomic | kAttrMinRnrTimer),
-            0);
-  at.qp_state = QpState::Rts;
-  at.sq_psn = psn;
-  ASSERT_EQ(d.modify_qp(q, at, kAttrState | kAttrSqPsn | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry |
-                                   kAttrMaxQpRdAtomic),
-            0);
+// The path of the second QP pair: both sides use PSN 0x300, READ/atomic depth 1 and an RNR
+// timer of 12 (the engine's QpAttr defaults).
+Path second_path() {
+  Path p;
+  p.sq_psn = p.rq_psn = 0x300;
+  p.access = kRemoteWrite | kRemoteRead;
+  p.max_rd_atomic = 1;
+  p.min_rnr_timer = 12;
+  return p;
 }
 
 TEST(Cnp, TheIntervalIsPerQp) {
   // A second QP pair on the same two devices: each QP of B has its own interval.
   Pair pr;
-  QpInitAttr ia;
-  ia.pd = pr.b.pd;
-  ia.send_cq = pr.b.scq;
-  ia.recv_cq = pr.b.rcq;
-  Qp* b2 = pr.b.dev->create_qp(ia);
-  ia.pd = pr.a.pd;
-  ia.send_cq = pr.a.scq;
-  ia.recv_cq = pr.a.rcq;
-  Qp* a2 = pr.a.dev->create_qp(ia);
+  Qp* b2 = pr.b.dev->create_qp(pr.b.init_attr());
+  Qp* a2 = pr.a.dev->create_qp(pr.a.init_attr());
   ASSERT_TRUE(a2 && b2);
-  connect_rc(*pr.b.dev, b2, *pr.a.dev, a2, 0x300);
-  connect_rc(*pr.a.dev, a2, *pr.b.dev, b2, 0x300);
+  ASSERT_EQ(connect_qp(*pr.b.dev, b2, *pr.a.dev, *a2, second_path()), 0);
+  ASSERT_EQ(connect_qp(*pr.a.dev, a2, *pr.b.dev, *b2, second_path()), 0);
   Frames out;
   pr.wire.b().tap = [&](const uint8_t* d, uint32_t n) { out.all.emplace_back(d, d + n); };
   const std::vector<uint8_t> data(4, 0x22);
@@ -293,12 +272,7 @@ TEST(Cnp, TheIntervalIsPerQp) {
 
 TEST(Cnp, UdCnpGoesToTheDatagramsSourceQp) {
   Pair pr;
-  QpInitAttr ia;
-  ia.pd = pr.b.pd;
-  ia.send_cq = pr.b.scq;
-  ia.recv_cq = pr.b.rcq;
-  ia.qp_type = QpType::UD;
-  Qp* ud = pr.b.dev->create_qp(ia);
+  Qp* ud = pr.b.dev->create_qp(pr.b.init_attr(QpType::UD));
   ASSERT_NE(ud, nullptr);
   QpAttr a;
   a.qp_state = QpState::Init;
@@ -440,20 +414,8 @@ TEST(Ecn, UdDatagramsTakeDscpFromTheAddressHandle) {
   PairOptions o;
   o.config_a = [](Device::Config& c) { c.ecn = 2; };
   Pair pr(o);
-  QpInitAttr ia;
-  ia.pd = pr.a.pd;
-  ia.send_cq = pr.a.scq;
-  ia.recv_cq = pr.a.rcq;
-  ia.qp_type = QpType::UD;
-  Qp* ud = pr.a.dev->create_qp(ia);
-  QpAttr a;
-  a.qp_state = QpState::Init;
-  a.qkey = 5;
-  ASSERT_EQ(pr.a.dev->modify_qp(ud, a, kAttrState | kAttrPkeyIndex | kAttrPort | kAttrQkey), 0);
-  a.qp_state = QpState::Rtr;
-  ASSERT_EQ(pr.a.dev->modify_qp(ud, a, kAttrState), 0);
-  a.qp_state = QpState::Rts;
-  ASSERT_EQ(pr.a.dev->modify_qp(ud, a, kAttrState | kAttrSqPsn), 0);
+  Qp* ud = pr.a.dev->create_qp(pr.a.init_attr(QpType::UD));
+  ASSERT_EQ(ud_up(*pr.a.dev, ud, 5, 0), 0);  // INIT, RTR and RTS each accepted
   AddressVector av;
   av.dgid = pr.b.dev->config().gid;
   av.dmac = pr.b.dev->config().mac;
@@ -463,13 +425,7 @@ TEST(Ecn, UdDatagramsTakeDscpFromTheAddressHandle) {
   Frames out;
   pr.wire.a().tap = [&](const uint8_t* d, uint32_t n) { out.all.emplace_back(d, d + n); };
   Sge s{pr.a.addr(), 16, pr.a.mr->lkey};
-  SendWr w;
-  w.opcode = WrOpcode::Send;
-  w.sg_list = &s;
-  w.num_sge = 1;
-  w.ah = ah;
-  w.remote_qpn = 0x4321;
-  w.remote_qkey = 5;
+  SendWr w = ud_wr(&s, ah, 0x4321, 5);
   ASSERT_EQ(pr.a.dev->post_send(ud, w), 0);
   pr.a.dev->progress();
   ASSERT_EQ(out.all.size(), 1u);

@@ -54,12 +54,7 @@ TEST_P(OpsTest, BytesLandAndCompletionsAreExact) {
     ASSERT_EQ(pr.b.dev->post_recv(pr.b.qp, rw), 0);
   }
   Sge s{pr.a.addr(), len, pr.a.mr->lkey};
-  SendWr wr;
-  wr.wr_id = 0xA11CE;
-  wr.opcode = opc;
-  wr.send_flags = kSendSignaled;
-  wr.sg_list = &s;
-  wr.num_sge = 1;
+  SendWr wr = signaled_wr(0xA11CE, &s, opc);
   wr.imm_data = 0xC0DE0001;
   wr.invalidate_rkey = 0x1234;
   wr.remote_addr = pr.b.addr();

@@ -7,11 +7,8 @@
 
 #include "tools/pcap/pcapio.hpp"
 #include "proto/entropy.hpp"
+#include "tests/support/golden.hpp"
 #include "tests/support/harness.hpp"
-
-#ifndef UROCE_GOLDEN_DIR
-#error "UROCE_GOLDEN_DIR must be defined by the build"
-#endif
 
 namespace uroce::test {
 namespace {
@@ -298,7 +295,7 @@ TEST_F(Responder, HostileFramesAreCountedDrops) {
 std::vector<std::vector<uint8_t>> golden(const std::string& name) {
   uroce::pcapio::Capture cap;
   std::string err;
-  EXPECT_TRUE(uroce::pcapio::read_file(std::string(UROCE_GOLDEN_DIR) + "/rxe/" + name, cap, err)) << err;
+  EXPECT_TRUE(uroce::pcapio::read_file(golden_path("rxe/" + name), cap, err)) << err;
   std::vector<std::vector<uint8_t>> out;
   for (auto& f : cap.frames) {
     proto::Packet p;
@@ -364,12 +361,7 @@ class AgainstRxe : public ::testing::Test {
   }
   void post(WrOpcode opc, uint32_t len, uint64_t remote_off = 0) {
     Sge s{pr->a.addr(), len, pr->a.mr->lkey};
-    SendWr wr;
-    wr.wr_id = 1;
-    wr.opcode = opc;
-    wr.send_flags = kSendSignaled;
-    wr.sg_list = &s;
-    wr.num_sge = 1;
+    SendWr wr = signaled_wr(1, &s, opc);
     wr.remote_addr = pr->b.addr() + remote_off;
     wr.rkey = pr->b.mr->rkey;
     ASSERT_EQ(pr->a.dev->post_send(pr->a.qp, wr), 0);
@@ -587,6 +579,23 @@ class Recovery : public ::testing::Test {
   void turn() {  // A runs, the clock stands still
     for (int i = 0; i < 4; ++i) pr->a.dev->progress();
   }
+  // A four-packet WRITE sent, and nothing answers it.
+  void unanswered_burst() {
+    make();
+    post_write(4 * 256, 1);
+    turn();
+    ASSERT_EQ(sent.size(), 4u);
+  }
+  // The clock runs in 1 us steps, A turning at each, until A has sent `count` frames in all or
+  // `limit_ns` have passed: the time that took.
+  uint64_t run_until_sent(size_t count, uint64_t limit_ns = 100'000'000) {
+    const uint64_t t0 = pr->wire.clock().now_ns();
+    while (sent.size() < count && pr->wire.clock().now_ns() - t0 < limit_ns) {
+      pr->wire.clock().advance(1000);
+      turn();
+    }
+    return pr->wire.clock().now_ns() - t0;
+  }
   // PSNs (relative to the first) of the frames A sent from index `from` on.
   std::vector<int32_t> psns(size_t from) const {
     std::vector<int32_t> v;
@@ -653,20 +662,9 @@ TEST_F(Recovery, ARestartHalvesTheWindowAndAcksReopenIt) {
 // packet is sent again with AckReq; the next probe (after twice the wait) resends the oldest
 // unacknowledged one, in case the gap's NAK was lost. Probes take no retry.
 TEST_F(Recovery, TailLossProbeBeforeTheTimer) {
-  make();
-  post_write(4 * 256, 1);
-  turn();
-  ASSERT_EQ(sent.size(), 4u);
+  ASSERT_NO_FATAL_FAILURE(unanswered_burst());
   EXPECT_FALSE(sent[2].ack_req) << "a MIDDLE packet asks for no ACK";
-  const uint64_t t0 = pr->wire.clock().now_ns();
-  auto wait_frames = [&](size_t count) {
-    while (sent.size() < count && pr->wire.clock().now_ns() - t0 < 100'000'000) {
-      pr->wire.clock().advance(1000);
-      turn();
-    }
-    return pr->wire.clock().now_ns() - t0;
-  };
-  const uint64_t first_probe = wait_frames(5);
+  const uint64_t first_probe = run_until_sent(5);
   ASSERT_EQ(sent.size(), 5u);
   EXPECT_EQ(proto::psn_diff(sent[4].psn, first), 3) << "the last packet sent";
   EXPECT_EQ(sent[4].opcode, op::kWriteLast);
@@ -675,7 +673,7 @@ TEST_F(Recovery, TailLossProbeBeforeTheTimer) {
   EXPECT_GE(first_probe, param::kProbeInitialNs);
   EXPECT_LT(first_probe, param::kProbeInitialNs + 10'000);
   EXPECT_LT(first_probe, proto::local_ack_timeout_ns(14) / 10);
-  const uint64_t second_probe = wait_frames(6);
+  const uint64_t second_probe = first_probe + run_until_sent(6);
   ASSERT_EQ(sent.size(), 6u);
   EXPECT_EQ(proto::psn_diff(sent[5].psn, first), 0) << "the oldest unacknowledged packet";
   EXPECT_EQ(sent[5].opcode, op::kWriteFirst);
@@ -700,15 +698,8 @@ TEST_F(Recovery, TailLossProbeBeforeTheTimer) {
 // first copies: nothing is resent (a restart on them resent up to a window of packets each time
 // the peer was descheduled for longer than the probe time).
 TEST_F(Recovery, LateAcksAfterAProbeRestartNothing) {
-  make();
-  post_write(4 * 256, 1);
-  turn();
-  ASSERT_EQ(sent.size(), 4u);
-  const uint64_t t0 = pr->wire.clock().now_ns();
-  while (sent.size() < 5 && pr->wire.clock().now_ns() - t0 < 100'000'000) {
-    pr->wire.clock().advance(1000);
-    turn();
-  }
+  ASSERT_NO_FATAL_FAILURE(unanswered_burst());
+  run_until_sent(5);
   ASSERT_EQ(sent.size(), 5u);
   EXPECT_EQ(proto::psn_diff(sent[4].psn, first), 3) << "the probe: the last packet sent";
   answer(0x1F, proto::psn_add(first, 1));  // the responder's ACK for the first two, late
@@ -727,15 +718,8 @@ TEST_F(Recovery, LateAcksAfterAProbeRestartNothing) {
 // the second probe resends the oldest packet, its ACK acknowledges exactly that packet, and the
 // rest is resent from the next PSN at once.
 TEST_F(Recovery, AnswerToTheOldestProbeRestartsAfterIt) {
-  make();
-  post_write(4 * 256, 1);
-  turn();
-  ASSERT_EQ(sent.size(), 4u);
-  const uint64_t t0 = pr->wire.clock().now_ns();
-  while (sent.size() < 6 && pr->wire.clock().now_ns() - t0 < 100'000'000) {
-    pr->wire.clock().advance(1000);
-    turn();
-  }
+  ASSERT_NO_FATAL_FAILURE(unanswered_burst());
+  run_until_sent(6);
   ASSERT_EQ(sent.size(), 6u);
   EXPECT_EQ(proto::psn_diff(sent[5].psn, first), 0) << "the second probe: the oldest";
   answer(0x1F, first);
@@ -794,13 +778,7 @@ TEST_F(Recovery, ProbeTimeFollowsTheMeasuredRtt) {
   EXPECT_EQ(pr->a.qp->tx.srtt_ns, 30'000u);
   post_write(256, 2);
   turn();
-  const size_t n = sent.size();
-  const uint64_t t0 = pr->wire.clock().now_ns();
-  while (sent.size() == n && pr->wire.clock().now_ns() - t0 < 10'000'000) {
-    pr->wire.clock().advance(1000);
-    turn();
-  }
-  const uint64_t waited = pr->wire.clock().now_ns() - t0;
+  const uint64_t waited = run_until_sent(sent.size() + 1, 10'000'000);
   // 2 * srtt + 4 * rttvar = 60 + 60 us.
   EXPECT_GE(waited, 120'000u);
   EXPECT_LE(waited, 121'000u);

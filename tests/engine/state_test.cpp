@@ -792,15 +792,9 @@ TEST(Flush, ResetDropsQueuesWithoutCompletionsAndTheQpComesBack) {
   w.remote_addr = b.addr() + 1024;
   w.rkey = b.mr->rkey;
   ASSERT_EQ(a.dev->post_send(a.qp, w), 0);
-  ASSERT_TRUE(pr.next_wc(a.scq, wc));
-  EXPECT_EQ(wc.status, WcStatus::Success);
-  EXPECT_EQ(wc.wr_id, 11u);
-  ASSERT_TRUE(pr.next_wc(a.scq, wc));
-  EXPECT_EQ(wc.status, WcStatus::Success);
-  EXPECT_EQ(wc.wr_id, 12u);
-  ASSERT_TRUE(pr.next_wc(b.rcq, wc));
-  EXPECT_EQ(wc.status, WcStatus::Success);
-  EXPECT_EQ(wc.wr_id, 2u);
+  ASSERT_NO_FATAL_FAILURE(pr.expect_wc(a.scq, wc, 11u, WcStatus::Success));
+  ASSERT_NO_FATAL_FAILURE(pr.expect_wc(a.scq, wc, 12u, WcStatus::Success));
+  ASSERT_NO_FATAL_FAILURE(pr.expect_wc(b.rcq, wc, 2u, WcStatus::Success));
   EXPECT_EQ(wc.byte_len, 200u);
   EXPECT_EQ(std::memcmp(b.buf(), a.buf(), 200), 0);
   EXPECT_EQ(std::memcmp(b.buf() + 1024, a.buf(), 200), 0);
@@ -855,9 +849,7 @@ TEST(Sqd, SendsPostedInSqdWaitForRts) {
   at.cur_qp_state = QpState::Sqd;
   ASSERT_EQ(a.dev->modify_qp(a.qp, at, S | kAttrCurState), 0);
   Wc wc;
-  ASSERT_TRUE(pr.next_wc(a.scq, wc));
-  EXPECT_EQ(wc.status, WcStatus::Success);
-  EXPECT_EQ(wc.wr_id, 5u);
+  ASSERT_NO_FATAL_FAILURE(pr.expect_wc(a.scq, wc, 5u, WcStatus::Success));
   EXPECT_EQ(std::memcmp(pr.b.buf(), a.buf(), 64), 0);
 }
 
@@ -935,9 +927,7 @@ TEST(Keys, WriteWithAStaleRkeyIsARemoteAccessError) {
   w.remote_addr = b.addr() + 1024;
   w.rkey = old_rkey;
   ASSERT_EQ(a.dev->post_send(a.qp, w), 0);
-  ASSERT_TRUE(pr.next_wc(a.scq, wc));
-  EXPECT_EQ(wc.wr_id, 2u);
-  EXPECT_EQ(wc.status, WcStatus::RemAccessErr) << wc_status_name(wc.status);
+  ASSERT_NO_FATAL_FAILURE(pr.expect_wc(a.scq, wc, 2u, WcStatus::RemAccessErr));
   EXPECT_EQ(a.qp->state(), QpState::Err);
   pr.run_until([&] { return b.qp->state() == QpState::Err; }, 1'000'000);
   EXPECT_EQ(b.qp->state(), QpState::Err);
@@ -1052,9 +1042,7 @@ TEST(Srq, QpWithSrqConsumesItsReceives) {
   }
   for (uint64_t i = 0; i < 3; ++i) {
     Wc wc;
-    ASSERT_TRUE(pr.next_wc(b.rcq, wc));
-    EXPECT_EQ(wc.status, WcStatus::Success) << wc_status_name(wc.status);
-    EXPECT_EQ(wc.wr_id, 0x5000 + i);
+    ASSERT_NO_FATAL_FAILURE(pr.expect_wc(b.rcq, wc, 0x5000 + i, WcStatus::Success));
     EXPECT_EQ(wc.opcode, WcOpcode::Recv);
     EXPECT_EQ(wc.byte_len, 150 + i);
     EXPECT_EQ(wc.qp_num, bq->qpn());
@@ -1064,9 +1052,7 @@ TEST(Srq, QpWithSrqConsumesItsReceives) {
     EXPECT_EQ(std::memcmp(b.buf() + 1024 * i, want, 100), 0);
     EXPECT_EQ(std::memcmp(b.buf() + 1024 * i + 512, want + 100, 50 + i), 0);
     EXPECT_EQ(b.buf()[1024 * i + 100], 0) << "the gap between the SGEs";
-    ASSERT_TRUE(pr.next_wc(a.scq, wc));
-    EXPECT_EQ(wc.status, WcStatus::Success);
-    EXPECT_EQ(wc.wr_id, 70 + i);
+    ASSERT_NO_FATAL_FAILURE(pr.expect_wc(a.scq, wc, 70 + i, WcStatus::Success));
   }
   EXPECT_EQ(srq->rq().size(), 1u);
   EXPECT_EQ(bq->rq_outstanding(), 0u);

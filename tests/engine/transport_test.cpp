@@ -73,18 +73,6 @@ void connect(Device& d, Qp* q, const Device& peer_dev, const Qp* peer, uint8_t s
   ASSERT_EQ(connect_qp(d, q, peer_dev, *peer, p), 0);
 }
 
-// A UD send of one SGE to `qpn` through `ah`.
-SendWr ud_wr(const Sge* s, const Ah* ah, uint32_t qpn, uint32_t qkey, WrOpcode op = WrOpcode::Send) {
-  SendWr w;
-  w.opcode = op;
-  w.sg_list = s;
-  w.num_sge = 1;
-  w.ah = ah;
-  w.remote_qpn = qpn;
-  w.remote_qkey = qkey;
-  return w;
-}
-
 // An address handle on `from` to GID `index` of `to`.
 Ah* ah_to(Node& from, const Node& to, uint8_t index, uint8_t sgid = 0) {
   AddressVector av;
@@ -180,13 +168,7 @@ TEST(Ud, QkeyNoReceiveAndShortBufferAreCountedOrCompletedNeverFatal) {
   ud_up(*t.b.dev, qb, 0x2222);
   Ah* ah = ah_to(t.a, t.b, 0);
   Sge s{t.a.addr(), 100, t.a.mr->lkey};
-  SendWr wr;
-  wr.opcode = WrOpcode::Send;
-  wr.sg_list = &s;
-  wr.num_sge = 1;
-  wr.ah = ah;
-  wr.remote_qpn = qb->qpn();
-  wr.remote_qkey = 0x3333;  // wrong
+  SendWr wr = ud_wr(&s, ah, qb->qpn(), 0x3333);  // a wrong Q_Key
   ASSERT_EQ(t.a.dev->post_send(qa, wr), 0);
   t.run();
   EXPECT_EQ(qb->counters().dropped_qkey, 1u);

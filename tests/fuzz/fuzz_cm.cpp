@@ -22,18 +22,13 @@
 
 #include "proto/cm.hpp"
 #include "proto/packet.hpp"
+#include "tests/fuzz/fuzz_check.hpp"
 
 using namespace uroce::proto;
 
-namespace {
+const char* const uroce::fuzz::kTarget = "fuzz_cm";
 
-[[noreturn]] void fail(const char* what) {
-  std::fprintf(stderr, "fuzz_cm: %s\n", what);
-  __builtin_trap();
-}
-void check(bool ok, const char* what) {
-  if (!ok) fail(what);
-}
+namespace {
 
 struct Counts {
   size_t runs = 0, mads = 0, parsed = 0, cma = 0;

@@ -24,20 +24,15 @@
 #include "proto/icmp.hpp"
 #include "proto/locate.hpp"
 #include "proto/packet.hpp"
+#include "tests/fuzz/fuzz_check.hpp"
 #include "tests/proto/control_frames.hpp"
 
 using namespace uroce;
 using namespace uroce::proto;
 
-namespace {
+const char* const uroce::fuzz::kTarget = "fuzz_locate";
 
-[[noreturn]] void fail(const char* what) {
-  std::fprintf(stderr, "fuzz_locate: %s\n", what);
-  __builtin_trap();
-}
-void check(bool ok, const char* what) {
-  if (!ok) fail(what);
-}
+namespace {
 
 struct Counts {
   size_t runs = 0, roce = 0, arp = 0, icmp6 = 0, delivered = 0, replies = 0;

@@ -132,20 +132,14 @@ TEST(Aeth, ConstructorsAndKnownValues) {
 }
 
 TEST(Aeth, RnrTimerTable) {
-  // Spot checks against ../shared/notes/roce-wire-facts.md.
-  EXPECT_EQ(rnr_timer_us(0), 655360u);
-  EXPECT_EQ(rnr_timer_us(1), 10u);
-  EXPECT_EQ(rnr_timer_us(2), 20u);
-  EXPECT_EQ(rnr_timer_us(5), 60u);
-  EXPECT_EQ(rnr_timer_us(7), 120u);
-  EXPECT_EQ(rnr_timer_us(12), 640u);
-  EXPECT_EQ(rnr_timer_us(14), 1280u);
-  EXPECT_EQ(rnr_timer_us(18), 5120u);
-  EXPECT_EQ(rnr_timer_us(23), 30720u);
-  EXPECT_EQ(rnr_timer_us(27), 122880u);
-  EXPECT_EQ(rnr_timer_us(30), 327680u);
-  EXPECT_EQ(rnr_timer_us(31), 491520u);
-  EXPECT_EQ(rnr_timer_us(32 + 14), 1280u);  // only 5 bits count
+  // Spot checks against ../shared/notes/roce-wire-facts.md: {code, microseconds}.
+  const struct {
+    uint8_t code;
+    uint32_t us;
+  } spots[] = {{0, 655360}, {1, 10},     {2, 20},     {5, 60},      {7, 120},     {12, 640},   {14, 1280},
+               {18, 5120},  {23, 30720}, {27, 122880}, {30, 327680}, {31, 491520},
+               {32 + 14, 1280}};  // only 5 bits count
+  for (const auto& s : spots) EXPECT_EQ(rnr_timer_us(s.code), s.us) << int(s.code);
   // The full table of the notes.
   const uint32_t notes[32] = {655360, 10,    20,    30,    40,    60,     80,     120,    160,    240,    320,
                               480,    640,   960,   1280,  1920,  2560,   3840,   5120,   7680,   10240,  15360,

@@ -261,6 +261,11 @@ Frame base_v4(uint8_t opc = op::kSendOnly, size_t n = 8, int vlans = 0) {
 Frame base_v6(uint8_t opc = op::kSendOnly, size_t n = 8, int vlans = 0) {
   return t::build_frame(t::make_packet(opc, 6, vlans, t::seq_payload(n)));
 }
+// Frame f with the ethertype (or VLAN TPID) at byte `at` replaced by `type`.
+Frame with_type(Frame f, size_t at, uint16_t type) {
+  store_be16(&f[at], type);
+  return f;
+}
 }  // namespace
 
 TEST(ParseErrors, Truncated) {
@@ -282,31 +287,20 @@ TEST(ParseErrors, Truncated) {
 }
 
 TEST(ParseErrors, RoceV1) {
-  Frame f = base_v4();
-  store_be16(&f[12], kEtherTypeRoceV1);
-  EXPECT_TRUE(parses_as(f, {ParseError::RoceV1}));
-  Frame v = base_v4(op::kSendOnly, 8, 1);
-  store_be16(&v[16], kEtherTypeRoceV1);
-  EXPECT_TRUE(parses_as(v, {ParseError::RoceV1}));
+  EXPECT_TRUE(parses_as(with_type(base_v4(), 12, kEtherTypeRoceV1), {ParseError::RoceV1}));
+  EXPECT_TRUE(parses_as(with_type(base_v4(op::kSendOnly, 8, 1), 16, kEtherTypeRoceV1), {ParseError::RoceV1}));
 }
 
 TEST(ParseErrors, NotIp) {
-  Frame f = base_v4();
-  store_be16(&f[12], kEtherTypeArp);
-  EXPECT_TRUE(parses_as(f, {ParseError::NotIp}));
+  EXPECT_TRUE(parses_as(with_type(base_v4(), 12, kEtherTypeArp), {ParseError::NotIp}));
   // A third VLAN tag is not followed.
-  Frame v = base_v4(op::kSendOnly, 8, 2);
-  store_be16(&v[20], kEtherTypeVlan);
-  EXPECT_TRUE(parses_as(v, {ParseError::NotIp}));
+  EXPECT_TRUE(parses_as(with_type(base_v4(op::kSendOnly, 8, 2), 20, kEtherTypeVlan), {ParseError::NotIp}));
 }
 
 TEST(ParseErrors, BadIpVersion) {
-  Frame f = base_v6();
-  store_be16(&f[12], kEtherTypeIpv4);  // an IPv6 header behind the IPv4 ethertype
-  EXPECT_TRUE(parses_as(f, {ParseError::BadIpVersion}));
-  Frame g = base_v4(op::kSendOnly, 64);
-  store_be16(&g[12], kEtherTypeIpv6);
-  EXPECT_TRUE(parses_as(g, {ParseError::BadIpVersion}));
+  // An IPv6 header behind the IPv4 ethertype, and the other way round.
+  EXPECT_TRUE(parses_as(with_type(base_v6(), 12, kEtherTypeIpv4), {ParseError::BadIpVersion}));
+  EXPECT_TRUE(parses_as(with_type(base_v4(op::kSendOnly, 64), 12, kEtherTypeIpv6), {ParseError::BadIpVersion}));
 }
 
 TEST(ParseErrors, BadIpv4Header) {

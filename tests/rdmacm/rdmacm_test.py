@@ -333,11 +333,4 @@ def sc_vanish():
 
 SCEN = {"memif": sc_memif, "veth": sc_veth, "perftest": sc_perftest, "api": sc_api, "vanish": sc_vanish}
 
-try:
-    SCEN[args.scenario]()
-finally:
-    cleanup()
-if failures:
-    log("%d failure(s): %s" % (len(failures), "; ".join(failures)))
-    sys.exit(1)
-log("all passed")
+driver.run_scenario(SCEN, args.scenario, cleanup)

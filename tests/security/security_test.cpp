@@ -16,11 +16,12 @@ namespace {
 
 namespace op = proto::op;
 
-// Frames one end emits, parsed, with helpers to find NAKs and responses.
+// Frames one end emits on link `l` from its construction on, parsed, with helpers to find NAKs
+// and responses.
 struct Tap {
   std::vector<proto::Packet> frames;
   std::vector<std::vector<uint8_t>> bytes;
-  void attach(FakeLink& l) {
+  explicit Tap(FakeLink& l) {
     l.tap = [this](const uint8_t* d, uint32_t n) {
       bytes.emplace_back(d, d + n);
       proto::Packet p;
@@ -52,12 +53,20 @@ PairOptions small(Mtu mtu = Mtu::M1024) {
   return o;
 }
 
+// A WRITE ONLY from A at `psn` carrying `payload` (which must outlive the packet) to the start
+// of B's buffer.
+proto::Packet write_only_to_b(Pair& pr, uint32_t psn, const std::vector<uint8_t>& payload) {
+  proto::Packet p = forge(pr.a, pr.b, op::kWriteOnly, psn);
+  p.reth = {pr.b.addr(), pr.b.mr->rkey, uint32_t(payload.size())};
+  p.payload = {payload.data(), payload.size()};
+  return p;
+}
+
 // ---- 1: after deregistration no packet reads or writes the memory ---------------------------
 
 TEST(Security1, DeregMidWriteStopsTheRestOfTheMessage) {
   Pair pr(small());
-  Tap tb;
-  tb.attach(pr.wire.b());
+  Tap tb(pr.wire.b());
   std::vector<uint8_t> payload(1024, 0x77);
   const uint32_t epsn = pr.b.qp->expected_psn();
   proto::Packet p = forge(pr.a, pr.b, op::kWriteFirst, epsn);
@@ -84,8 +93,7 @@ TEST(Security1, DeregMidWriteStopsTheRestOfTheMessage) {
 
 TEST(Security1, DuplicateReadAfterDeregIsNakedNotAnswered) {
   Pair pr(small());
-  Tap tb;
-  tb.attach(pr.wire.b());
+  Tap tb(pr.wire.b());
   fill_pattern(pr.b.buf(), 2048, 3);
   const uint32_t epsn = pr.b.qp->expected_psn();
   proto::Packet rd = forge(pr.a, pr.b, op::kReadRequest, epsn);
@@ -115,9 +123,7 @@ TEST(Security1, LocalDeregStopsReadResponsesLandingAndNamesTheWqe) {
   std::memset(pr.a.buf(), 0xEE, 4096);
   ASSERT_EQ(pr.a.dev->dereg_mr(pr.a.mr), 0);
   Wc wc;
-  ASSERT_TRUE(pr.next_wc(pr.a.scq, wc));
-  EXPECT_EQ(wc.wr_id, 41u);
-  EXPECT_EQ(wc.status, WcStatus::LocProtErr);
+  ASSERT_NO_FATAL_FAILURE(pr.expect_wc(pr.a.scq, wc, 41u, WcStatus::LocProtErr));
   for (int i = 0; i < 4096; ++i) ASSERT_EQ(pr.a.buf()[i], 0xEE) << "byte " << i << " written after dereg";
   EXPECT_EQ(pr.a.qp->state(), QpState::Err);
 }
@@ -132,8 +138,7 @@ TEST(Security2, ReadLengthNear4GiBIsAnInvalidRequest) {
   ASSERT_NE(m, MAP_FAILED);
   Mr* mr = pr.b.dev->reg_mr(pr.b.pd, m, big, kLocalWrite | kRemoteRead);
   ASSERT_NE(mr, nullptr);
-  Tap tb;
-  tb.attach(pr.wire.b());
+  Tap tb(pr.wire.b());
   proto::Packet rd = forge(pr.a, pr.b, op::kReadRequest, pr.b.qp->expected_psn());
   rd.reth = {reinterpret_cast<uintptr_t>(m), mr->rkey, 0xFFFFFFFFu};  // (len + mtu - 1) wraps in 32 bits
   inject(pr.wire.b(), rd);
@@ -176,24 +181,19 @@ TEST(Security3, ForgedReadResponseAndAtomicAckCompleteNothing) {
   EXPECT_EQ(pr.a.qp->counters().ghost_responses, 8u);
   EXPECT_EQ(pr.a.qp->state(), QpState::Rts);
   // The real ACK still completes it.
-  ASSERT_TRUE(pr.next_wc(pr.a.scq, wc));
-  EXPECT_EQ(wc.wr_id, 7u);
-  EXPECT_EQ(wc.status, WcStatus::Success);
+  ASSERT_NO_FATAL_FAILURE(pr.expect_wc(pr.a.scq, wc, 7u, WcStatus::Success));
 }
 
 // ---- 4: source check ---------------------------------------------------------------------------
 
 TEST(Security4, RequestFromAnotherAddressIsDroppedAndCounted) {
   Pair pr(small());
-  Tap tb;
-  tb.attach(pr.wire.b());
+  Tap tb(pr.wire.b());
   std::vector<uint8_t> payload(64, 0x55);
   std::memset(pr.b.buf(), 0, 64);
   const uint32_t epsn = pr.b.qp->expected_psn();
-  proto::Packet p = forge(pr.a, pr.b, op::kWriteOnly, epsn);
+  proto::Packet p = write_only_to_b(pr, epsn, payload);
   p.ip_src[3] ^= 0x40;  // 198.18.0.10 -> another host
-  p.reth = {pr.b.addr(), pr.b.mr->rkey, 64};
-  p.payload = {payload.data(), 64};
   inject(pr.wire.b(), p);
   pr.b.dev->progress();
   pr.b.dev->progress();
@@ -233,8 +233,7 @@ TEST(Security5, QpNumbersAreRandomAndNeverSpecial) {
 
 TEST(Security5, AnLkeyOpensNoRemoteAccess) {
   Pair pr(small());
-  Tap tb;
-  tb.attach(pr.wire.b());
+  Tap tb(pr.wire.b());
   std::vector<uint8_t> payload(64, 0x55);
   std::memset(pr.b.buf(), 0, 64);
   proto::Packet p = forge(pr.a, pr.b, op::kWriteOnly, pr.b.qp->expected_psn());
@@ -254,8 +253,7 @@ TEST(Security6, DuplicateReadIsAnsweredInBoundedSteps) {
   PairOptions o = small(Mtu::M256);
   o.mem = 1 << 20;
   Pair pr(o);
-  Tap tb;
-  tb.attach(pr.wire.b());
+  Tap tb(pr.wire.b());
   const uint32_t epsn = pr.b.qp->expected_psn();
   proto::Packet rd = forge(pr.a, pr.b, op::kReadRequest, epsn);
   rd.reth = {pr.b.addr(), pr.b.mr->rkey, 1 << 20};  // 4096 responses at MTU 256
@@ -369,19 +367,14 @@ TEST(Security9, ForgedRnrNaksStallButNeverHang) {
   EXPECT_EQ(pr.a.qp->counters().rcvd_rnr_err, 20u);
   pr.wire.a().filter = nullptr;  // the attacker stops: the transfer completes
   Wc wc;
-  ASSERT_TRUE(pr.next_wc(pr.a.scq, wc));
-  EXPECT_EQ(wc.wr_id, 6u);
-  EXPECT_EQ(wc.status, WcStatus::Success);
+  ASSERT_NO_FATAL_FAILURE(pr.expect_wc(pr.a.scq, wc, 6u, WcStatus::Success));
 }
 
 TEST(Security9, RequestAheadOfTheExpectedPsnGetsOneSequenceNak) {
   Pair pr(small());
-  Tap tb;
-  tb.attach(pr.wire.b());
+  Tap tb(pr.wire.b());
   std::vector<uint8_t> payload(8, 0x55);
-  proto::Packet p = forge(pr.a, pr.b, op::kWriteOnly, proto::psn_add(pr.b.qp->expected_psn(), 1000));
-  p.reth = {pr.b.addr(), pr.b.mr->rkey, 8};
-  p.payload = {payload.data(), 8};
+  proto::Packet p = write_only_to_b(pr, proto::psn_add(pr.b.qp->expected_psn(), 1000), payload);
   inject(pr.wire.b(), p);
   inject(pr.wire.b(), p);
   pr.b.dev->progress();

@@ -277,7 +277,8 @@ int to_state(ibv_qp* qp, ibv_qp_state s) {
   return ibv_modify_qp(qp, &a, mask);
 }
 
-ibv_qp* rc_qp(ibv_pd* pd, ibv_cq* scq, ibv_cq* rcq, ibv_srq* srq) {
+// The attributes of the sweep's RC QPs: 8 work requests of one SGE each way.
+ibv_qp_init_attr rc_qp_attr(ibv_cq* scq, ibv_cq* rcq, ibv_srq* srq) {
   ibv_qp_init_attr ia{};
   ia.send_cq = scq;
   ia.recv_cq = rcq;
@@ -287,7 +288,18 @@ ibv_qp* rc_qp(ibv_pd* pd, ibv_cq* scq, ibv_cq* rcq, ibv_srq* srq) {
   ia.cap.max_send_sge = 1;
   ia.cap.max_recv_sge = 1;
   ia.qp_type = IBV_QPT_RC;
+  return ia;
+}
+
+ibv_qp* rc_qp(ibv_pd* pd, ibv_cq* scq, ibv_cq* rcq, ibv_srq* srq) {
+  ibv_qp_init_attr ia = rc_qp_attr(scq, rcq, srq);
   return ibv_create_qp(pd, &ia);
+}
+
+// The sweep cannot go on without `what`: says so, and main() returns this.
+int fatal(const char* what) {
+  std::printf("FAIL: %s\n", what);
+  return 1;
 }
 
 }  // namespace
@@ -301,10 +313,7 @@ int main() {
   auto exports = real_exports(lib);
   for (const auto& [name, e] : exports) g_versions[name] = e.versions;
   std::printf("real library: %s, %zu exported symbols\n", lib.c_str(), exports.size());
-  if (exports.empty()) {
-    std::printf("FAIL: cannot list the real library's exports\n");
-    return 1;
-  }
+  if (exports.empty()) return fatal("cannot list the real library's exports");
 
   // Objects the calls use (created by the calls themselves, in order).
   ibv_device** list = nullptr;
@@ -331,10 +340,7 @@ int main() {
     if (list && n > 0) dev = list[0];   // uroce's device comes first
     return ptr(list);
   });
-  if (!dev) {
-    std::printf("FAIL: no device (is UROCE_CONFIG set?)\n");
-    return 1;
-  }
+  if (!dev) return fatal("no device (is UROCE_CONFIG set?)");
   call("ibv_get_device_name", [&] { return str(FN(ibv_get_device_name)(dev)); });
   check(std::strncmp(ibv_get_device_name(dev), "uroce", 5) == 0, "the first device is uroce's (%s)",
         ibv_get_device_name(dev));
@@ -344,10 +350,7 @@ int main() {
     ctx = FN(ibv_open_device)(dev);
     return ptr(ctx);
   });
-  if (!ctx) {
-    std::printf("FAIL: ibv_open_device\n");
-    return 1;
-  }
+  if (!ctx) return fatal("ibv_open_device");
   call("ibv_query_device", [&] {
     ibv_device_attr a;
     return rc(FN(ibv_query_device)(ctx, &a));
@@ -396,10 +399,7 @@ int main() {
     pd = FN(ibv_alloc_pd)(ctx);
     return ptr(pd);
   });
-  if (!pd) {
-    std::printf("FAIL: ibv_alloc_pd\n");
-    return 1;
-  }
+  if (!pd) return fatal("ibv_alloc_pd");
   call("ibv_reg_mr", [&] {
     mr = FN(ibv_reg_mr)(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     return ptr(mr);
@@ -446,10 +446,7 @@ int main() {
     cq = FN(ibv_create_cq)(ctx, 16, nullptr, ch, 0);
     return ptr(cq);
   });
-  if (!cq) {
-    std::printf("FAIL: ibv_create_cq\n");
-    return 1;
-  }
+  if (!cq) return fatal("ibv_create_cq");
   call("ibv_resize_cq", [&] {
     int r = FN(ibv_resize_cq)(cq, 64);
     check(r == 0 && cq->cqe >= 64, "ibv_resize_cq to 64: %d, cqe %d", r, cq->cqe);
@@ -481,21 +478,11 @@ int main() {
     return rc(FN(ibv_query_srq)(srq, &a));
   });
   call("ibv_create_qp", [&] {
-    ibv_qp_init_attr ia{};
-    ia.send_cq = cq;
-    ia.recv_cq = cq;
-    ia.cap.max_send_wr = 8;
-    ia.cap.max_recv_wr = 8;
-    ia.cap.max_send_sge = 1;
-    ia.cap.max_recv_sge = 1;
-    ia.qp_type = IBV_QPT_RC;
+    ibv_qp_init_attr ia = rc_qp_attr(cq, cq, nullptr);
     qp = FN(ibv_create_qp)(pd, &ia);
     return ptr(qp);
   });
-  if (!qp) {
-    std::printf("FAIL: ibv_create_qp\n");
-    return 1;
-  }
+  if (!qp) return fatal("ibv_create_qp");
   call("ibv_qp_to_qp_ex", [&] { return ptr(FN(ibv_qp_to_qp_ex)(qp)); });   // not created with ibv_wr_*: NULL
   call("ibv_modify_qp", [&] {
     ibv_qp_attr a{};

@@ -123,20 +123,27 @@ void compare(const uint8_t* got, const uint8_t* want, size_t n, const char* what
   std::printf("verified %s: %zu bytes\n", what, n);
 }
 
+// The attributes of an RC QP on `cq` (send and receive) with `wr` work requests of `sge` SGEs
+// each way.
+ibv_qp_init_attr rc_attr(ibv_cq* cq, uint32_t wr, uint32_t sge) {
+  ibv_qp_init_attr ia{};
+  ia.send_cq = cq;
+  ia.recv_cq = cq;
+  ia.qp_type = IBV_QPT_RC;
+  ia.cap.max_send_wr = wr;
+  ia.cap.max_recv_wr = wr;
+  ia.cap.max_send_sge = sge;
+  ia.cap.max_recv_sge = sge;
+  return ia;
+}
+
 }  // namespace
 
 // Loopback: two RC QPs of this one device, connected to each other through the device's own
 // GID, as ConnectX and rxe allow. A WRITE from one into memory the other registered must land,
 // with no address resolution of our own address (it used to fail in RTR with ETIMEDOUT).
 void loopback(Ctx& c, ibv_mtu mtu) {
-  ibv_qp_init_attr ia{};
-  ia.send_cq = c.cq;
-  ia.recv_cq = c.cq;
-  ia.qp_type = IBV_QPT_RC;
-  ia.cap.max_send_wr = 8;
-  ia.cap.max_recv_wr = 8;
-  ia.cap.max_send_sge = 1;
-  ia.cap.max_recv_sge = 1;
+  ibv_qp_init_attr ia = rc_attr(c.cq, 8, 1);
   ibv_qp* q[2] = {ibv_create_qp(c.pd, &ia), ibv_create_qp(c.pd, &ia)};
   if (!q[0] || !q[1]) fail("loopback: ibv_create_qp: %s", std::strerror(errno));
   ibv_gid own;
@@ -227,14 +234,7 @@ int main(int argc, char** argv) {
                         IBV_ACCESS_REMOTE_ATOMIC);
   c.cq = ibv_create_cq(c.ctx, 256, nullptr, nullptr, 0);
   if (!c.pd || !c.mr || !c.cq) fail("pd/mr/cq: %s", std::strerror(errno));
-  ibv_qp_init_attr ia{};
-  ia.send_cq = c.cq;
-  ia.recv_cq = c.cq;
-  ia.qp_type = IBV_QPT_RC;
-  ia.cap.max_send_wr = 64;
-  ia.cap.max_recv_wr = 64;
-  ia.cap.max_send_sge = 4;
-  ia.cap.max_recv_sge = 4;
+  ibv_qp_init_attr ia = rc_attr(c.cq, 64, 4);
   c.qp = ibv_create_qp(c.pd, &ia);
   if (!c.qp) fail("ibv_create_qp: %s", std::strerror(errno));
   // A UD QP is created; a raw packet QP (not a RoCE transport) is refused cleanly.

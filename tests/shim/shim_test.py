@@ -94,6 +94,17 @@ def result_lines(text, lat):
     return out
 
 
+def verdict(ok, tag, crc, src, dt, lines, ctext, stext):
+    """Logs one client/server run: a line with both exit codes, the client's result `lines`,
+    both outputs' tails if it failed; check()s ok under `tag`."""
+    log("%-6s %-44s client=%s server=%s %.1fs" % ("ok" if ok else "FAIL", tag, crc, src, dt))
+    for l in lines:
+        log("    " + l)
+    if not ok:
+        log("---- client output\n" + ctext[-3000:] + "\n---- server output\n" + stext[-3000:])
+    check(ok, tag)
+
+
 def run_perftest(link, tool, opts, sizes=None, timeout=60, expect_sizes=None):
     """One perftest client/server pair; returns True when both exit 0 with result lines."""
     port = next_port()
@@ -121,12 +132,7 @@ def run_perftest(link, tool, opts, sizes=None, timeout=60, expect_sizes=None):
     if expect_sizes:
         got = {int(l.split()[0]) for l in clines}
         ok = ok and all(x in got for x in expect_sizes)
-    log("%-6s %-44s client=%s server=%s %.1fs" % ("ok" if ok else "FAIL", tag, crc, src, dt))
-    for l in clines:
-        log("    " + l)
-    if not ok:
-        log("---- client output\n" + ctext[-3000:] + "\n---- server output\n" + stext[-3000:])
-    check(ok, tag)
+    verdict(ok, tag, crc, src, dt, clines, ctext, stext)
     record({"tool": tool, "options": " ".join(opts), "link": link, "ok": ok,
             "client_rc": crc, "server_rc": src, "result": clines, "server_result": slines,
             "seconds": round(dt, 1)})
@@ -177,12 +183,7 @@ def run_pingpong(link, server_side_ns, opts, timeout=40, tool="ibv_rc_pingpong")
     res = [l.strip() for l in ctext.splitlines() if "iters in" in l or "bytes in" in l]
     sres = [l.strip() for l in stext.splitlines() if "iters in" in l]
     ok = crc == 0 and src == 0 and len(res) == 2 and len(sres) == 1
-    log("%-6s %-44s client=%s server=%s %.1fs" % ("ok" if ok else "FAIL", tag, crc, src, dt))
-    for l in res:
-        log("    " + l)
-    if not ok:
-        log("---- client output\n" + ctext[-3000:] + "\n---- server output\n" + stext[-3000:])
-    check(ok, tag)
+    verdict(ok, tag, crc, src, dt, res, ctext, stext)
     record({"tool": tool, "options": " ".join(gid + opts) + " (server in " + server_side_ns + ")",
             "link": link, "ok": ok, "client_rc": crc, "server_rc": src, "result": res, "seconds": round(dt, 1)})
 
@@ -384,11 +385,4 @@ SCEN = {"devinfo": sc_devinfo, "progress": sc_progress, "pingpong": sc_pingpong,
         "read-bw": sc_read_bw, "atomic-bw": sc_atomic_bw, "lat": sc_lat, "cxx": sc_cxx,
         "sweep": sc_sweep}
 
-try:
-    SCEN[args.scenario]()
-finally:
-    cleanup()
-if failures:
-    log("%d failure(s): %s" % (len(failures), "; ".join(failures)))
-    sys.exit(1)
-log("all passed")
+driver.run_scenario(SCEN, args.scenario, cleanup)

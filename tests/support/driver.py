@@ -132,6 +132,19 @@ def check(cond, what):
     return cond
 
 
+def run_scenario(scenarios, name, cleanup):
+    """Runs scenarios[name], then cleanup() whatever happens; exits 1 with the list of what
+    check() found wrong, or prints "all passed"."""
+    try:
+        scenarios[name]()
+    finally:
+        cleanup()
+    if failures:
+        log("%d failure(s): %s" % (len(failures), "; ".join(failures)))
+        sys.exit(1)
+    log("all passed")
+
+
 def wait_listening(link, port, server, t):
     """True once TCP `port` is listened on (in namespace uroce-b for link veth), False if
     `server` exits first or t seconds pass."""

@@ -1,6 +1,6 @@
 // The test harness: the connected pair of pair.hpp (two engines joined by a FakeLink, each with
-// a PD, CQs and one connected QP, polled under the virtual clock) with GoogleTest checks, and
-// inject(), which puts a forged frame on the wire.
+// a PD, CQs and one connected QP, polled under the virtual clock) with GoogleTest checks, one
+// for the next completion of a CQ, and inject(), which puts a forged frame on the wire.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -28,6 +28,14 @@ class Pair : public ConnectedPair {
   // peer_psn.
   void connect(Endpoint& self, const Endpoint& peer, uint32_t my_psn, uint32_t peer_psn) {
     ASSERT_EQ(connect_qp(*self.dev, self.qp, *peer.dev, *peer.qp, path(my_psn, peer_psn)), 0);
+  }
+
+  // The next completion on `cq` (polled for up to max_ns of virtual time, as next_wc) into
+  // `wc`: it must be WR `id`'s, with `status`.
+  void expect_wc(Cq* cq, Wc& wc, uint64_t id, WcStatus status, uint64_t max_ns = 10'000'000'000ull) {
+    ASSERT_TRUE(next_wc(cq, wc, max_ns)) << "no completion for WR " << id;
+    EXPECT_EQ(wc.wr_id, id);
+    EXPECT_EQ(wc.status, status) << wc_status_name(wc.status);
   }
 
  private:

@@ -103,6 +103,15 @@ struct Endpoint {
   uint8_t* buf() { return mem.data() + kCanary; }
   size_t buf_len() const { return mem.size() - 2 * kCanary; }
   uint64_t addr() { return reinterpret_cast<uintptr_t>(buf()); }
+  // The attributes of a new QP of `type` on this end's PD and CQs (the engine's default caps).
+  QpInitAttr init_attr(QpType type = QpType::RC) const {
+    QpInitAttr ia;
+    ia.pd = pd;
+    ia.send_cq = scq;
+    ia.recv_cq = rcq;
+    ia.qp_type = type;
+    return ia;
+  }
 };
 
 struct PairOptions {
@@ -153,11 +162,7 @@ class ConnectedPair {
       e->rcq = o.one_cq ? e->scq : e->dev->create_cq(o.cq_depth);
       e->mem.assign(o.mem + 2 * Endpoint::kCanary, 0xCC);
       e->mr = e->dev->reg_mr(e->pd, e->buf(), o.mem, o.access);
-      QpInitAttr ia;
-      ia.pd = e->pd;
-      ia.send_cq = e->scq;
-      ia.recv_cq = e->rcq;
-      ia.qp_type = o.qp_type;
+      QpInitAttr ia = e->init_attr(o.qp_type);
       ia.cap.max_send_wr = o.max_send_wr;
       ia.cap.max_recv_wr = o.max_recv_wr;
       ia.cap.max_inline_data = o.max_inline_data;
@@ -277,6 +282,18 @@ inline SendWr signaled_wr(uint64_t id, const Sge* sge, WrOpcode op = WrOpcode::S
   wr.sg_list = sge;
   wr.num_sge = 1;
   return wr;
+}
+
+// A UD send of one SGE to `qpn` through `ah`.
+inline SendWr ud_wr(const Sge* s, const Ah* ah, uint32_t qpn, uint32_t qkey, WrOpcode op = WrOpcode::Send) {
+  SendWr w;
+  w.opcode = op;
+  w.sg_list = s;
+  w.num_sge = 1;
+  w.ah = ah;
+  w.remote_qpn = qpn;
+  w.remote_qkey = qkey;
+  return w;
 }
 
 // A signaled work request of `op` from `sge` to the start of `peer`'s registered buffer.
