@@ -7,11 +7,12 @@
 # change speed (a restructuring): ratios near 1 within the rounds' spread.
 #
 #   scripts/bench-ab.sh TREE_A [TREE_B] [ROUNDS]     (TREE_B default: this tree; ROUNDS 3)
+# PARTS="engine memif" (the default) chooses what runs in each round.
 # Each tree needs `build` (scripts/build.sh) for uroce-perf; build-bench (release) is made here.
 # Needs root (memif).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-A=$(cd "$1" && pwd); B=$(cd "${2:-.}" && pwd); ROUNDS=${3:-3}
+A=$(cd "$1" && pwd); B=$(cd "${2:-.}" && pwd); ROUNDS=${3:-3}; PARTS=${PARTS:-engine memif}
 [ "$(id -u)" = 0 ] || { echo "needs root (memif)" >&2; exit 1; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -44,7 +45,10 @@ echo "# A = $A ($(git -C "$A" rev-parse --short HEAD)), B = $B ($(git -C "$B" re
 for r in $(seq "$ROUNDS"); do
   for t in A B; do
     dir=$A; [ $t = B ] && dir=$B
-    { engine "$dir" pinned; engine "$dir" unpinned; memif "$dir"; } | sed "s/^/$t /" >> "$out/rows"
+    {
+      case " $PARTS " in *" engine "*) engine "$dir" pinned; engine "$dir" unpinned ;; esac
+      case " $PARTS " in *" memif "*) memif "$dir" ;; esac
+    } | sed "s/^/$t /" >> "$out/rows"
   done
 done
 
