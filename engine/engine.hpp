@@ -74,7 +74,7 @@ class Device {
     uint8_t cm_response_timeout = param::kRdmacmResponseTimeout;
     uint8_t cm_max_retries = param::kCmMaxRetries;
     // The port's path MTU (config key mtu): the CM refuses a REQ asking for more (REJ 26).
-    Mtu port_mtu = Mtu::M1024;  // param::kPathMtu
+    Mtu port_mtu = Mtu::M1024;  // the port sets it from its config (default port/param.hpp kPathMtu)
   };
 
   Device(Link& link, Clock& clock, const Config& cfg);
