@@ -59,20 +59,19 @@ struct Packet {
   bool ack_req = false;
   uint8_t bth_resv7 = 0;
   uint32_t psn = 0;
-  // Extension headers: only those the opcode table names are meaningful. RETH and AtomicETH
-  // both start with the VA and R_Key (headers.hpp, VaRkeyView).
-  struct VaRkey {
+  // Extension headers: only those the opcode table names are meaningful.
+  struct {
     uint64_t va = 0;
     uint32_t rkey = 0;
-  };
-  struct : VaRkey {
     uint32_t dma_len = 0;
   } reth;
   struct {
     uint8_t syndrome = 0;
     uint32_t msn = 0;
   } aeth;
-  struct : VaRkey {
+  struct {
+    uint64_t va = 0;
+    uint32_t rkey = 0;
     uint64_t swap_add = 0;
     uint64_t compare = 0;
   } atomic;
