@@ -1,5 +1,7 @@
 #include "port/config.hpp"
 
+#include "port/netdev.hpp"
+
 #include <arpa/inet.h>
 
 #include <cctype>
@@ -155,6 +157,12 @@ bool set_key(EndpointConfig& c, const std::string& key, const std::string& val, 
   }
   if (key == "name") {
     c.name = val;
+  } else if (key == "netdev") {
+    if (val.empty() || val.size() >= 16 || val.find('/') != std::string::npos) return fail("bad interface name");
+    c.netdev = val;
+  } else if (key == "xdp_prog") {
+    if (val.empty()) return fail("xdp_prog needs a file name");
+    c.xdp_prog = val;
   } else if (key == "eal") {
     std::istringstream ss(val);
     std::string w;
@@ -303,9 +311,15 @@ std::optional<EndpointConfig> load_config(const std::string& path, std::string& 
       key.clear();
       return fail("unknown key '" + k + "' (the keys: config/README.md)");
     }
+    c.keys.push_back(key);
+  }
+  key.clear();
+  if (!c.netdev.empty()) {
+    std::string msg;
+    if (!apply_netdev(c, msg)) return fail(msg);
   }
   if (c.eal.empty()) {
-    err = path + ": key 'eal' missing (the EAL arguments, with the port)";
+    err = path + ": key 'eal' missing (the EAL arguments, with the port; or key 'netdev' names an interface)";
     return std::nullopt;
   }
   if (c.gid_index >= 2 + int(c.ip6s.size())) {

@@ -26,6 +26,15 @@ struct EndpointConfig {
   std::string file;                    // where it was read from (for messages)
   std::string name = "uroce0";         // device name (what ibv_get_device_list would show)
   std::vector<std::string> eal;        // EAL arguments, split at whitespace
+  std::vector<std::string> keys;       // the keys the file set, in order (defaults fill the rest)
+  // A netdev of the host, shared with the kernel (port/netdev.hpp, docs/netdev.md): MAC, MTU and
+  // addresses come from it; af_xdp with uroce's XDP program takes only its RoCEv2 frames; the
+  // kernel resolves neighbours (port/netlink.hpp). Empty: uroce's own link and addresses.
+  std::string netdev;
+  std::string xdp_prog;                // the XDP program file (default: port/netdev.hpp xdp_program())
+  int netdev_ifindex = 0;              // set from the interface when the config is loaded
+  bool have_link_local = false;        // the netdev's own link-local address (else made from the MAC)
+  proto::Ip6 link_local{};
   int port = -1;                       // DPDK port id; -1: the first available
   bool have_ip4 = false;
   uint8_t ip4[4] = {};

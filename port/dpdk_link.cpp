@@ -21,9 +21,15 @@ using detail::M;
 
 std::unique_ptr<DpdkLink> DpdkLink::open(const EndpointConfig& cfg, std::string& err,
                                          const std::vector<std::string>& extra_eal) {
-  if (!detail::start_eal(cfg.eal, extra_eal, err)) return nullptr;
   std::unique_ptr<DpdkLink> l(new DpdkLink());
   l->cfg_ = cfg;
+  // A netdev shared with the kernel: ours alone (a stale program of a killed uroce removed)
+  // before the PMD attaches the XDP program; its neighbours are the kernel's.
+  if (!cfg.netdev.empty()) {
+    if (!l->claim_netdev(err)) return nullptr;
+    l->kernel_ = std::make_unique<KernelNeighbours>(cfg.netdev_ifindex);
+  }
+  if (!detail::start_eal(cfg.eal, extra_eal, err)) return nullptr;
   if (!l->setup(err)) return nullptr;
   return l;
 }
@@ -115,6 +121,7 @@ bool DpdkLink::configure_port(const rte_eth_dev_info& info, std::string& err) {
 // whatever fits its framesz and the interface's MTU (the veth configs: path MTU 2048 on a veth
 // of MTU 3000); memif takes link_mtu 8000.
 void DpdkLink::set_mtu(const rte_eth_dev_info& info) {
+  if (!cfg_.netdev.empty()) return;  // the kernel's interface: its MTU is the kernel's (af_xdp would set it)
   // The L2 overhead the device counts, as rte_eth_dev_set_mtu does.
   const uint32_t overhead = info.max_mtu != UINT16_MAX && info.max_rx_pktlen > info.max_mtu
                                 ? info.max_rx_pktlen - info.max_mtu
@@ -175,7 +182,7 @@ void DpdkLink::set_addresses() {
   have_ip4_ = cfg_.have_ip4;
   std::memcpy(ip4_, cfg_.ip4, 4);
   gids_.assign(2, proto::Ip6{});
-  gids_[0] = link_local_from_mac(mac_);
+  gids_[0] = cfg_.have_link_local ? cfg_.link_local : link_local_from_mac(mac_);
   if (have_ip4_) gids_[1] = v4mapped(ip4_);
   std::vector<proto::Ip6> ip6s{gids_[0]};
   for (const proto::Ip6& a : cfg_.ip6s) {

@@ -25,6 +25,7 @@
 #include "port/fault_stage.hpp"
 #include "port/link_counters.hpp"
 #include "port/neigh.hpp"
+#include "port/netlink.hpp"
 #include "port/param.hpp"
 
 struct rte_mempool;  // DPDK's, declared only
@@ -73,10 +74,17 @@ class DpdkLink : public engine::Link {
   // frames received meanwhile are dropped.
   bool resolve(const proto::Ip6& gid, proto::Mac& out, const std::function<void()>& pump = {});
   bool lookup(const proto::Ip6& gid, proto::Mac& out) const;
+  // Why the last resolve() failed, when it knows more than "no answer" (a netdev: no route, a
+  // route through another interface, the kernel's resolution failed).
+  const std::string& resolve_error() const { return resolve_error_; }
 
   // Writes what the capture buffer holds to its file. For programs that end without closing
   // the link (the verbs shim at exit); the destructor does it too.
   void flush_capture() { cap_.flush(); }
+  // A netdev shared with the kernel: removes our XDP program, so that the kernel gets back every
+  // frame, for programs that end without closing the link (the verbs shim at exit; closing does
+  // it too). Nothing may poll the link afterwards.
+  void release_netdev();
 
   const proto::Mac& mac() const { return mac_; }
   const proto::Ip6& gid() const { return gid_; }       // the default source GID (gid_index)
@@ -105,6 +113,8 @@ class DpdkLink : public engine::Link {
   void classify(void* mbuf, engine::PacketBuf* out, size_t& k);
   bool tx_one(void* m);
   void ask(const proto::Ip6& gid);  // an ARP request or a neighbour solicitation
+  bool resolve_by_kernel(const proto::Ip6& gid, proto::Mac& out, const std::function<void()>& pump);
+  bool claim_netdev(std::string& err);  // netdev.cpp's interface for us alone (xdp_claim.cpp)
 
   EndpointConfig cfg_;
   uint16_t port_ = 0;
@@ -121,6 +131,11 @@ class DpdkLink : public engine::Link {
   uint8_t ip4_[4] = {};
   LinkCounters ctr_;
   ControlPlane ctl_;          // ARP, ND, ICMP and the neighbour cache (port/neigh.hpp)
+  // A netdev shared with the kernel (key netdev): the kernel's routes and neighbours instead of
+  // ctl_'s cache; the socket that marks the interface ours while we live (xdp_claim.cpp).
+  std::unique_ptr<KernelNeighbours> kernel_;
+  int claim_fd_ = -1;
+  std::string resolve_error_;
   std::vector<void*> flows_;  // rte_flow* (flow isolation rules)
   // Capture (key capture): the frames at the wire, received (before the receive fault stage)
   // and sent (after the transmit one). RoCE only unless capture_all.

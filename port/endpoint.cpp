@@ -71,7 +71,7 @@ bool Endpoint::resolve_peer(const proto::Ip6& gid, engine::AddressVector& av, st
     // known already (a reply or a request from the peer taught it)
   } else if (!link_->resolve(gid, mac, step)) {
     err = "address resolution of " + gid_str(gid) + " failed (" +
-          (engine::gid_is_v4mapped(gid) ? "ARP" : "ND") + ")";
+          (!link_->resolve_error().empty() ? link_->resolve_error() : engine::gid_is_v4mapped(gid) ? "ARP" : "ND") + ")";
     return false;
   }
   av.dmac = mac;

@@ -32,6 +32,15 @@ inline constexpr uint32_t kFaultDelayMaxUs = 1'000'000;  // the largest fault_de
 inline constexpr uint32_t kFaultHold = 512;          // frames one direction holds back at most (delay,
                                                      // reorder); more pass undelayed (counted)
 inline constexpr uint64_t kFaultReorderHoldNs = 100'000;  // a reordered frame waits no longer than this
+// A netdev shared with the kernel (key netdev, port/netdev.hpp).
+inline constexpr uint32_t kRoceMaxHeaders = 80;      // IPv6 40 + UDP 8 + BTH 12 + RETH 16 + ICRC 4: the path
+                                                     // MTU is the largest 256..4096 that fits MTU - this (rxe's rule)
+inline constexpr uint32_t kAfXdpMaxPathMtu = 2048;   // AF_XDP's 4 KiB frames (less XDP's headroom) carry no 4096
+inline constexpr uint32_t kAfXdpMaxLinkMtu = 3000;   // the largest frame uroce builds on af_xdp (the netdev's MTU
+                                                     // is never changed)
+inline constexpr uint32_t kAfXdpMinMbufSize = 2048; // an mbuf of the AF_XDP umem is one chunk: >= 2 KiB (the
+                                                     // kernel's XDP_UMEM_MIN_CHUNK_SIZE) with its header
+inline constexpr uint32_t kNeighbourProbeMs = 100;   // the kernel's neighbour table looked at again while resolving
 // Fixed (no key).
 inline constexpr uint32_t kArpRetryMs = 200;         // ARP request / neighbour solicitation re-sent
 inline constexpr uint32_t kNeighbours = 16;          // neighbour cache entries (ARP and ND)

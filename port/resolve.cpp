@@ -1,6 +1,7 @@
 // Neighbour resolution on the link: a peer's MAC from the control plane's cache, or asked for
 // (an ARP request or a neighbour solicitation) every param::kArpRetryMs until the answer or
-// cfg.arp_timeout_ms.
+// cfg.arp_timeout_ms. On a netdev shared with the kernel (key netdev) the kernel's route and
+// neighbour tables answer instead, and the kernel resolves (port/netlink.hpp).
 #include <rte_cycles.h>
 
 #include "port/dpdk_link_impl.hpp"
@@ -9,7 +10,47 @@ namespace uroce::port {
 
 using detail::M;
 
-bool DpdkLink::lookup(const proto::Ip6& ip, proto::Mac& out) const { return ctl_.neighbours().lookup(ip, out, now_ms()); }
+bool DpdkLink::lookup(const proto::Ip6& ip, proto::Mac& out) const {
+  if (kernel_) {
+    proto::Ip6 hop;
+    std::string err;
+    return kernel_->next_hop(ip, hop, err) && kernel_->lookup(hop, out) == KernelNeighbours::State::Valid;
+  }
+  return ctl_.neighbours().lookup(ip, out, now_ms());
+}
+
+// The kernel's next hop towards `gid`, its MAC from the kernel's table, the kernel asked to
+// resolve it when it has none (again after a failure), looked at every kNeighbourProbeMs.
+bool DpdkLink::resolve_by_kernel(const proto::Ip6& gid, proto::Mac& out, const std::function<void()>& pump) {
+  proto::Ip6 hop;
+  if (!kernel_->next_hop(gid, hop, resolve_error_)) return false;
+  const uint64_t hz = rte_get_tsc_hz();
+  const uint64_t end = rte_get_tsc_cycles() + hz / 1000 * cfg_.arp_timeout_ms;
+  bool asked = false;
+  for (;;) {
+    const KernelNeighbours::State st = kernel_->lookup(hop, out);
+    if (st == KernelNeighbours::State::Valid) return true;
+    if (rte_get_tsc_cycles() >= end) break;
+    if (st == KernelNeighbours::State::Absent || (st == KernelNeighbours::State::Failed && !asked)) {
+      if (!kernel_->probe(hop, resolve_error_)) return false;
+      asked = true;
+    }
+    const uint64_t next = rte_get_tsc_cycles() + hz / 1000 * param::kNeighbourProbeMs;
+    while (rte_get_tsc_cycles() < next) {
+      if (pump) {
+        pump();
+      } else {
+        engine::PacketBuf b[param::kRxBurst];
+        size_t n = recv(b, param::kRxBurst);
+        for (size_t i = 0; i < n; ++i) release(b[i]);
+        sleep_ms(1);
+      }
+    }
+  }
+  resolve_error_ = "the kernel did not resolve " + gid_str(hop) + " on " + cfg_.netdev + " within " +
+                   std::to_string(cfg_.arp_timeout_ms) + " ms (ip neigh show dev " + cfg_.netdev + ")";
+  return false;
+}
 
 // One ARP request (IPv4-mapped GID) or neighbour solicitation (IPv6) for `gid`.
 void DpdkLink::ask(const proto::Ip6& gid) {
@@ -24,6 +65,8 @@ void DpdkLink::ask(const proto::Ip6& gid) {
 }
 
 bool DpdkLink::resolve(const proto::Ip6& gid, proto::Mac& out, const std::function<void()>& pump) {
+  resolve_error_.clear();
+  if (kernel_) return resolve_by_kernel(gid, out, pump);
   if (lookup(gid, out)) return true;
   const uint64_t hz = rte_get_tsc_hz();
   const uint64_t start = rte_get_tsc_cycles();

@@ -10,7 +10,7 @@ pkgs=(
   librdmacm-dev rdmacm-utils
   ucx-utils openmpi-bin libopenmpi-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libpcap-dev libisal-dev
+  libpcap-dev libisal-dev libmnl-dev libbpf-dev libxdp-dev
   tshark python3-scapy python3
   iproute2 tcpdump
   dpkg-dev debhelper lintian

@@ -171,7 +171,7 @@ SHIM_EXPORT int _ibv_query_gid_ex(ibv_context* ctx, uint32_t port, uint32_t inde
   entry->gid_index = index;
   entry->port_num = port;
   entry->gid_type = IBV_GID_TYPE_ROCE_V2;
-  entry->ndev_ifindex = 0;
+  entry->ndev_ifindex = uint32_t(r.identity.cfg.netdev_ifindex);  // a netdev shared with the kernel; else none
   return 0;
 }
 

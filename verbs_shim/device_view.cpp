@@ -112,6 +112,8 @@ void device_view_gids(const Identity& r) {
     const std::string n = std::to_string(i);
     if (!write_file(port + "/gids", n, gid_text(r.gids[i]))) return;
     if (!write_file(port + "/gid_attrs/types", n, "RoCE v2")) return;
+    // The interface of each GID, as rxe's: on a netdev shared with the kernel, its name.
+    if (!r.cfg.netdev.empty() && !write_file(port + "/gid_attrs/ndevs", n, r.cfg.netdev)) return;
   }
 }
 

@@ -97,11 +97,15 @@ void shim_fini() {
   Runtime& r = rt();
   if (!r.started) return;
   cm_leave(r);  // with or without a polling thread (progress = inline has none)
-  if (!r.poller.joinable()) return;
+  if (!r.poller.joinable()) {
+    if (r.link) r.link->release_netdev();
+    return;
+  }
   if (getenv("UROCE_SHIM_STATS")) r.policy.print_stats();
   r.stop = true;
   r.poller.join();
   if (r.link) r.link->flush_capture();  // the link is never closed: its capture buffer goes out here
+  if (r.link) r.link->release_netdev();  // and a netdev's frames go back to the kernel
   if (getenv("UROCE_SHIM_STATS") && r.engine) {
     std::fprintf(stderr, "uroce-verbs: engine %s\n", r.engine->counters().text().c_str());
     std::fprintf(stderr, "uroce-verbs: link %s\n", r.link->counters_text().c_str());

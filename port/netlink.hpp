@@ -1,0 +1,45 @@
+// The kernel's routes and neighbours, for a link on a netdev shared with the kernel (key netdev,
+// port/netdev.hpp): as rxe does, uroce sends to the next hop the kernel's routing table names
+// (the peer itself, or a gateway) at the MAC the kernel's neighbour table holds, and a missing
+// neighbour is resolved by the kernel (its ARP or ND, its timers and its defences), not by uroce.
+// rtnetlink requests through libmnl; no DPDK here (uroce_port_core).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "proto/packet.hpp"
+
+namespace uroce::port {
+
+class KernelNeighbours {
+ public:
+  explicit KernelNeighbours(int ifindex) : ifindex_(ifindex) {}
+  ~KernelNeighbours();
+  KernelNeighbours(const KernelNeighbours&) = delete;
+  KernelNeighbours& operator=(const KernelNeighbours&) = delete;
+
+  // The next hop towards `dst` (an IPv4-mapped or IPv6 GID): `dst` itself on a connected route,
+  // else the route's gateway. False and `err` when there is no route or it leaves through
+  // another interface than ours.
+  bool next_hop(const proto::Ip6& dst, proto::Ip6& hop, std::string& err);
+
+  enum class State : uint8_t { Valid, Pending, Failed, Absent };
+  // The kernel's entry for `ip` on our interface: Valid (REACHABLE, STALE, DELAY, PROBE,
+  // PERMANENT, NOARP: `mac` set), Pending (INCOMPLETE), Failed, or Absent.
+  State lookup(const proto::Ip6& ip, proto::Mac& mac);
+  // Asks the kernel to resolve `ip` on our interface (a neighbour entry created and used, as
+  // `ip neigh replace IP dev IFACE use` does: the kernel sends its ARP request or solicitation).
+  bool probe(const proto::Ip6& ip, std::string& err);
+
+ private:
+  bool open(std::string& err);
+  // Sends one request and reads its answer(s) into `cb` (a libmnl callback); false and `err`
+  // on a netlink error (errno in `nl_errno`).
+  bool request(void* nlh, int (*cb)(const void*, void*), void* data, std::string& err, int* nl_errno = nullptr);
+
+  int ifindex_;
+  void* nl_ = nullptr;   // mnl_socket*
+  uint32_t seq_ = 1;
+};
+
+}  // namespace uroce::port
