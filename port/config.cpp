@@ -315,8 +315,10 @@ std::optional<EndpointConfig> load_config(const std::string& path, std::string& 
   }
   key.clear();
   if (!c.netdev.empty()) {
-    std::string msg;
-    if (!apply_netdev(c, msg)) return fail(msg);
+    if (!apply_netdev(c, err)) {  // "FILE: netdev 'x': ..."
+      err = path + ": " + err;
+      return std::nullopt;
+    }
   }
   if (c.eal.empty()) {
     err = path + ": key 'eal' missing (the EAL arguments, with the port; or key 'netdev' names an interface)";

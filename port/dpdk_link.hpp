@@ -77,6 +77,9 @@ class DpdkLink : public engine::Link {
   // Why the last resolve() failed, when it knows more than "no answer" (a netdev: no route, a
   // route through another interface, the kernel's resolution failed).
   const std::string& resolve_error() const { return resolve_error_; }
+  // On a netdev: the hop limit the kernel's route gives the last peer resolve() found (0 on
+  // uroce's own link, where the config's hop_limit applies).
+  uint8_t route_hop_limit() const { return route_hop_limit_; }
 
   // Writes what the capture buffer holds to its file. For programs that end without closing
   // the link (the verbs shim at exit); the destructor does it too.
@@ -133,9 +136,10 @@ class DpdkLink : public engine::Link {
   ControlPlane ctl_;          // ARP, ND, ICMP and the neighbour cache (port/neigh.hpp)
   // A netdev shared with the kernel (key netdev): the kernel's routes and neighbours instead of
   // ctl_'s cache; the socket that marks the interface ours while we live (xdp_claim.cpp).
-  std::unique_ptr<KernelNeighbours> kernel_;
+  std::unique_ptr<KernelNeighbours> kernel_;  // its requests change no state of ours
   int claim_fd_ = -1;
   std::string resolve_error_;
+  mutable uint8_t route_hop_limit_ = 0;  // set by lookup() too
   std::vector<void*> flows_;  // rte_flow* (flow isolation rules)
   // Capture (key capture): the frames at the wire, received (before the receive fault stage)
   // and sent (after the transmit one). RoCE only unless capture_all.

@@ -75,6 +75,7 @@ bool Endpoint::resolve_peer(const proto::Ip6& gid, engine::AddressVector& av, st
     return false;
   }
   av.dmac = mac;
+  if (link_->route_hop_limit()) av.hop_limit = link_->route_hop_limit();  // a netdev: the kernel's route's
   return true;
 }
 

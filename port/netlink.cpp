@@ -3,7 +3,10 @@
 #include <libmnl/libmnl.h>
 #include <linux/neighbour.h>
 #include <linux/rtnetlink.h>
+#include <net/if.h>
 #include <sys/socket.h>
+
+#include <cstdio>
 
 #include <cerrno>
 #include <cstring>
@@ -41,12 +44,19 @@ proto::Ip6 gid_of(int family, const void* a) {
 struct RouteAnswer {
   int family = 0;
   int oif = 0;
+  uint32_t hop_limit = 0;   // RTAX_HOPLIMIT of RTA_METRICS (0: none)
   bool have_gw = false;
   proto::Ip6 gw{};
 };
+int metric_attr(const nlattr* a, void* data) {
+  if (mnl_attr_get_type(a) == RTAX_HOPLIMIT && mnl_attr_validate(a, MNL_TYPE_U32) >= 0)
+    static_cast<RouteAnswer*>(data)->hop_limit = mnl_attr_get_u32(a);
+  return MNL_CB_OK;
+}
 int route_attr(const nlattr* a, void* data) {
   auto* r = static_cast<RouteAnswer*>(data);
   const int t = mnl_attr_get_type(a);
+  if (t == RTA_METRICS) mnl_attr_parse_nested(a, metric_attr, data);
   if (t == RTA_OIF && mnl_attr_validate(a, MNL_TYPE_U32) >= 0) r->oif = int(mnl_attr_get_u32(a));
   if (t == RTA_GATEWAY && mnl_attr_get_payload_len(a) == (r->family == AF_INET ? 4u : 16u)) {
     r->gw = gid_of(r->family, mnl_attr_get_payload(a));
@@ -130,7 +140,16 @@ bool KernelNeighbours::request(void* nlh_, int (*cb)(const void*, void*), void* 
   }
 }
 
-bool KernelNeighbours::next_hop(const proto::Ip6& dst, proto::Ip6& hop, std::string& err) {
+// A number in a /proc/sys file, or `dflt`.
+uint32_t sysctl_u32(const std::string& path, uint32_t dflt) {
+  FILE* f = std::fopen(path.c_str(), "r");
+  unsigned v = 0;
+  const bool ok = f && std::fscanf(f, "%u", &v) == 1;
+  if (f) std::fclose(f);
+  return ok ? v : dflt;
+}
+
+bool KernelNeighbours::next_hop(const proto::Ip6& dst, proto::Ip6& hop, std::string& err, uint8_t* hop_limit) {
   char buf[MNL_SOCKET_BUFFER_SIZE];
   nlmsghdr* nlh = mnl_nlmsg_put_header(buf);
   nlh->nlmsg_type = RTM_GETROUTE;
@@ -153,6 +172,15 @@ bool KernelNeighbours::next_hop(const proto::Ip6& dst, proto::Ip6& hop, std::str
     return false;
   }
   hop = r.have_gw ? r.gw : dst;
+  if (hop_limit) {
+    uint32_t h = r.hop_limit;
+    if (h == 0 && r.family == AF_INET) h = sysctl_u32("/proc/sys/net/ipv4/ip_default_ttl", 64);
+    if (h == 0) {
+      char name[IF_NAMESIZE] = {};
+      h = if_indextoname(unsigned(ifindex_), name) ? sysctl_u32(std::string("/proc/sys/net/ipv6/conf/") + name + "/hop_limit", 64) : 64;
+    }
+    *hop_limit = uint8_t(h > 255 || h == 0 ? 64 : h);
+  }
   return true;
 }
 

@@ -19,9 +19,11 @@ class KernelNeighbours {
   KernelNeighbours& operator=(const KernelNeighbours&) = delete;
 
   // The next hop towards `dst` (an IPv4-mapped or IPv6 GID): `dst` itself on a connected route,
-  // else the route's gateway. False and `err` when there is no route or it leaves through
-  // another interface than ours.
-  bool next_hop(const proto::Ip6& dst, proto::Ip6& hop, std::string& err);
+  // else the route's gateway; `hop_limit` the route's hop limit metric, else the kernel's
+  // default (net.ipv4.ip_default_ttl, or the interface's IPv6 hop_limit), as the kernel gives
+  // RoCE address handles (ib_resolve_unicast_gid_dmac). False and `err` when there is no route
+  // or it leaves through another interface than ours.
+  bool next_hop(const proto::Ip6& dst, proto::Ip6& hop, std::string& err, uint8_t* hop_limit = nullptr);
 
   enum class State : uint8_t { Valid, Pending, Failed, Absent };
   // The kernel's entry for `ip` on our interface: Valid (REACHABLE, STALE, DELAY, PROBE,

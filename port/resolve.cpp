@@ -14,7 +14,7 @@ bool DpdkLink::lookup(const proto::Ip6& ip, proto::Mac& out) const {
   if (kernel_) {
     proto::Ip6 hop;
     std::string err;
-    return kernel_->next_hop(ip, hop, err) && kernel_->lookup(hop, out) == KernelNeighbours::State::Valid;
+    return kernel_->next_hop(ip, hop, err, &route_hop_limit_) && kernel_->lookup(hop, out) == KernelNeighbours::State::Valid;
   }
   return ctl_.neighbours().lookup(ip, out, now_ms());
 }
@@ -23,7 +23,7 @@ bool DpdkLink::lookup(const proto::Ip6& ip, proto::Mac& out) const {
 // resolve it when it has none (again after a failure), looked at every kNeighbourProbeMs.
 bool DpdkLink::resolve_by_kernel(const proto::Ip6& gid, proto::Mac& out, const std::function<void()>& pump) {
   proto::Ip6 hop;
-  if (!kernel_->next_hop(gid, hop, resolve_error_)) return false;
+  if (!kernel_->next_hop(gid, hop, resolve_error_, &route_hop_limit_)) return false;
   const uint64_t hz = rte_get_tsc_hz();
   const uint64_t end = rte_get_tsc_cycles() + hz / 1000 * cfg_.arp_timeout_ms;
   bool asked = false;

@@ -107,6 +107,10 @@ int uroce::shim::resolve_peer(const ibv_ah_attr& ah, E::AddressVector& out) {
     return ETIMEDOUT;
   }
   out.dmac = resolved.dmac;
+  // On a netdev shared with the kernel the hop limit is the route's, whatever the program asked
+  // (ibv_rc_pingpong asks 1), as the kernel sets it for RoCE address handles: so a routed peer
+  // is reached. On uroce's own link the program's value stands.
+  if (!r.identity.cfg.netdev.empty()) out.hop_limit = resolved.hop_limit;
   return 0;
 }
 

@@ -18,6 +18,7 @@
 #include "port/capture.hpp"
 #include "tools/pcap/pcapio.hpp"
 #include "port/config.hpp"
+#include "port/netdev.hpp"
 
 #ifndef UROCE_CONFIG_DIR
 #error "UROCE_CONFIG_DIR must be defined by the build"
@@ -132,7 +133,7 @@ TEST(Config, UnknownKeyAndSyntax) {
 TEST(Config, WholeFileChecksNameTheKey) {
   std::string path;
   const std::string err = error_of("name = x\n", &path);
-  EXPECT_EQ(err, path + ": key 'eal' missing (the EAL arguments, with the port)");
+  EXPECT_EQ(err, path + ": key 'eal' missing (the EAL arguments, with the port; or key 'netdev' names an interface)");
   EXPECT_NE(error_of(kEal + "gid_index = 1\n").find("key 'gid_index' = 1 (IPv4) needs an 'ip' line"),
             std::string::npos);
   EXPECT_NE(error_of(kEal + "gid_index = 3\n").find("key 'gid_index' = 3 names no GID"), std::string::npos);
@@ -485,4 +486,59 @@ TEST(Capture, PcapioReadsItBack) {
   EXPECT_TRUE(std::equal(c.frames[0].bytes.begin(), c.frames[0].bytes.end(), w.begin()));
   EXPECT_NEAR(c.frames[0].time, 1'700'000'000.0, 1e-6);
   EXPECT_NEAR(c.frames[1].time - c.frames[0].time, 877e-9, 3e-7);  // a double near 1.7e9 s: 0.24 us steps
+}
+
+// A netdev shared with the kernel (key netdev, port/netdev.cpp): the path MTU rxe would choose,
+// a missing interface named in one line, and every key filled from a real interface (lo, which
+// every network namespace has) unless the file set it.
+TEST(Netdev, PathMtuAsRxeChoosesIt) {
+  EXPECT_EQ(uroce::port::path_mtu_for(1500), 1024u);
+  EXPECT_EQ(uroce::port::path_mtu_for(9000), 4096u);
+  EXPECT_EQ(uroce::port::path_mtu_for(4096 + 80), 4096u);
+  EXPECT_EQ(uroce::port::path_mtu_for(4096 + 79), 2048u);
+  EXPECT_EQ(uroce::port::path_mtu_for(576), 256u);
+  EXPECT_EQ(uroce::port::path_mtu_for(335), 0u);
+}
+
+TEST(Netdev, AMissingInterfaceIsOneLineNamingIt) {
+  TempConfig t("name = x\nnetdev = uroce-nosuch0\n");
+  std::string err;
+  EXPECT_FALSE(load_config(t.path, err));
+  EXPECT_NE(err.find(t.path + ": "), std::string::npos) << err;
+  EXPECT_NE(err.find("netdev 'uroce-nosuch0': no such interface"), std::string::npos) << err;
+  EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+}
+
+TEST(Netdev, KeysComeFromTheInterfaceUnlessTheFileSetsThem) {
+  uroce::port::NetdevInfo lo;
+  std::string err;
+  ASSERT_TRUE(uroce::port::read_netdev("lo", lo, err)) << err;
+  ASSERT_TRUE(lo.up);
+  TempConfig only("name = dev0\nnetdev = lo\n");
+  auto c = load_config(only.path, err);
+  ASSERT_TRUE(c) << err;
+  EXPECT_EQ(c->netdev_ifindex, lo.ifindex);
+  EXPECT_EQ(c->have_ip4, lo.have_ip4);
+  if (lo.have_ip4) {
+    EXPECT_EQ(std::memcmp(c->ip4, lo.ip4, 4), 0);
+  }
+  EXPECT_EQ(c->ip6s, lo.ip6s);
+  EXPECT_EQ(c->mac, lo.mac);
+  EXPECT_FALSE(c->mac_from_port);
+  EXPECT_EQ(c->link_mtu, std::min(lo.mtu, uroce::param::kAfXdpMaxLinkMtu));
+  EXPECT_EQ(uroce::engine::mtu_bytes(c->path_mtu),
+            std::min(uroce::port::path_mtu_for(lo.mtu), uroce::param::kAfXdpMaxPathMtu));
+  std::string eal;
+  for (const std::string& w : c->eal) eal += w + " ";
+  EXPECT_NE(eal.find("--vdev=net_af_xdp0,iface=lo,start_queue=0,queue_count=1,xdp_prog=/"), std::string::npos) << eal;
+  EXPECT_NE(eal.find("roce_redirect.bpf.o"), std::string::npos) << eal;
+
+  TempConfig set("name = dev0\nnetdev = lo\nip = 198.18.1.1/24\nmtu = 512\nlink_mtu = 1500\neal = -l 0 --vdev=net_null0\n");
+  c = load_config(set.path, err);
+  ASSERT_TRUE(c) << err;
+  EXPECT_EQ(c->ip4[0], 198);
+  EXPECT_EQ(c->ip4[3], 1);
+  EXPECT_EQ(uroce::engine::mtu_bytes(c->path_mtu), 512u);
+  EXPECT_EQ(c->link_mtu, 1500u);
+  EXPECT_EQ(c->eal, (std::vector<std::string>{"-l", "0", "--vdev=net_null0"}));
 }
