@@ -100,5 +100,10 @@ inline constexpr uint8_t kRdmacmMinRnrTimer = 12;
 // and drives the engine at most this long for the DREPs (a DREQ lost then is resent within it
 // only with a short cm_response_timeout; the peer's own DREQ timeout covers the rest).
 inline constexpr uint64_t kShimCmLeaveWaitNs = 300'000'000;
+// Destroyed event channels kept (their eventfd open, never signalled) before they are freed: a
+// thread that calls rdma_get_cm_event on one just after another thread destroyed it (rping's CM
+// thread, between two events, while its main thread ends) blocks there as it would had it
+// called a moment earlier, instead of reading a closed fd (EBADF: rping exits 255).
+inline constexpr uint32_t kRdmacmChannelGraveyard = 64;
 
 }  // namespace uroce::param

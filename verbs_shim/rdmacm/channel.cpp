@@ -2,6 +2,7 @@
 // them on the id's channel, and rdma_get_cm_event, which turns them into the application's
 // rdma_cm events on its own thread (moving the QP where librdmacm does: the active side's QP to
 // RTR and RTS when the REP arrives, then the RTU).
+#include <algorithm>
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -65,16 +66,24 @@ Channel* new_channel(bool sync) {
 // A channel destroyed while another thread waits in rdma_get_cm_event on it (rping's CM thread
 // when the main thread cleans up) is not freed: that thread stays blocked, as one blocked on a
 // closed rdma_cm file descriptor does with the kernel's CM, instead of reading a closed fd (an
-// error rping exits 255 on) or a freed channel.
+// error rping exits 255 on) or a freed channel. Nor is one freed at once that nobody reads:
+// the last param::kRdmacmChannelGraveyard wait, so that a reader arriving just after the destroy
+// blocks too; older ones are freed (unless a reader is inside: its leaving frees it).
 void free_channel(Channel* c) {
+  Channel* old = nullptr;
   {
     std::lock_guard<std::mutex> g(lib().mu);
     c->items.clear();
     c->destroyed = true;
     if (c->readers) return;
+    lib().graveyard.push_back(c);
+    if (lib().graveyard.size() <= param::kRdmacmChannelGraveyard) return;
+    old = lib().graveyard.front();
+    lib().graveyard.pop_front();
+    if (old->readers) return;  // blocked in rdma_get_cm_event: freed when it leaves
   }
-  close(c->ch.fd);
-  delete c;
+  close(old->ch.fd);
+  delete old;
 }
 
 void post(Channel* c, Item&& it) {
@@ -398,7 +407,8 @@ CMA_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** ev
     bool last;
     {
       std::lock_guard<std::mutex> g(lib().mu);
-      last = --c->readers == 0 && c->destroyed;
+      last = --c->readers == 0 && c->destroyed &&
+             std::find(lib().graveyard.begin(), lib().graveyard.end(), c) == lib().graveyard.end();
     }
     if (last) {
       close(c->ch.fd);

@@ -97,6 +97,7 @@ struct Lib {
   std::condition_variable acked;                // an event was acknowledged (mu)
   std::unordered_map<uint32_t, Id*> by_cm;       // engine ID -> id (mu)
   std::map<uint32_t, Id*> ports;                 // (port space << 16 | port) -> bound id (mu)
+  std::deque<Channel*> graveyard;                // destroyed channels not freed yet, oldest first (mu)
   bool tried = false, ok = false;
   ibv_context* ctx = nullptr;  // the uroce device, opened once
   ibv_pd* pd = nullptr;        // the default PD of rdma_create_qp (made on first use)
