@@ -51,6 +51,13 @@ Device::Device(Link& link, Clock& clock, const Config& cfg)
   if (cfg_.ecn > 2) cfg_.ecn = 0;  // CE is a switch's mark, never an endpoint's
   cfg_.cnp_dscp &= 0x3F;
   if (cfg_.gids.empty()) cfg_.gids.push_back(cfg_.gid);
+  index_gids();
+  if (cfg_.cm) cm_ = std::make_unique<cm::Manager>(*this, rng_.next());
+}
+
+void Device::index_gids() {
+  local4_.clear();
+  local6_.clear();
   for (const proto::Ip6& g : cfg_.gids) {
     if (g == proto::Ip6{}) continue;
     if (gid_is_v4mapped(g)) {
@@ -61,7 +68,12 @@ Device::Device(Link& link, Clock& clock, const Config& cfg)
       local6_.push_back(g);
     }
   }
-  if (cfg_.cm) cm_ = std::make_unique<cm::Manager>(*this, rng_.next());
+}
+
+void Device::set_gids(const std::vector<proto::Ip6>& gids) {
+  cfg_.gids = gids;
+  if (cfg_.gids.empty()) cfg_.gids.push_back(proto::Ip6{});
+  index_gids();
 }
 
 const proto::Ip6* Device::sgid(uint32_t index) const {
@@ -85,6 +97,7 @@ Ah* Device::create_ah(Pd* pd, const AddressVector& av) {
   Ah* ah = ahs_.back().get();
   ah->pd = pd;
   ah->av = av;
+  ah->sgid = *src;
   if (is_local(av.dgid)) ah->av.dmac = cfg_.mac;  // loopback: no address resolution
   return ah;
 }

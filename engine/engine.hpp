@@ -103,6 +103,11 @@ class Device {
   const proto::Ip6* sgid(uint32_t index) const;
   // Is this one of this device's own addresses (loopback)?
   bool is_local(const proto::Ip6& gid) const;
+  // A new GID table (the addresses of a netdev changed; zero entries unused). QPs keep the
+  // source address they were connected with, address handles the one they were created with;
+  // new ones use the new table, and frames to a removed address are no longer ours.
+  void set_gids(const std::vector<proto::Ip6>& gids);
+  const std::vector<proto::Ip6>& gids() const { return cfg_.gids; }
   int destroy_qp(Qp* qp);
   Qp* qp_by_num(uint32_t qpn) const;
 
@@ -174,6 +179,7 @@ class Device {
   uint32_t recent_qpn_next_ = 0;
   uint32_t pd_handles_ = 0;
   std::vector<uint8_t> scratch_;           // gather buffer for multi-SGE payloads
+  void index_gids();                       // local4_, local6_ from cfg_.gids
   std::vector<uint32_t> local4_;           // the GID table's IPv4 addresses, as on the wire
   std::vector<proto::Ip6> local6_;         // and its IPv6 ones
   Counters dev_ctr_{};                     // device-level drops and destroyed QPs' counters

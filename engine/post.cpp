@@ -31,7 +31,7 @@ int Device::post_send(Qp* qp, const SendWr& wr) {
   bool ah_local = false;
   if (type == QpType::UD) {
     // A datagram: an address handle of this device's, one packet of at most the path MTU.
-    if (!wr.ah || !sgid(wr.ah->av.sgid_index) || len > mtu_limit() || wr.remote_qpn > 0xFFFFFF) return EINVAL;
+    if (!wr.ah || len > mtu_limit() || wr.remote_qpn > 0xFFFFFF) return EINVAL;
     ah_local = is_local(wr.ah->av.dgid);
   }
   const bool atomic = wr.opcode == WrOpcode::AtomicCmpSwp || wr.opcode == WrOpcode::AtomicFetchAdd;

@@ -104,7 +104,8 @@ bool send_packet(Device& dev, Qp& qp, SendWqe& w, bool out_of_line, bool ack) {
   if (ud) {
     // A datagram: addressed by its AH, to remote_qpn, with a DETH.
     const Ah& ah = *wr.ah;
-    qp_ops::address(p, dev, *dev.sgid(ah.av.sgid_index), ah.av);
+    const proto::Ip6* src = dev.sgid(ah.av.sgid_index);  // the table may have changed since the post
+    qp_ops::address(p, dev, src ? *src : ah.sgid, ah.av);
     p.dest_qp = wr.remote_qpn;
     p.udp_sport = proto::udp_source_port(qp.qpn(), wr.remote_qpn);
     p.deth.qkey = (wr.remote_qkey & 0x80000000u) ? qp.attrs.qkey : wr.remote_qkey;

@@ -30,6 +30,7 @@ struct Pd {
 struct Ah {
   const Pd* pd = nullptr;
   AddressVector av{};
+  proto::Ip6 sgid{};   // the source GID when it was created: sent from if the GID table loses it
 };
 
 // A registered memory region: [iova, iova + length) in the keys' address space maps to host

@@ -9,10 +9,12 @@
 #include <rte_flow.h>
 #include <rte_mempool.h>
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
 #include "port/dpdk_link_impl.hpp"
+#include "port/netdev.hpp"
 
 namespace uroce::port {
 
@@ -28,6 +30,8 @@ std::unique_ptr<DpdkLink> DpdkLink::open(const EndpointConfig& cfg, std::string&
   if (!cfg.netdev.empty()) {
     if (!l->claim_netdev(err)) return nullptr;
     l->kernel_ = std::make_unique<KernelNeighbours>(cfg.netdev_ifindex);
+    l->addr_watch_ = std::make_unique<AddressWatch>(cfg.netdev_ifindex);
+    if (!l->addr_watch_->open(err)) return nullptr;
   }
   if (!detail::start_eal(cfg.eal, extra_eal, err)) return nullptr;
   if (!l->setup(err)) return nullptr;
@@ -187,11 +191,36 @@ void DpdkLink::set_addresses() {
   std::vector<proto::Ip6> ip6s{gids_[0]};
   for (const proto::Ip6& a : cfg_.ip6s) {
     gids_.push_back(a);
-    ip6s.push_back(a);
+    if (a != proto::Ip6{}) ip6s.push_back(a);  // a zero: an index kept free (poll_addresses)
   }
   ip6_ = cfg_.have_ip6 ? cfg_.ip6 : gids_[0];
   gid_ = gids_[size_t(cfg_.gid_index)];
   ctl_.init(mac_, have_ip4_ ? ip4_ : nullptr, ip6s, &ctr_);
+}
+
+bool DpdkLink::poll_addresses() {
+  if (!addr_watch_ || !addr_watch_->changed()) return false;
+  NetdevInfo nd;
+  std::string err;
+  if (!read_netdev(cfg_.netdev, nd, err)) return false;
+  const std::vector<proto::Ip6> before = gids_;
+  cfg_.have_ip4 = nd.have_ip4;
+  std::memcpy(cfg_.ip4, nd.ip4, 4);
+  if (nd.have_link_local) cfg_.link_local = nd.link_local, cfg_.have_link_local = true;
+  // Slots 2..: an address that stays keeps its index, a removed one leaves a zero, a new one
+  // takes the first zero (or a new index, up to param::kGidTableMax).
+  std::vector<proto::Ip6> slots(gids_.begin() + std::min<size_t>(2, gids_.size()), gids_.end());
+  for (proto::Ip6& g : slots)
+    if (std::find(nd.ip6s.begin(), nd.ip6s.end(), g) == nd.ip6s.end()) g = proto::Ip6{};
+  for (const proto::Ip6& a : nd.ip6s) {
+    if (std::find(slots.begin(), slots.end(), a) != slots.end()) continue;
+    auto free = std::find(slots.begin(), slots.end(), proto::Ip6{});
+    if (free != slots.end()) *free = a;
+    else if (slots.size() + 2 < param::kGidTableMax) slots.push_back(a);
+  }
+  cfg_.ip6s = slots;
+  set_addresses();
+  return gids_ != before;
 }
 
 DpdkLink::~DpdkLink() {

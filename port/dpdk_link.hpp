@@ -80,6 +80,11 @@ class DpdkLink : public engine::Link {
   // On a netdev: the hop limit the kernel's route gives the last peer resolve() found (0 on
   // uroce's own link, where the config's hop_limit applies).
   uint8_t route_hop_limit() const { return route_hop_limit_; }
+  // On a netdev: takes in address changes of the interface (read again when rtnetlink says one
+  // was added or removed), keeping each GID at its index as rxe's table does (a removed one
+  // becomes zero, an added one takes the first free index from 2). True when gids() changed.
+  // Cheap when nothing changed (one non-blocking read); call it now and then, not per burst.
+  bool poll_addresses();
 
   // Writes what the capture buffer holds to its file. For programs that end without closing
   // the link (the verbs shim at exit); the destructor does it too.
@@ -137,6 +142,7 @@ class DpdkLink : public engine::Link {
   // A netdev shared with the kernel (key netdev): the kernel's routes and neighbours instead of
   // ctl_'s cache; the socket that marks the interface ours while we live (xdp_claim.cpp).
   std::unique_ptr<KernelNeighbours> kernel_;  // its requests change no state of ours
+  std::unique_ptr<AddressWatch> addr_watch_;
   int claim_fd_ = -1;
   std::string resolve_error_;
   mutable uint8_t route_hop_limit_ = 0;  // set by lookup() too

@@ -2,6 +2,7 @@
 
 #include <libmnl/libmnl.h>
 #include <linux/neighbour.h>
+#include <linux/if_addr.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <sys/socket.h>
@@ -221,6 +222,37 @@ bool KernelNeighbours::probe(const proto::Ip6& ip, std::string& err) {
   nd->ndm_flags = NTF_USE;
   mnl_attr_put(nlh, NDA_DST, k.len, k.bytes);
   return request(nlh, [](const void*, void*) { return int(MNL_CB_OK); }, nullptr, err);
+}
+
+AddressWatch::~AddressWatch() {
+  if (nl_) mnl_socket_close(S(nl_));
+}
+
+bool AddressWatch::open(std::string& err) {
+  mnl_socket* s = mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC | SOCK_NONBLOCK);
+  if (!s || mnl_socket_bind(s, RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR, MNL_SOCKET_AUTOPID) < 0) {
+    err = std::string("netlink address watch: ") + std::strerror(errno);
+    if (s) mnl_socket_close(s);
+    return false;
+  }
+  nl_ = s;
+  return true;
+}
+
+bool AddressWatch::changed() {
+  if (!nl_) return false;
+  bool any = false;
+  std::vector<char> buf(MNL_SOCKET_BUFFER_SIZE);
+  for (;;) {
+    const ssize_t n = mnl_socket_recvfrom(S(nl_), buf.data(), buf.size());
+    if (n < 0) return any || errno == ENOBUFS;  // EAGAIN: nothing more; ENOBUFS: some were lost
+    int len = int(n);
+    for (auto* h = reinterpret_cast<const nlmsghdr*>(buf.data()); mnl_nlmsg_ok(h, len); h = mnl_nlmsg_next(h, &len)) {
+      if (h->nlmsg_type != RTM_NEWADDR && h->nlmsg_type != RTM_DELADDR) continue;
+      auto* ifa = static_cast<const ifaddrmsg*>(mnl_nlmsg_get_payload(h));
+      if (int(ifa->ifa_index) == ifindex_) any = true;
+    }
+  }
 }
 
 }  // namespace uroce::port

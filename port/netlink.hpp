@@ -44,4 +44,22 @@ class KernelNeighbours {
   uint32_t seq_ = 1;
 };
 
+// Address changes on one interface: rtnetlink's IPv4 and IPv6 address groups, read without
+// blocking (the link's housekeeping asks now and then).
+class AddressWatch {
+ public:
+  explicit AddressWatch(int ifindex) : ifindex_(ifindex) {}
+  ~AddressWatch();
+  AddressWatch(const AddressWatch&) = delete;
+  AddressWatch& operator=(const AddressWatch&) = delete;
+  bool open(std::string& err);
+  // Whether an address of the interface was added or removed since the last call (also true
+  // once after the socket's buffer overflowed: changes may have been missed).
+  bool changed();
+
+ private:
+  int ifindex_;
+  void* nl_ = nullptr;   // mnl_socket*
+};
+
 }  // namespace uroce::port

@@ -40,6 +40,7 @@ inline constexpr uint32_t kAfXdpMaxLinkMtu = 3000;   // the largest frame uroce 
                                                      // is never changed)
 inline constexpr uint32_t kAfXdpMinMbufSize = 2048; // an mbuf of the AF_XDP umem is one chunk: >= 2 KiB (the
                                                      // kernel's XDP_UMEM_MIN_CHUNK_SIZE) with its header
+inline constexpr uint32_t kGidTableMax = 16;        // GID table entries at most (rxe: 1024; a netdev's addresses)
 inline constexpr uint32_t kNeighbourProbeMs = 100;   // the kernel's neighbour table looked at again while resolving
 // Fixed (no key).
 inline constexpr uint32_t kArpRetryMs = 200;         // ARP request / neighbour solicitation re-sent

@@ -137,6 +137,12 @@ void async_scan(Runtime& r, uint64_t now) {
   }
   if (now >= r.registry.next_link_ns) {
     r.registry.next_link_ns = now + param::kShimLinkScanNs;
+    // A netdev's addresses changed: the new GID table everywhere, and IBV_EVENT_GID_CHANGE.
+    if (r.link && r.link->poll_addresses()) {
+      r.engine->set_gids(r.link->gids());
+      build_gid_table(r.identity, *r.engine);
+      for (UContext* c : r.registry.contexts) post_async(&c->vctx.context, IBV_EVENT_GID_CHANGE, nullptr);
+    }
     const bool up = link_is_up(r);
     if (up != r.registry.link_up) {
       r.registry.link_up = up;

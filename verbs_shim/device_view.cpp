@@ -108,8 +108,14 @@ void device_view_gids(const Identity& r) {
   if (!view_enabled()) return;
   const std::string port = std::string(r.dev.ibdev_path) + "/ports/1";
   for (size_t i = 0; i < r.gids.size(); ++i) {
-    if (!r.gid_valid[i]) continue;
     const std::string n = std::to_string(i);
+    if (!r.gid_valid[i]) {
+      // An empty entry (a netdev lost the address): a zero GID and no type, as rxe's sysfs.
+      if (access((port + "/gids/" + n).c_str(), F_OK) == 0) write_file(port + "/gids", n, gid_text(proto::Ip6{}));
+      unlink((port + "/gid_attrs/types/" + n).c_str());
+      unlink((port + "/gid_attrs/ndevs/" + n).c_str());
+      continue;
+    }
     if (!write_file(port + "/gids", n, gid_text(r.gids[i]))) return;
     if (!write_file(port + "/gid_attrs/types", n, "RoCE v2")) return;
     // The interface of each GID, as rxe's: on a netdev shared with the kernel, its name.

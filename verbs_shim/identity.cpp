@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <mutex>
 
 #include "verbs_shim/runtime.hpp"
@@ -48,9 +49,16 @@ bool load_cfg() {
 // The GID table the application sees is the engine's (port::DpdkLink::gids(): 0 link-local,
 // 1 IPv4-mapped, 2.. each configured IPv6 address); a zero entry is not valid.
 void build_gid_table(Identity& id, const engine::Device& dev) {
-  id.gids = dev.config().gids;
-  id.gid_valid.assign(id.gids.size(), false);
-  for (size_t i = 0; i < id.gids.size(); ++i) id.gid_valid[i] = dev.sgid(uint32_t(i)) != nullptr;
+  const std::vector<proto::Ip6>& g = dev.gids();
+  // On a netdev the table has room for the addresses the interface may gain (poll_addresses):
+  // its size is fixed at start-up, so that the threads that read it never see it move.
+  size_t n = g.size();
+  if (!id.cfg.netdev.empty()) n = std::max<size_t>(n, param::kGidTableMax);
+  if (id.gids.size() < n) id.gids.resize(n), id.gid_valid.resize(n);
+  for (size_t i = 0; i < id.gids.size(); ++i) {
+    id.gids[i] = i < g.size() ? g[i] : proto::Ip6{};
+    id.gid_valid[i] = dev.sgid(uint32_t(i)) != nullptr;
+  }
   device_view_gids(id);
 }
 

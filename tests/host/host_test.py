@@ -13,6 +13,9 @@ both for their TCP exchange and for RDMA. Scenarios:
            GID; uroce's XDP program is gone after each program.
   gateway  ibv_rc_pingpong and ib_write_bw between two subnets through a router namespace: the
            next hop is the kernel's gateway, its MAC the kernel's neighbour entry.
+  gids     the GID table follows the interface's addresses while a program runs: an IPv6
+           address added becomes GID 2 (device view, IBV_EVENT_GID_CHANGE to ibv_asyncwatch),
+           removed leaves it empty, and ibv_rc_pingpong runs over the global IPv6 GIDs;
   kill     one process per netdev (a second is refused with a clear message); a process killed
            with SIGKILL leaves its XDP program, which the next one replaces; it then works.
 Every run is bounded; namespaces and processes are removed on any exit.
@@ -29,7 +32,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 import driver  # noqa: E402  (tests/support/driver.py)
 
-suite = driver.Suite(scenarios=["tools", "gateway", "kill"], grace=2.0)
+suite = driver.Suite(scenarios=["tools", "gateway", "gids", "kill"], grace=2.0)
 log, check = driver.log, driver.check
 NS = {"a": "uroce-ha", "b": "uroce-hb", "r": "uroce-hr"}
 IF = {"a": "uh-a", "b": "uh-b"}
@@ -299,6 +302,54 @@ def gateway():
     log(f"router: {m.group(0) if m else fwd.strip()}; ICMP time exceeded sent: {n_exc}")
 
 
+def view_file(pid, rel):
+    """A file of the device view of process `pid` (its own mount namespace), or None."""
+    try:
+        with open(f"/proc/{pid}/root/sys/class/infiniband/uroce_hb/ports/1/{rel}") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def wait_for(pred, t=3.0):
+    t0 = time.time()
+    while time.time() - t0 < t:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def gids():
+    topology_up(routed=False)
+    # IPv6 from the benchmarking range 2001:2::/48 (RFC 5180), as 198.18.0.0/15 for IPv4.
+    watch = start("b", ["ibv_asyncwatch", "-d", "uroce_hb"], "asyncwatch")
+    check(wait_for(lambda: "async event FD" in output("asyncwatch"), 20), f"ibv_asyncwatch started: {output('asyncwatch')[-300:]}")
+    pid = sh("pgrep -x ibv_asyncwatch").split()
+    check(len(pid) == 1, f"one ibv_asyncwatch: {pid}")
+    pid = pid[0] if pid else "0"
+    check(view_file(pid, "gids/2") is None, "no GID 2 before an address is added")
+    sh(f"ip -n {NS['b']} addr add 2001:2:0:4::2/64 dev {IF['b']} nodad")
+    want = "2001:0002:0000:0004:0000:0000:0000:0002"
+    added = wait_for(lambda: view_file(pid, "gids/2") == want)
+    check(added and view_file(pid, "gid_attrs/types/2") == "RoCE v2" and view_file(pid, "gid_attrs/ndevs/2") == IF["b"],
+          f"the address added is GID 2: {view_file(pid, 'gids/2')} {view_file(pid, 'gid_attrs/types/2')}")
+    check(wait_for(lambda: output("asyncwatch").count("IBV_EVENT_GID_CHANGE") == 1), f"one GID change event: {output('asyncwatch')}")
+    sh(f"ip -n {NS['b']} addr del 2001:2:0:4::2/64 dev {IF['b']}")
+    gone = wait_for(lambda: view_file(pid, "gids/2") == "0000:" * 7 + "0000" and view_file(pid, "gid_attrs/types/2") is None)
+    check(gone, f"the address removed leaves GID 2 empty: {view_file(pid, 'gids/2')}")
+    check(wait_for(lambda: output("asyncwatch").count("IBV_EVENT_GID_CHANGE") == 2), f"a second GID change event: {output('asyncwatch')}")
+    log(f"GID 2 while ibv_asyncwatch ran: added -> {want if added else '?'}, removed -> {'empty' if gone else '?'}; "
+        f"{output('asyncwatch').count('IBV_EVENT_GID_CHANGE')} IBV_EVENT_GID_CHANGE")
+    watch.send_signal(signal.SIGINT)
+    suite.children.stop_all()
+    # Global IPv6 GIDs from the interface, used by an unmodified program.
+    sh(f"ip -n {NS['a']} addr add 2001:2:0:4::1/64 dev {IF['a']} nodad")
+    sh(f"ip -n {NS['b']} addr add 2001:2:0:4::2/64 dev {IF['b']} nodad")
+    pair("ibv_rc_pingpong -g 2 (global IPv6)", ["ibv_rc_pingpong", "-g", "2", "-n", "100"],
+         ["ibv_rc_pingpong", "-g", "2", "-n", "100", "198.18.4.2"], pingpong(100), port=18515)
+
+
 def kill():
     addr = topology_up(routed=False)
     srv = start("b", ["ibv_rc_pingpong", "-g", "1", "-n", "100"], "first-server", netdev=True)
@@ -326,4 +377,4 @@ def cleanup():
 
 
 driver.on_signals(cleanup)
-driver.run_scenario({"tools": tools, "gateway": gateway, "kill": kill}, suite.args.scenario, cleanup)
+driver.run_scenario({"tools": tools, "gateway": gateway, "gids": gids, "kill": kill}, suite.args.scenario, cleanup)
