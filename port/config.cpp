@@ -160,6 +160,9 @@ bool set_key(EndpointConfig& c, const std::string& key, const std::string& val, 
   } else if (key == "netdev") {
     if (val.empty() || val.size() >= 16 || val.find('/') != std::string::npos) return fail("bad interface name");
     c.netdev = val;
+  } else if (key == "netdev_link") {
+    if (val != "af_xdp" && val != "af_packet") return fail("netdev_link is af_xdp or af_packet");
+    c.netdev_link = val;
   } else if (key == "xdp_prog") {
     if (val.empty()) return fail("xdp_prog needs a file name");
     c.xdp_prog = val;

@@ -32,6 +32,7 @@ struct EndpointConfig {
   // kernel resolves neighbours (port/netlink.hpp). Empty: uroce's own link and addresses.
   std::string netdev;
   std::string xdp_prog;                // the XDP program file (default: port/netdev.hpp xdp_program())
+  std::string netdev_link = "af_xdp";  // af_xdp, or af_packet for interfaces without XDP
   int netdev_ifindex = 0;              // set from the interface when the config is loaded
   bool have_link_local = false;        // the netdev's own link-local address (else made from the MAC)
   proto::Ip6 link_local{};

@@ -47,6 +47,7 @@ bool DpdkLink::setup(std::string& err) {
   }
   is_memif_ = info.driver_name && std::string(info.driver_name) == "net_memif";
   if (!create_pool(err) || !configure_port(info, err) || !start_port(err) || !start_hooks(err)) return false;
+  if (!cfg_.netdev.empty() && cfg_.netdev_link == "af_packet" && !share_packet_socket(err)) return false;
   set_addresses();
   return !cfg_.flow_isolate || install_flows(err);
 }

@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/link.hpp"
 #include "port/clock.hpp"  // TscClock, the Clock that goes with a DpdkLink
@@ -122,7 +123,8 @@ class DpdkLink : public engine::Link {
   bool tx_one(void* m);
   void ask(const proto::Ip6& gid);  // an ARP request or a neighbour solicitation
   bool resolve_by_kernel(const proto::Ip6& gid, proto::Mac& out, const std::function<void()>& pump);
-  bool claim_netdev(std::string& err);  // netdev.cpp's interface for us alone (xdp_claim.cpp)
+  bool claim_netdev(std::string& err);  // netdev.cpp's interface for us alone (netdev_claim.cpp)
+  bool share_packet_socket(std::string& err);  // netdev_link = af_packet: the filters (netdev_claim.cpp)
 
   EndpointConfig cfg_;
   uint16_t port_ = 0;
@@ -140,10 +142,11 @@ class DpdkLink : public engine::Link {
   LinkCounters ctr_;
   ControlPlane ctl_;          // ARP, ND, ICMP and the neighbour cache (port/neigh.hpp)
   // A netdev shared with the kernel (key netdev): the kernel's routes and neighbours instead of
-  // ctl_'s cache; the socket that marks the interface ours while we live (xdp_claim.cpp).
+  // ctl_'s cache; the socket that marks the interface ours while we live (netdev_claim.cpp).
   std::unique_ptr<KernelNeighbours> kernel_;  // its requests change no state of ours
   std::unique_ptr<AddressWatch> addr_watch_;
   int claim_fd_ = -1;
+  std::vector<int> port_guard_fds_;  // af_packet: UDP 4791 held, its datagrams dropped
   std::string resolve_error_;
   mutable uint8_t route_hop_limit_ = 0;  // set by lookup() too
   std::vector<void*> flows_;  // rte_flow* (flow isolation rules)

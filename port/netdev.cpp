@@ -157,10 +157,14 @@ bool apply_netdev(EndpointConfig& c, std::string& err) {
     if (c.have_ip6) c.ip6 = nd.ip6s.front();
   }
   if (nd.have_link_local) c.link_local = nd.link_local, c.have_link_local = true;
-  if (!key_set(c, "link_mtu")) c.link_mtu = std::min(nd.mtu, param::kAfXdpMaxLinkMtu);
-  if (!key_set(c, "mbuf_size")) c.mbuf_size = param::kAfXdpMinMbufSize;
+  const bool packet = c.netdev_link == "af_packet";
+  // af_packet: one frame of framesz bytes per slot, the TPACKET header included.
+  const uint32_t framesz = nd.mtu + 14 + 128 <= 2048 ? 2048 : nd.mtu + 14 + 128 <= 4096 ? 4096 : 8192;
+  const uint32_t max_link = packet ? std::min<uint32_t>(framesz - 14 - 128, 8000) : param::kAfXdpMaxLinkMtu;
+  if (!key_set(c, "link_mtu")) c.link_mtu = std::min(nd.mtu, max_link);
+  if (!key_set(c, "mbuf_size")) c.mbuf_size = packet ? framesz : param::kAfXdpMinMbufSize;
   if (!key_set(c, "mtu")) {
-    const uint32_t m = std::min(path_mtu_for(nd.mtu), param::kAfXdpMaxPathMtu);
+    const uint32_t m = std::min(path_mtu_for(nd.mtu), packet ? path_mtu_for(c.link_mtu) : param::kAfXdpMaxPathMtu);
     if (m == 0) {
       err = "netdev '" + c.netdev + "': MTU " + std::to_string(nd.mtu) + " is below the smallest RoCE path MTU (256 + " +
             std::to_string(param::kRoceMaxHeaders) + " bytes of headers)";
@@ -169,6 +173,18 @@ bool apply_netdev(EndpointConfig& c, std::string& err) {
     c.path_mtu = *path_mtu_of(m);
   }
   if (!key_set(c, "gid_index") && !c.have_ip4) c.gid_index = 0;
+  if (c.eal.empty() && packet) {
+    const std::string eal = lcores_of_affinity() + " --no-huge -m 256 --no-pci --log-level=warning --file-prefix uroce-" +
+                            c.name + " --vdev=net_af_packet0,iface=" + c.netdev + ",qdisc_bypass=0,blocksz=" +
+                            std::to_string(std::max<uint32_t>(framesz, 4096)) + ",framesz=" + std::to_string(framesz) +
+                            ",framecnt=4096";
+    for (size_t a = 0; a < eal.size();) {
+      size_t b = eal.find(' ', a);
+      if (b == std::string::npos) b = eal.size();
+      if (b > a) c.eal.push_back(eal.substr(a, b - a));
+      a = b + 1;
+    }
+  }
   if (c.eal.empty()) {
     const std::string prog = xdp_program(c);
     if (prog.empty()) {

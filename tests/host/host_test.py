@@ -11,6 +11,8 @@ both for their TCP exchange and for RDMA. Scenarios:
            sends no ICMP port unreachable for RoCE frames while uroce is attached (and does once
            it is not: the counter is shown to move); the device view names the netdev of each
            GID; uroce's XDP program is gone after each program.
+  packet   the same over the af_packet fallback (netdev_link = af_packet): a socket filter keeps
+           RoCEv2 frames only, and UDP 4791 held on the interface keeps the kernel from ICMP;
   gateway  ibv_rc_pingpong and ib_write_bw between two subnets through a router namespace: the
            next hop is the kernel's gateway, its MAC the kernel's neighbour entry.
   gids     the GID table follows the interface's addresses while a program runs: an IPv6
@@ -32,7 +34,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 import driver  # noqa: E402  (tests/support/driver.py)
 
-suite = driver.Suite(scenarios=["tools", "gateway", "gids", "kill"], grace=2.0)
+suite = driver.Suite(scenarios=["tools", "packet", "gateway", "gids", "kill"], grace=2.0)
 log, check = driver.log, driver.check
 NS = {"a": "uroce-ha", "b": "uroce-hb", "r": "uroce-hr"}
 IF = {"a": "uh-a", "b": "uh-b"}
@@ -55,7 +57,7 @@ def topology_down():
         subprocess.run(["ip", "netns", "del", n], capture_output=True)
 
 
-def topology_up(routed):
+def topology_up(routed, link="af_xdp"):
     """Direct: a 198.18.4.1/24 -- b 198.18.4.2/24. Routed: a 198.18.6.1/24 -- r -- b 198.18.7.2/24,
     each end's default route through r (198.18.6.254, 198.18.7.254)."""
     topology_down()
@@ -85,7 +87,7 @@ def topology_up(routed):
         sh(f"ip -n {NS['b']} route add default via 198.18.7.254")
     for s in ("a", "b"):
         with open(conf(s), "w") as f:
-            f.write(f"name = uroce_h{s}\nnetdev = {IF[s]}\n")
+            f.write(f"name = uroce_h{s}\nnetdev = {IF[s]}\n" + (f"netdev_link = {link}\n" if link != "af_xdp" else ""))
     # IPv6 link-local addresses leave the tentative state (DAD) before anything uses them.
     t0 = time.time()
     while time.time() - t0 < 5 and any("tentative" in sh(f"ip -n {NS[s]} -6 addr show dev {IF[s]}") for s in ("a", "b")):
@@ -241,8 +243,8 @@ def end_background(bg):
     log(f"during the runs: {m.group(0) if m else '?'}; ping {p.group(0) if p else '?'}")
 
 
-def tools():
-    addr = topology_up(routed=False)
+def tools(link="af_xdp"):
+    addr = topology_up(routed=False, link=link)
     before = {s: counters(s) for s in ("a", "b")}
     bg = background(addr)
     pair("ibv_rc_pingpong -g 1", ["ibv_rc_pingpong", "-g", "1", "-n", "200"],
@@ -377,4 +379,4 @@ def cleanup():
 
 
 driver.on_signals(cleanup)
-driver.run_scenario({"tools": tools, "gateway": gateway, "gids": gids, "kill": kill}, suite.args.scenario, cleanup)
+driver.run_scenario({"tools": tools, "packet": lambda: tools("af_packet"), "gateway": gateway, "gids": gids, "kill": kill}, suite.args.scenario, cleanup)
