@@ -122,6 +122,7 @@ class DpdkLink : public engine::Link {
   void classify(void* mbuf, engine::PacketBuf* out, size_t& k);
   bool tx_one(void* m);
   void ask(const proto::Ip6& gid);  // an ARP request or a neighbour solicitation
+  void wait_step(const std::function<void()>& pump);
   bool resolve_by_kernel(const proto::Ip6& gid, proto::Mac& out, const std::function<void()>& pump);
   bool claim_netdev(std::string& err);  // netdev.cpp's interface for us alone (netdev_claim.cpp)
   bool share_packet_socket(std::string& err);  // netdev_link = af_packet: the filters (netdev_claim.cpp)

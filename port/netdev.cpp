@@ -54,6 +54,15 @@ std::string lcores_of_affinity() {
   return "--lcores=0@(" + list + ")";
 }
 
+void add_words(std::vector<std::string>& out, const std::string& line) {
+  for (size_t a = 0; a < line.size();) {
+    size_t b = line.find(' ', a);
+    if (b == std::string::npos) b = line.size();
+    if (b > a) out.push_back(line.substr(a, b - a));
+    a = b + 1;
+  }
+}
+
 }  // namespace
 
 bool read_netdev(const std::string& name, NetdevInfo& out, std::string& err) {
@@ -178,12 +187,7 @@ bool apply_netdev(EndpointConfig& c, std::string& err) {
                             c.name + " --vdev=net_af_packet0,iface=" + c.netdev + ",qdisc_bypass=0,blocksz=" +
                             std::to_string(std::max<uint32_t>(framesz, 4096)) + ",framesz=" + std::to_string(framesz) +
                             ",framecnt=4096";
-    for (size_t a = 0; a < eal.size();) {
-      size_t b = eal.find(' ', a);
-      if (b == std::string::npos) b = eal.size();
-      if (b > a) c.eal.push_back(eal.substr(a, b - a));
-      a = b + 1;
-    }
+    add_words(c.eal, eal);
   }
   if (c.eal.empty()) {
     const std::string prog = xdp_program(c);
@@ -195,13 +199,7 @@ bool apply_netdev(EndpointConfig& c, std::string& err) {
     const std::string eal = lcores_of_affinity() + " --no-huge -m 256 --no-pci --log-level=warning --file-prefix uroce-" +
                             c.name + " --vdev=net_af_xdp0,iface=" + c.netdev +
                             ",start_queue=0,queue_count=1,xdp_prog=" + prog;
-    size_t a = 0;
-    while (a < eal.size()) {
-      size_t b = eal.find(' ', a);
-      if (b == std::string::npos) b = eal.size();
-      if (b > a) c.eal.push_back(eal.substr(a, b - a));
-      a = b + 1;
-    }
+    add_words(c.eal, eal);
   }
   return true;
 }

@@ -19,6 +19,18 @@ bool DpdkLink::lookup(const proto::Ip6& ip, proto::Mac& out) const {
   return ctl_.neighbours().lookup(ip, out, now_ms());
 }
 
+// One step of a wait for an answer: the caller's pump (which takes the frames in), or our own
+// receive, whose RoCE frames are dropped.
+void DpdkLink::wait_step(const std::function<void()>& pump) {
+  if (pump) {
+    pump();
+    return;
+  }
+  engine::PacketBuf b[param::kRxBurst];
+  const size_t n = recv(b, param::kRxBurst);
+  for (size_t i = 0; i < n; ++i) release(b[i]);
+}
+
 // The kernel's next hop towards `gid`, its MAC from the kernel's table, the kernel asked to
 // resolve it when it has none (again after a failure), looked at every kNeighbourProbeMs.
 bool DpdkLink::resolve_by_kernel(const proto::Ip6& gid, proto::Mac& out, const std::function<void()>& pump) {
@@ -37,14 +49,8 @@ bool DpdkLink::resolve_by_kernel(const proto::Ip6& gid, proto::Mac& out, const s
     }
     const uint64_t next = rte_get_tsc_cycles() + hz / 1000 * param::kNeighbourProbeMs;
     while (rte_get_tsc_cycles() < next) {
-      if (pump) {
-        pump();
-      } else {
-        engine::PacketBuf b[param::kRxBurst];
-        size_t n = recv(b, param::kRxBurst);
-        for (size_t i = 0; i < n; ++i) release(b[i]);
-        sleep_ms(1);
-      }
+      wait_step(pump);
+      if (!pump) sleep_ms(1);
     }
   }
   resolve_error_ = "the kernel did not resolve " + gid_str(hop) + " on " + cfg_.netdev + " within " +
@@ -77,13 +83,7 @@ bool DpdkLink::resolve(const proto::Ip6& gid, proto::Mac& out, const std::functi
       ask(gid);
       next_ask = rte_get_tsc_cycles() + hz / 1000 * param::kArpRetryMs;
     }
-    if (pump) {
-      pump();
-    } else {
-      engine::PacketBuf b[param::kRxBurst];
-      size_t n = recv(b, param::kRxBurst);
-      for (size_t i = 0; i < n; ++i) release(b[i]);
-    }
+    wait_step(pump);
     if (lookup(gid, out)) return true;
   }
   return false;
