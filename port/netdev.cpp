@@ -137,9 +137,6 @@ uint32_t path_mtu_for(uint32_t if_mtu) {
 std::string xdp_program(const EndpointConfig& c) {
   if (!c.xdp_prog.empty()) return c.xdp_prog;
   if (const char* e = std::getenv("UROCE_XDP_PROG"); e && *e) return e;
-#ifdef UROCE_XDP_PROG_BUILD
-  if (file_exists(UROCE_XDP_PROG_BUILD)) return UROCE_XDP_PROG_BUILD;
-#endif
 #ifdef UROCE_XDP_PROG_INSTALLED
   if (file_exists(UROCE_XDP_PROG_INSTALLED)) return UROCE_XDP_PROG_INSTALLED;
 #endif

@@ -37,8 +37,8 @@ bool read_netdev(const std::string& name, NetdevInfo& out, std::string& err);
 // the MTU less the largest RoCEv2 headers (IPv6, UDP, BTH, RETH, ICRC: param::kRoceMaxHeaders).
 uint32_t path_mtu_for(uint32_t if_mtu);
 
-// The XDP program file: the config's xdp_prog, else UROCE_XDP_PROG, else the build tree's, else
-// the installed one. Empty if none of them exists.
+// The XDP program file: the config's xdp_prog, else UROCE_XDP_PROG (uroce-run sets it to the
+// build tree's when run from one), else the installed one. Empty if none of them exists.
 std::string xdp_program(const EndpointConfig& c);
 
 // Fills a config whose key `netdev` is set from the interface: mac (the interface's), ip (its

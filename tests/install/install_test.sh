@@ -84,7 +84,7 @@ fi
 dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' > "$work/files"
 multi=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 for f in /usr/bin/uroce-run /usr/bin/uroce-perf /usr/bin/uroce-pktgen /usr/bin/uroce-dissect /usr/bin/uroce-stat \
-         /usr/lib/$multi/uroce/liburoce-verbs.so /usr/libexec/uroce/uroce-check-config \
+         /usr/lib/$multi/uroce/liburoce-verbs.so /usr/lib/$multi/uroce/roce_redirect.bpf.o /usr/libexec/uroce/uroce-check-config \
          /usr/share/uroce/examples/memif-server.conf /usr/share/uroce/examples/memif-client.conf \
          /usr/share/uroce/examples/README.md /usr/share/doc/uroce/copyright; do
   grep -qx "$f" "$work/files" || fail "package lacks $f"
