@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's second command (and CI's): install what is missing, build, run every test.
-#  1. the normal build (-Wall -Wextra -Werror): every suite;
-#  2. an address+undefined sanitizer build: the unit suites again;
+#  1. the normal build (-Wall -Wextra -Werror): every suite (interop: the representative rows of
+#     its matrix, tests/interop/meson.build; the whole matrix is docs/interop.md's command);
+#  2. an address+undefined sanitizer build of what the unit suites need: those suites again;
 #  3. a short run of each libFuzzer target (parse, locate, cm, engine, cm_engine).
 # Ends with one line "N passed, N failed".
 set -uo pipefail
