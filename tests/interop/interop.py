@@ -23,9 +23,15 @@ frames from both sides (tcpdump on an interface, or uroce's own capture: config 
 and checked with uroce-dissect (every ICRC valid, no malformed frame); the peer's own counters
 (sysfs hw_counters, or `rdma statistic`) are read around each block of runs.
 
+That is the whole matrix (`--verbs all --cm all`, the defaults). The meson suite runs a
+representative part of it (`--verbs representative --cm representative`: VERBS_REPRESENTATIVE,
+CM_REPRESENTATIVE); `--list` prints the runs a set of options selects without running any.
+
 Writes the matrix as markdown (--table) and exits non-zero if any run failed.
 """
 import argparse
+import contextlib
+import io
 import ipaddress
 import os
 import re
@@ -184,6 +190,34 @@ def cm_selected(mode, mtu, loss, label, peer_is_client):
         if label.startswith(prefix) and (not only_in or peer_is_client):
             return True
     return False
+
+
+# The verbs rows (perftest, the ibv_*_pingpong programs) the test command runs (`--verbs
+# representative`, meson suite interop), per (path MTU, loss): exact labels, each run in both
+# directions. Every label of tools() and datagram_tools() runs in one of the clean blocks; each
+# clean block has RC, UC, UD and IPv6 rows; under 1% loss the RC bandwidth tools and
+# ibv_rc_pingpong at 1024 (and ib_write_bw -c UC, the one UC row that survives loss), and the
+# WRITE and READ streams at 4096. 54 of the 112 rows against the lab; `--verbs all` (the
+# default: scripts/interop-peer and runs by hand) runs every row in every block.
+VERBS_REPRESENTATIVE = {
+    (1024, 0): ("ib_write_bw", "ib_atomic_bw FETCH_AND_ADD", "ib_write_lat", "ib_read_lat", "ib_send_bw -c UD",
+                "ib_send_bw -c UC", "ib_write_lat -c UC", "ibv_uc_pingpong", "ibv_rc_pingpong -g 0 (IPv6)"),
+    (4096, 0): ("ib_write_bw", "ib_send_bw", "ib_read_bw", "ib_atomic_bw CMP_AND_SWAP", "ib_send_lat",
+                "ibv_rc_pingpong", "ib_write_bw -c UC", "ib_send_bw -c UD", "ib_send_lat -c UD", "ibv_ud_pingpong",
+                "ib_write_bw -x 0 (IPv6)"),
+    (1024, 1): ("ib_write_bw", "ib_send_bw", "ib_read_bw", "ibv_rc_pingpong", "ib_write_bw -c UC"),
+    (4096, 1): ("ib_write_bw", "ib_read_bw"),
+}
+
+
+def verbs_selected(mode, mtu, loss, label):
+    return mode == "all" or (mode == "representative" and label in VERBS_REPRESENTATIVE.get((mtu, loss), ()))
+
+
+def verbs_representative_stale():
+    """The labels of VERBS_REPRESENTATIVE that name no row of their block (a renamed tool)."""
+    return [f"{label} (path MTU {mtu}, {loss}% loss)" for (mtu, loss), labels in VERBS_REPRESENTATIVE.items()
+            for label in labels if label not in [t[0] for t in tools(mtu) + datagram_tools(mtu, loss)]]
 
 
 def jumbo_lab(path, workdir):
@@ -351,7 +385,7 @@ class Runner:
         self.lib = lib
         self.peer = peer
         self.local = local
-        self.dissect = os.path.join(build, "tools", "dissect", "uroce-dissect")
+        self.dissect = os.path.join(build or "", "tools", "dissect", "uroce-dissect")
         self.rows = []
         self.retried = []
         self.skipped = []
@@ -360,9 +394,9 @@ class Runner:
         self.counters = []  # (mtu, loss, {peer counter: increase}) per block of runs
         self.cm = "all"  # which rdma_cm rows (--cm; "" none); --cm-only runs only them
         self.cm_only = False
+        self.verbs = "all"  # which perftest / pingpong rows (--verbs)
         self.cm_ports = iter(range(7400 + os.getpid() % 400 * 8, 65000))  # a new port per run: no TimeWait in the way
-        self.capdir = os.path.join(build, "interop-captures")
-        os.makedirs(self.capdir, exist_ok=True)
+        self.capdir = os.path.join(build, "interop-captures") if build else None  # made by main()
 
     def out_dir(self):
         return f"uroce->{self.peer.name}"
@@ -724,7 +758,7 @@ class Runner:
                               (f"tc qdisc add dev {p.netdev} root netem loss {loss}%" if loss else "true"))
                     before = p.counters()
                     for name, tool, opts, gflag, fam in ([] if self.cm_only else tools(mtu) + datagram_tools(mtu, loss)):
-                        if only and only not in name:
+                        if (only and only not in name) or not verbs_selected(self.verbs, mtu, loss, name):
                             continue
                         if p.gid.get(fam) is None:
                             self.skipped.append(f"{name} (path MTU {mtu}, {loss}% loss): no IPv6 GID index for the peer")
@@ -778,17 +812,45 @@ class Runner:
         return "\n".join(out)
 
 
-def lab_peer_and_local(args):
+class DryPeer(Peer):
+    """A peer for --list: its values, but a command on it runs nothing (and reads no counters)."""
+
+    def run(self, cmd, timeout=120):
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+
+class Listing(Runner):
+    """--list: the rows matrix() would run, recorded instead of run; nothing touches the peer,
+    the lab, the local interface or the build directory."""
+
+    def run(self, fn, *args):
+        kind = {"run_one": "verbs", "run_cm_one": "rdma_cm", "run_cm_refused": "rdma_cm"}[fn.__name__]
+        name, (direction, mtu, loss) = args[0], args[1:4] if fn.__name__ == "run_cm_refused" else args[-3:]
+        self.rows.append(dict(kind=kind, tool=name, direction=direction, mtu=mtu, loss=loss, ok=True))
+        return True
+
+    def set_local_mtu(self, mtu):
+        pass
+
+    def listing(self):
+        out = [f"{r['tool']:34} {r['direction']:12} {r['mtu']:>5} {r['loss']:>2}%  {r['kind']}" for r in self.rows]
+        n = {k: sum(1 for r in self.rows if r["kind"] == k) for k in ("verbs", "rdma_cm")}
+        out.append(f"{len(self.rows)} runs: {n['verbs']} verbs (--verbs {self.verbs}), "
+                   f"{n['rdma_cm']} rdma_cm (--cm {self.cm or 'none'})")
+        return "\n".join(out + [f"not run: {x}" for x in self.skipped])
+
+
+def lab_peer_and_local(args, peer_cls=Peer):
     """The rxe lab as a generic peer: its command prefix and its values."""
     global LAB
-    if any(int(x) > 1024 for x in args.mtus.split(",")):
+    if peer_cls is Peer and any(int(x) > 1024 for x in args.mtus.split(",")):
         lab_script = jumbo_lab(LAB, args.build)
         if lab_script != LAB:
             print(f"interop: {LAB} gives the guest no host_mtu (frames above 1518 bytes are dropped); "
                   f"using {lab_script}, the same script with host_mtu=9000 on the virtio-net device", flush=True)
             LAB = lab_script
     # The guest's command channel: `rxe-lab.sh guest 'CMD'` (RXE_GUEST_TIMEOUT bounds it).
-    peer = Peer(["env", "RXE_GUEST_TIMEOUT=150", "bash", LAB, "guest"], dev="rxe0", tcp_ip="198.18.0.2",
+    peer = peer_cls(["env", "RXE_GUEST_TIMEOUT=150", "bash", LAB, "guest"], dev="rxe0", tcp_ip="198.18.0.2",
                 gid={"v4": 1, "v6": 0}, netdev="eth0", netem=True, set_mtu=True, name="rxe")
     local = Local({1024: os.path.join(ROOT, "config", "rxe-lab.conf"),
                    4096: os.path.join(ROOT, "config", "rxe-lab-4096.conf")},
@@ -796,7 +858,7 @@ def lab_peer_and_local(args):
     return peer, local
 
 
-def generic_peer_and_local(args):
+def generic_peer_and_local(args, peer_cls=Peer):
     confs = {}
     for item in args.uroce_conf:
         mtu, sep, path = item.partition("=")
@@ -811,7 +873,7 @@ def generic_peer_and_local(args):
     if missing:
         raise SystemExit(f"interop: no --uroce-conf for path MTU {missing}")
     gid6 = None if args.peer_gid6 in (None, "", "none") else int(args.peer_gid6)
-    peer = Peer(shlex.split(args.peer_cmd), dev=args.peer_dev, tcp_ip=args.peer_ip,
+    peer = peer_cls(shlex.split(args.peer_cmd), dev=args.peer_dev, tcp_ip=args.peer_ip,
                 gid={"v4": args.peer_gid, "v6": gid6}, port=args.peer_port, netdev=args.peer_netdev,
                 netem=args.peer_netem, set_mtu=args.peer_set_mtu, name=args.peer_name)
     if (peer.netem or peer.set_mtu) and not peer.netdev:
@@ -823,10 +885,20 @@ def generic_peer_and_local(args):
     return peer, local
 
 
+def directions(spec, r):
+    dirs = []
+    for d in spec.split(","):  # also the old spellings uroce->rxe, rxe->uroce
+        if d in ("out", "both") or d.startswith("uroce->"):
+            dirs.append(r.out_dir())
+        if d in ("in", "both") or d.endswith("->uroce"):
+            dirs.append(r.in_dir())
+    return dirs
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--build", required=True)
+    ap.add_argument("--build", help="the meson build directory (needed unless --list)")
     ap.add_argument("--table", help="write the markdown matrix here")
     ap.add_argument("--lab", action="store_true", help="bring up ../shared/rxe-lab and use its guest as the peer")
     g = ap.add_argument_group("a peer host (without --lab)")
@@ -861,8 +933,27 @@ def main():
     ap.add_argument("--cm", choices=["all", "representative", "none"], default="all",
                     help="the rdma_cm rows (rdmacm-utils, perftest -R): all, the test command's selection, or none")
     ap.add_argument("--cm-only", action="store_true", help="only the rdma_cm rows")
+    ap.add_argument("--verbs", choices=["all", "representative"], default="all",
+                    help="the perftest and ibv_*_pingpong rows: all, or the test command's selection "
+                         "(VERBS_REPRESENTATIVE)")
+    ap.add_argument("--list", action="store_true",
+                    help="print the runs the other options select (tool, direction, path MTU, loss) and exit: "
+                         "nothing is run, no lab, no root needed; the lab's values unless --peer-cmd is given")
     ap.add_argument("--verbose", action="store_true", help="print both sides' whole output")
     a = ap.parse_args()
+    if a.verbs == "representative" and verbs_representative_stale():
+        ap.error("VERBS_REPRESENTATIVE names rows that do not exist: " + "; ".join(verbs_representative_stale()))
+    if a.list:
+        peer, local = generic_peer_and_local(a, DryPeer) if a.peer_cmd else lab_peer_and_local(a, DryPeer)
+        r = Listing(None, None, peer, local)
+        r.cm, r.cm_only, r.verbs = (a.cm if a.cm != "none" else ""), a.cm_only, a.verbs
+        with contextlib.redirect_stdout(io.StringIO()):  # matrix()'s counter lines: none were read
+            r.matrix([int(x) for x in a.mtus.split(",")], [int(x) for x in a.losses.split(",")],
+                     directions(a.dirs, r), a.only, a.repeat)
+        print(r.listing())
+        return 0
+    if not a.build:
+        ap.error("--build is needed")
     lib = os.path.join(a.build, "verbs_shim", "liburoce-verbs.so")
     for f in (lib, os.path.join(a.build, "tools", "dissect", "uroce-dissect")):
         if not os.path.exists(f):
@@ -875,17 +966,14 @@ def main():
         ap.error("without --lab: --peer-cmd, --peer-dev, --peer-ip, --peer-gid, --uroce-conf and --local-ip are needed")
     peer, local = lab_peer_and_local(a) if a.lab else generic_peer_and_local(a)
     r = Runner(a.build, lib, peer, local)
+    os.makedirs(r.capdir, exist_ok=True)
     r.verbose = a.verbose
     r.no_retry = a.no_retry
     r.cm = a.cm if a.cm != "none" else ""
     r.cm_only = a.cm_only
+    r.verbs = a.verbs
     r.perftest_opts = shlex.split(a.perftest_opts)
-    dirs = []
-    for d in a.dirs.split(","):  # also the old spellings uroce->rxe, rxe->uroce
-        if d in ("out", "both") or d.startswith("uroce->"):
-            dirs.append(r.out_dir())
-        if d in ("in", "both") or d.endswith("->uroce"):
-            dirs.append(r.in_dir())
+    dirs = directions(a.dirs, r)
     t_start = time.time()
     try:
         if a.lab:
