@@ -18,6 +18,10 @@
 #include "port/config.hpp"
 #include "port/param.hpp"
 
+#ifndef UROCE_XDP_PROG_INSTALLED  // meson defines it (port/meson.build); other builds have none
+#define UROCE_XDP_PROG_INSTALLED ""
+#endif
+
 namespace uroce::port {
 
 namespace {
@@ -137,9 +141,7 @@ uint32_t path_mtu_for(uint32_t if_mtu) {
 std::string xdp_program(const EndpointConfig& c) {
   if (!c.xdp_prog.empty()) return c.xdp_prog;
   if (const char* e = std::getenv("UROCE_XDP_PROG"); e && *e) return e;
-#ifdef UROCE_XDP_PROG_INSTALLED
   if (file_exists(UROCE_XDP_PROG_INSTALLED)) return UROCE_XDP_PROG_INSTALLED;
-#endif
   return {};
 }
 

@@ -29,7 +29,7 @@ TARGET=${2:-parse}
 seed=yes
 case "$TARGET" in
   parse) extra=() ;;
-  locate) extra=(port/neigh.cpp port/config.cpp) ;;  # ControlPlane (neigh.cpp) and gid_str() it logs with (config.cpp)
+  locate) extra=(port/neigh.cpp port/config.cpp port/netdev.cpp) ;;  # ControlPlane (neigh.cpp), gid_str() it logs with (config.cpp) and what config.cpp calls for key netdev
   cm) extra=() ;;
   engine|cm_engine) extra=(engine/*.cpp tests/support/fake_link.cpp); seed=no ;;  # inputs are actions, not frames
   *) echo "usage: scripts/fuzz.sh [SECONDS] [parse|locate|cm|engine|cm_engine]" >&2; exit 2 ;;

@@ -19,7 +19,7 @@ meson test -C build --print-errorlogs --num-processes 2 || status=1
 asan_suites=(proto engine security)
 asan_suite_args=(); for s in "${asan_suites[@]}"; do asan_suite_args+=(--suite "$s"); done
 UROCE_SUITES="${asan_suites[*]}" bash scripts/build.sh build-asan \
-  -Db_sanitize=address,undefined -Db_lundef=false -Dbench=disabled -Ddpdk=disabled || exit 1
+  -Db_sanitize=address,undefined -Db_lundef=false -Doptimization=1 -Dbench=disabled -Ddpdk=disabled || exit 1
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   meson test -C build-asan --no-rebuild --print-errorlogs --num-processes 2 "${asan_suite_args[@]}" || status=1
 
