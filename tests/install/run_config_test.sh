@@ -80,7 +80,7 @@ if [ ! -e /etc/uroce/uroce.conf ]; then
 fi
 
 out=$("$run" --help); rc=$?
-[ $rc -eq 0 ] && [[ "$out" == "uroce-run [--config FILE]"*"/etc/uroce/uroce.conf"* ]]
+[ $rc -eq 0 ] && [[ "$out" == "uroce-run [--config FILE | --netdev IFACE]"*"/etc/uroce/uroce.conf"* ]]
 check "--help" $? "rc $rc: $out"
 "$run" > /dev/null 2>&1
 [ $? -eq 2 ]
