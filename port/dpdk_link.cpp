@@ -205,9 +205,17 @@ bool DpdkLink::poll_addresses() {
   std::string err;
   if (!read_netdev(cfg_.netdev, nd, err)) return false;
   const std::vector<proto::Ip6> before = gids_;
-  cfg_.have_ip4 = nd.have_ip4;
-  std::memcpy(cfg_.ip4, nd.ip4, 4);
+  // Addresses the config file set itself stay as set (as when it was loaded: port/netdev.cpp).
+  auto from_file = [this](const char* key) { return std::find(cfg_.keys.begin(), cfg_.keys.end(), key) != cfg_.keys.end(); };
+  if (!from_file("ip")) {
+    cfg_.have_ip4 = nd.have_ip4;
+    std::memcpy(cfg_.ip4, nd.ip4, 4);
+  }
   if (nd.have_link_local) cfg_.link_local = nd.link_local, cfg_.have_link_local = true;
+  if (from_file("ip6")) {
+    set_addresses();
+    return gids_ != before;
+  }
   // Slots 2..: an address that stays keeps its index, a removed one leaves a zero, a new one
   // takes the first zero (or a new index, up to param::kGidTableMax).
   std::vector<proto::Ip6> slots(gids_.begin() + std::min<size_t>(2, gids_.size()), gids_.end());
