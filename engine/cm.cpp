@@ -105,7 +105,7 @@ const Conn* Manager::find(uint32_t id) const {
 Conn* Manager::new_conn(State s) {
   if (conns_.size() >= dev_.config().cm_max_conns) return nullptr;
   uint32_t id;
-  do id = rng_.next32();
+  do id = dev_.tag_id(rng_.next32());
   while (id == 0 || conns_.count(id));
   Conn& c = conns_[id];
   c.local_id = id;
@@ -116,6 +116,7 @@ Conn* Manager::new_conn(State s) {
 void Manager::free_conn(uint32_t id) {
   Conn* c = get(id);
   if (!c) return;
+  if (c->state == State::Listen && on_listen) on_listen(c->service_id, false);
   set_state(*c, State::Idle);
   conns_.erase(id);
 }
@@ -226,7 +227,7 @@ bool Manager::send(const Peer& to, const proto::Ip6& from, const pcm::Mad& m, Co
   p.deth.qkey = pcm::kGsiQkey;
   p.deth.src_qp = pcm::kCmQpn;
   p.payload = {mad.data(), mad.size()};
-  if (!dev_.tx().emit(gsi_, p, local)) {
+  if (!dev_.tx().emit(gsi_, p, dev_.loops_back(to.dgid))) {
     ++ctr_.dropped_no_tx;  // lost as on a wire: the timer (or the peer's) resends
     return false;
   }

@@ -30,6 +30,7 @@
 #pragma once
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -207,6 +208,9 @@ class Manager {
   // ---- The library's calls. An id is the connection's local communication ID. ----
   // 0 and the listener's id in *id, or EADDRINUSE (someone listens on it), ENOMEM.
   int listen(uint64_t service_id, uint32_t* id);
+  // Told when a service ID gets its listener (true) and loses it (false): the uroce service
+  // hands a REQ or SIDR_REQ to the process that listens on its service ID.
+  std::function<void(uint64_t service_id, bool listening)> on_listen;
   // Sends the REQ: 0 and the new id, or EINVAL (private data too long, no such GID), EBUSY
   // (the QP number is still in TimeWait), ENOMEM.
   int connect(const ConnectParams& p, uint32_t* id);

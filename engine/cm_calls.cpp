@@ -26,6 +26,7 @@ int Manager::listen(uint64_t service_id, uint32_t* id) {
   if (!c) return ENOMEM;
   c->service_id = service_id;
   *id = c->local_id;
+  if (on_listen) on_listen(service_id, true);
   return 0;
 }
 

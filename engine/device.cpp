@@ -208,7 +208,7 @@ Qp* Device::create_qp(const QpInitAttr& init) {
   // recently): an off-path injector cannot guess it.
   uint32_t qpn;
   do {
-    qpn = rng_.next32() & 0xFFFFFF;
+    qpn = tag_id(rng_.next32()) & 0xFFFFFF;
   } while (qpn < 2 || qp_table_.find(qpn) ||
            std::find(recent_qpns_.begin(), recent_qpns_.end(), qpn) != recent_qpns_.end());
   qps_.push_back(std::make_unique<Qp>(*this, qpn, init));

@@ -75,6 +75,15 @@ class Device {
     uint8_t cm_max_retries = param::kCmMaxRetries;
     // The port's path MTU (config key mtu): the CM refuses a REQ asking for more (REJ 26).
     Mtu port_mtu = Mtu::M1024;  // the port sets it from its config (default port/param.hpp kPathMtu)
+    // A device shared by several processes (the uroce service, docs/service.md): the low
+    // id_tag_bits bits of every QP number and CM communication ID this process makes are id_tag,
+    // so that the service hands each frame (and each CM MAD) to the process that owns it; the
+    // other bits stay random. 0 bits: all random.
+    uint32_t id_tag = 0;
+    uint8_t id_tag_bits = 0;
+    // Frames to the device's own addresses go round inside the engine (true), or out to the
+    // link like any other (false: the service delivers them, to this process or another).
+    bool loopback = true;
   };
 
   Device(Link& link, Clock& clock, const Config& cfg);
@@ -103,6 +112,13 @@ class Device {
   const proto::Ip6* sgid(uint32_t index) const;
   // Is this one of this device's own addresses (loopback)?
   bool is_local(const proto::Ip6& gid) const;
+  // A frame to `gid` goes round inside the engine (is_local, and the config's loopback).
+  bool loops_back(const proto::Ip6& gid) const { return cfg_.loopback && is_local(gid); }
+  // A random 24-bit (qpn) or 32-bit id with the config's id tag in its low bits.
+  uint32_t tag_id(uint32_t random) const {
+    const uint32_t mask = cfg_.id_tag_bits ? (1u << cfg_.id_tag_bits) - 1 : 0;
+    return (random & ~mask) | (cfg_.id_tag & mask);
+  }
   // A new GID table (the addresses of a netdev changed; zero entries unused). QPs keep the
   // source address they were connected with, address handles the one they were created with;
   // new ones use the new table, and frames to a removed address are no longer ours.

@@ -32,7 +32,7 @@ int Device::post_send(Qp* qp, const SendWr& wr) {
   if (type == QpType::UD) {
     // A datagram: an address handle of this device's, one packet of at most the path MTU.
     if (!wr.ah || len > mtu_limit() || wr.remote_qpn > 0xFFFFFF) return EINVAL;
-    ah_local = is_local(wr.ah->av.dgid);
+    ah_local = loops_back(wr.ah->av.dgid);
   }
   const bool atomic = wr.opcode == WrOpcode::AtomicCmpSwp || wr.opcode == WrOpcode::AtomicFetchAdd;
   const bool is_inline = (wr.send_flags & kSendInline) && !atomic && wr.opcode != WrOpcode::RdmaRead;

@@ -179,8 +179,8 @@ void build_template(Qp& qp, const Device& dev) {
   if (qp.init.qp_type != QpType::UD) {  // a UD QP's frames take their addresses from each send's AH
     const AddressVector& av = qp.attrs.ah_attr;
     address(t, dev, *dev.sgid(av.sgid_index), av);  // check_modify_qp checked the index
-    qp.loopback = dev.is_local(av.dgid);
-    if (qp.loopback) t.eth_dst = cfg.mac;
+    qp.loopback = dev.loops_back(av.dgid);
+    if (dev.is_local(av.dgid)) t.eth_dst = cfg.mac;
   }
   t.ipv4_flags_frag = 0x4000;
   t.udp_sport = proto::udp_source_port(qp.qpn(), qp.attrs.dest_qp_num);

@@ -33,7 +33,10 @@ struct EndpointConfig {
   std::string netdev;
   std::string xdp_prog;                // the XDP program file (default: port/netdev.hpp xdp_program())
   std::string netdev_link = "af_xdp";  // af_xdp, or af_packet for interfaces without XDP
-  int netdev_ifindex = 0;              // set from the interface when the config is loaded
+  int netdev_ifindex = 0;
+  // The uroce service (docs/service.md): auto attaches to the daemon that serves this device
+  // name when one runs (else the link is this process's own), on requires it, off never does.
+  std::string service = "auto";              // set from the interface when the config is loaded
   bool have_link_local = false;        // the netdev's own link-local address (else made from the MAC)
   proto::Ip6 link_local{};
   int port = -1;                       // DPDK port id; -1: the first available

@@ -28,13 +28,14 @@
 #include "port/neigh.hpp"
 #include "port/netlink.hpp"
 #include "port/param.hpp"
+#include "port/port_link.hpp"
 
 struct rte_mempool;  // DPDK's, declared only
 struct rte_eth_dev_info;
 
 namespace uroce::port {
 
-class DpdkLink : public engine::Link {
+class DpdkLink : public PortLink {
  public:
   // Starts the EAL (once per process) with cfg.eal plus `extra_eal`, then configures and starts
   // the port. nullptr and `err` on failure.
@@ -48,8 +49,6 @@ class DpdkLink : public engine::Link {
   void release(engine::PacketBuf& b) override;
   uint32_t max_frame() const override { return max_frame_; }
 
-  // Sleeps (no polling): for waits between looks at the link.
-  static void sleep_ms(uint32_t ms);
   // Makes the calling thread, if it is not one of the EAL's, a registered DPDK thread with an
   // lcore id of its own (once per thread; released when the thread ends), so that its mbuf
   // allocations and frees go through its own mempool cache instead of the pool's shared ring.
@@ -57,9 +56,9 @@ class DpdkLink : public engine::Link {
   // verbs shim). false if no lcore id is free (it then works as before, without a cache).
   static bool register_thread();
   // Waits (bounded) until the port reports link up.
-  bool wait_link_up(uint32_t timeout_ms) { return wait_link(true, timeout_ms); }
+  bool wait_link_up(uint32_t timeout_ms) override { return wait_link(true, timeout_ms); }
   // The link's state now, without waiting (`last` if the driver cannot say).
-  bool link_up_now(bool last) const;
+  bool link_up_now(bool last) const override;
   // The EAL's runtime directory of this process (its --file-prefix), empty before the EAL runs.
   static std::string runtime_dir();
   // Call when this process polls the port no more and will close it. memif's PMD unmaps the
@@ -67,42 +66,36 @@ class DpdkLink : public engine::Link {
   // inside rte_eth_rx_burst() on them (SIGSEGV): so on memif this waits (bounded) for the peer
   // to disconnect first, and for our interrupt thread to finish handling that, before we
   // close. Other drivers return at once. See docs/port.md "Shutting down a memif pair".
-  void await_peer_close(uint32_t timeout_ms);
+  void await_peer_close(uint32_t timeout_ms) override;
 
   // Resolves a peer's MAC from its GID (ARP for IPv4-mapped, neighbour solicitation for IPv6),
   // re-asking every 200 ms until cfg.arp_timeout_ms. `pump` is called while waiting: it must
   // call recv() (Device::progress does); without one, recv() is called here and any RoCE
   // frames received meanwhile are dropped.
-  bool resolve(const proto::Ip6& gid, proto::Mac& out, const std::function<void()>& pump = {});
-  bool lookup(const proto::Ip6& gid, proto::Mac& out) const;
+  bool resolve(const proto::Ip6& gid, proto::Mac& out, const std::function<void()>& pump = {}) override;
+  bool lookup(const proto::Ip6& gid, proto::Mac& out) const override;
   // Why the last resolve() failed, when it knows more than "no answer" (a netdev: no route, a
   // route through another interface, the kernel's resolution failed).
-  const std::string& resolve_error() const { return resolve_error_; }
   // On a netdev: the hop limit the kernel's route gives the last peer resolve() found (0 on
   // uroce's own link, where the config's hop_limit applies).
-  uint8_t route_hop_limit() const { return route_hop_limit_; }
   // On a netdev: takes in address changes of the interface (read again when rtnetlink says one
   // was added or removed), keeping each GID at its index as rxe's table does (a removed one
   // becomes zero, an added one takes the first free index from 2). True when gids() changed.
   // Cheap when nothing changed (one non-blocking read); call it now and then, not per burst.
-  bool poll_addresses();
+  bool poll_addresses() override;
 
   // Writes what the capture buffer holds to its file. For programs that end without closing
   // the link (the verbs shim at exit); the destructor does it too.
-  void flush_capture() { cap_.flush(); }
+  void flush_capture() override { cap_.flush(); }
   // A netdev shared with the kernel: removes our XDP program, so that the kernel gets back every
   // frame, for programs that end without closing the link (the verbs shim at exit; closing does
   // it too). Nothing may poll the link afterwards.
-  void release_netdev();
+  void release_netdev() override;
 
-  const proto::Mac& mac() const { return mac_; }
-  const proto::Ip6& gid() const { return gid_; }       // the default source GID (gid_index)
-  const std::vector<proto::Ip6>& gids() const { return gids_; }  // the GID table (zero: unused)
-  const EndpointConfig& config() const { return cfg_; }
   const LinkCounters& counters() const { return ctr_; }
   uint16_t port_id() const { return port_; }
-  std::string describe() const;   // driver, port, MAC, addresses
-  std::string counters_text() const;
+  std::string describe() const override;   // driver, port, MAC, addresses
+  std::string counters_text() const override;
 
  private:
   DpdkLink() = default;
@@ -127,17 +120,13 @@ class DpdkLink : public engine::Link {
   bool claim_netdev(std::string& err);  // netdev.cpp's interface for us alone (netdev_claim.cpp)
   bool share_packet_socket(std::string& err);  // netdev_link = af_packet: the filters (netdev_claim.cpp)
 
-  EndpointConfig cfg_;
   uint16_t port_ = 0;
   void* pool_ = nullptr;     // rte_mempool*
   uint32_t max_frame_ = 1514;
   bool is_memif_ = false;
   bool memif_client_ = false;   // a memif client: wait_link connects again while the link is down
   uint64_t reconnect_at_ = 0;   // TSC cycles; 0: not waiting yet
-  proto::Mac mac_{};
-  proto::Ip6 gid_{};
   proto::Ip6 ip6_{};         // our first IPv6 address (explicit, else link-local)
-  std::vector<proto::Ip6> gids_;
   bool have_ip4_ = false;
   uint8_t ip4_[4] = {};
   LinkCounters ctr_;
@@ -148,8 +137,6 @@ class DpdkLink : public engine::Link {
   std::unique_ptr<AddressWatch> addr_watch_;
   int claim_fd_ = -1;
   std::vector<int> port_guard_fds_;  // af_packet: UDP 4791 held, its datagrams dropped
-  std::string resolve_error_;
-  mutable uint8_t route_hop_limit_ = 0;  // set by lookup() too
   std::vector<void*> flows_;  // rte_flow* (flow isolation rules)
   // Capture (key capture): the frames at the wire, received (before the receive fault stage)
   // and sent (after the transmit one). RoCE only unless capture_all.

@@ -61,7 +61,6 @@ std::string DpdkLink::runtime_dir() {
   return d ? d : "";
 }
 
-void DpdkLink::sleep_ms(uint32_t ms) { rte_delay_us_sleep(ms * 1000u); }
 
 namespace {
 // One per thread that called register_thread(): gives the lcore id back when the thread ends.
@@ -79,6 +78,9 @@ bool DpdkLink::register_thread() {
   if (t.tried) return t.registered || rte_lcore_id() != LCORE_ID_ANY;
   t.tried = true;
   if (rte_lcore_id() != LCORE_ID_ANY) return true;  // an EAL thread already
+  // A secondary of the uroce service: DPDK registers no threads there (it would say so on
+  // stderr), and this process never takes mbufs from a pool (port/service/client.hpp).
+  if (rte_eal_process_type() == RTE_PROC_SECONDARY) return false;
   t.registered = rte_thread_register() == 0;
   return t.registered;
 }

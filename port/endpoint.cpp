@@ -1,5 +1,8 @@
 #include "port/endpoint.hpp"
 
+#include "engine/cm.hpp"
+
+#include "port/service/client.hpp"
 #include "port/telemetry.hpp"
 
 namespace uroce::port {
@@ -8,8 +11,19 @@ std::unique_ptr<Endpoint> Endpoint::open(const EndpointConfig& cfg, std::string&
                                          const engine::Device::Config& dev_cfg,
                                          const std::vector<std::string>& extra_eal) {
   std::unique_ptr<Endpoint> e(new Endpoint());
-  e->link_ = DpdkLink::open(cfg, err, extra_eal);
-  if (!e->link_) return nullptr;
+  service::ServiceLink* shared = nullptr;
+  if (cfg.service == "on" || (cfg.service == "auto" && service::ServiceLink::available(cfg.name))) {
+    auto l = service::ServiceLink::attach(cfg, err);
+    if (!l) return nullptr;
+    shared = l.get();
+    e->link_ = std::move(l);
+  } else {
+    auto l = DpdkLink::open(cfg, err, extra_eal);
+    if (!l) return nullptr;
+    e->dpdk_ = l.get();
+    e->link_ = std::move(l);
+  }
+  const EndpointConfig& lc = e->link_->config();  // the service's path MTU
   e->clock_ = std::make_unique<TscClock>();
   engine::Device::Config dc = dev_cfg;
   dc.mac = e->link_->mac();
@@ -23,23 +37,31 @@ std::unique_ptr<Endpoint> Endpoint::open(const EndpointConfig& cfg, std::string&
   dc.ack_every = cfg.ack_every;
   dc.probe_floor_ns = uint64_t(cfg.probe_floor_us) * 1000;
   dc.selective_repeat = cfg.selective_repeat;
-  dc.port_mtu = cfg.path_mtu;
+  dc.port_mtu = lc.path_mtu;
+  if (shared) {
+    dc.id_tag = shared->tag();
+    dc.id_tag_bits = shared->tag_bits();
+    dc.loopback = false;
+  }
   dc.cm_timewait_ns = uint64_t(cfg.cm_timewait_ms) * 1'000'000;
   dc.cm_max_conns = cfg.cm_max_conns;
   dc.cm_mra_timeout = cfg.cm_mra_timeout;
   dc.cm_response_timeout = cfg.cm_response_timeout;
   dc.cm_max_retries = cfg.cm_max_retries;
   e->dev_ = std::make_unique<engine::Device>(*e->link_, *e->clock_, dc);
-  if (engine::mtu_bytes(cfg.path_mtu) > e->dev_->mtu_limit()) {
-    err = "path mtu " + std::to_string(engine::mtu_bytes(cfg.path_mtu)) + " larger than the link carries";
+  if (engine::mtu_bytes(lc.path_mtu) > e->dev_->mtu_limit()) {
+    err = "path mtu " + std::to_string(engine::mtu_bytes(lc.path_mtu)) + " larger than the link carries";
     return nullptr;
   }
-  telemetry::add(*e->dev_, *e->link_, cfg.name);  // /uroce/* telemetry commands (port/telemetry.hpp)
+  if (shared && e->dev_->cm())
+    e->dev_->cm()->on_listen = [shared](uint64_t sid, bool on) { shared->announce_listen(sid, on); };
+  // /uroce/* telemetry commands (port/telemetry.hpp); attached, the daemon's telemetry is the device's.
+  if (e->dpdk_) telemetry::add(*e->dev_, *e->dpdk_, cfg.name);
   return e;
 }
 
 Endpoint::~Endpoint() {
-  if (dev_) telemetry::remove(*dev_);
+  if (dev_ && dpdk_) telemetry::remove(*dev_);
   dev_.reset();
   link_.reset();
 }

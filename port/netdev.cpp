@@ -39,24 +39,6 @@ bool key_set(const EndpointConfig& c, const char* key) {
   return std::find(c.keys.begin(), c.keys.end(), key) != c.keys.end();
 }
 
-// "0@(0-1)": the EAL's lcore 0 on every CPU this process may run on, so the scheduler places its
-// thread as it places the program's others (a fixed -l N would put every process on CPU N).
-std::string lcores_of_affinity() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return "-l 0";
-  std::string list;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (!CPU_ISSET(cpu, &set)) continue;
-    int last = cpu;
-    while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &set)) ++last;
-    if (!list.empty()) list += ',';
-    list += std::to_string(cpu);
-    if (last > cpu) list += '-' + std::to_string(last);
-    cpu = last;
-  }
-  return "--lcores=0@(" + list + ")";
-}
 
 void add_words(std::vector<std::string>& out, const std::string& line) {
   for (size_t a = 0; a < line.size();) {
@@ -201,6 +183,25 @@ bool apply_netdev(EndpointConfig& c, std::string& err) {
     add_words(c.eal, eal);
   }
   return true;
+}
+
+// "--lcores=0@(0-1)": the EAL's lcore on every CPU this process may run on, so the scheduler places its
+// thread as it places the program's others (a fixed -l N would put every process on CPU N).
+std::string lcores_of_affinity(unsigned lcore) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return "--lcores=" + std::to_string(lcore) + "@0";
+  std::string list;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &set)) continue;
+    int last = cpu;
+    while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &set)) ++last;
+    if (!list.empty()) list += ',';
+    list += std::to_string(cpu);
+    if (last > cpu) list += '-' + std::to_string(last);
+    cpu = last;
+  }
+  return "--lcores=" + std::to_string(lcore) + "@(" + list + ")";
 }
 
 }  // namespace uroce::port

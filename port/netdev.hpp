@@ -49,4 +49,7 @@ std::string xdp_program(const EndpointConfig& c);
 // the config needs.
 bool apply_netdev(EndpointConfig& c, std::string& err);
 
+// "--lcores=N@(CPUS)": EAL lcore `lcore` on every CPU this process may run on (its affinity).
+std::string lcores_of_affinity(unsigned lcore = 0);
+
 }  // namespace uroce::port

@@ -63,4 +63,17 @@ inline constexpr uint32_t kMemifCloseWaitMs = 2000;  // uroce-perf server: wait 
 // counted in qps_total and reachable one by one with /uroce/qp,<qpn>).
 inline constexpr uint32_t kTelemetryMaxQpRows = 96;
 
+// ---- Port: the uroce service (uroced, port/service/, docs/service.md) -------------------------
+inline constexpr uint32_t kServiceTagBits = 6;       // low bits of QPNs and CM IDs naming the process
+inline constexpr uint32_t kServiceMaxProcs = 1u << kServiceTagBits;  // processes on one device at once
+inline constexpr uint32_t kServiceRing = 2048;       // entries of each of a process's four rings
+inline constexpr uint32_t kServiceFill = 512;        // empty buffers kept in a process's fill ring
+inline constexpr uint32_t kServiceBurst = 32;        // frames moved per ring operation
+inline constexpr uint64_t kServiceControlNs = 1'000'000;  // the daemon looks at its sockets this often
+inline constexpr uint64_t kServiceIdleSpinNs = 200'000;   // busy polling this long after the last frame,
+inline constexpr uint32_t kServiceIdleSleepUs = 50;       // then sleeping this long between looks
+inline constexpr uint32_t kServiceHugepagesMb = 256;      // hugepage memory uroced makes sure of (2 MB pages)
+inline constexpr uint32_t kServiceDaemonMemMb = 96;       // its EAL's -m
+inline constexpr uint32_t kServiceReplyWaitMs = 5000;     // a process waits this long for the daemon's answer
+
 }  // namespace uroce::param

@@ -137,11 +137,24 @@ void async_scan(Runtime& r, uint64_t now) {
   }
   if (now >= r.registry.next_link_ns) {
     r.registry.next_link_ns = now + param::kShimLinkScanNs;
-    // A netdev's addresses changed: the new GID table everywhere, and IBV_EVENT_GID_CHANGE.
-    if (r.link && r.link->poll_addresses()) {
+    // The GID table changed (a netdev's addresses, or the service's): the new table everywhere,
+    // and IBV_EVENT_GID_CHANGE.
+    if (r.link && r.link->poll_addresses() && r.link->alive()) {
       r.engine->set_gids(r.link->gids());
       build_gid_table(r.identity, *r.engine);
       for (UContext* c : r.registry.contexts) post_async(&c->vctx.context, IBV_EVENT_GID_CHANGE, nullptr);
+    }
+    // The service's daemon stopped: as rxe when its device goes away, the device is fatal for
+    // every context, and every QP flushes its work requests (no poller waits forever).
+    if (r.link && !r.link->alive() && !r.registry.device_lost) {
+      r.registry.device_lost = true;
+      E::QpAttr a;
+      a.qp_state = E::QpState::Err;
+      for (UQp* q : r.registry.qps) {
+        r.engine->modify_qp(q->e, a, E::kAttrState);
+        note_qp_state(q);
+      }
+      for (UContext* c : r.registry.contexts) post_async(&c->vctx.context, IBV_EVENT_DEVICE_FATAL, nullptr);
     }
     const bool up = link_is_up(r);
     if (up != r.registry.link_up) {

@@ -18,6 +18,10 @@ int post_recv_list(E::Qp* qp, E::Srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   Runtime& r = rt();
   int rc = 0;
   Guard g;
+  if (r.registry.device_lost) {
+    *bad = wr;
+    return EIO;
+  }
   app_call(r);
   for (; wr; wr = wr->next) {
     E::RecvWr w = to_engine(*wr);
@@ -37,6 +41,10 @@ int op_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   UQp* q = uqp(qp);
   int rc = 0;
   Guard g;
+  if (r.registry.device_lost) {
+    *bad = wr;
+    return EIO;
+  }
   post_begin(r);
   uint64_t n = 0;
   for (; wr; wr = wr->next, ++n) {

@@ -22,6 +22,9 @@ struct Registry {
   std::vector<USrq*> srqs;
   uint64_t next_scan_ns = 0, next_link_ns = 0;   // engine clock
   bool link_up = false;      // as last reported (IBV_EVENT_PORT_ACTIVE / IBV_EVENT_PORT_ERR)
+  // The device is gone for good (the uroce service stopped): IBV_EVENT_DEVICE_FATAL was sent,
+  // every QP was moved to the error state, and posting fails with EIO.
+  bool device_lost = false;
 };
 
 }  // namespace uroce::shim

@@ -28,7 +28,7 @@ struct Runtime {
   bool started = false;
   std::string start_err;
   std::unique_ptr<port::Endpoint> ep;   // link, clock and device (port/endpoint.hpp)
-  port::DpdkLink* link = nullptr;       // ep's, for short
+  port::PortLink* link = nullptr;       // ep's, for short
   engine::Device* engine = nullptr;
   engine::Device::Config dcfg;
   std::thread poller;

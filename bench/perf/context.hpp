@@ -26,7 +26,7 @@ struct Ctx {
   Opts o;
   port::EndpointConfig cfg;             // the config file with the command line's overrides
   std::unique_ptr<port::Endpoint> ep;
-  port::DpdkLink* link = nullptr;       // ep's
+  port::PortLink* link = nullptr;       // ep's
   engine::Device* dev = nullptr;        // ep's
   engine::Pd* pd = nullptr;
   engine::Cq* scq = nullptr;

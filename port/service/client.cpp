@@ -1,0 +1,299 @@
+// ServiceLink (port/service/client.hpp): attaching to the daemon, the four rings, the control
+// socket.
+#include "port/service/client.hpp"
+
+#include <poll.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "port/dpdk_link_impl.hpp"
+#include "port/netdev.hpp"
+
+namespace uroce::port::service {
+
+namespace {
+
+int connect_to(const std::string& device) {
+  const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_un a;
+  std::memset(&a, 0, sizeof a);
+  a.sun_family = AF_UNIX;
+  const std::string name = socket_name(device);
+  const size_t n = std::min(name.size(), sizeof a.sun_path - 2);
+  std::memcpy(a.sun_path + 1, name.data(), n);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), socklen_t(offsetof(sockaddr_un, sun_path) + 1 + n)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+std::string own_comm() {
+  std::ifstream f("/proc/self/comm");
+  std::string s;
+  std::getline(f, s);
+  return s;
+}
+
+}  // namespace
+
+bool ServiceLink::available(const std::string& name) {
+  const int fd = connect_to(name);
+  if (fd < 0) return false;
+  ::close(fd);  // the daemon sees a hang-up without hello, and forgets it
+  return true;
+}
+
+std::unique_ptr<ServiceLink> ServiceLink::attach(const EndpointConfig& cfg, std::string& err) {
+  std::unique_ptr<ServiceLink> l(new ServiceLink());
+  l->fd_ = connect_to(cfg.name);
+  if (l->fd_ < 0) {
+    err = "no uroced serves device " + cfg.name + " (start it: uroced --config FILE, docs/service.md)";
+    return nullptr;
+  }
+  Hello h;
+  h.pid = int32_t(::getpid());
+  copy_str(h.comm, sizeof h.comm, own_comm());
+  if (::send(l->fd_, &h, sizeof h, MSG_NOSIGNAL) != ssize_t(sizeof h)) {
+    err = std::string("uroced: ") + std::strerror(errno);
+    return nullptr;
+  }
+  alignas(8) uint8_t buf[sizeof(Welcome) + sizeof(Refused)];
+  pollfd p{l->fd_, POLLIN, 0};
+  const ssize_t got = ::poll(&p, 1, int(param::kServiceReplyWaitMs)) == 1 ? ::recv(l->fd_, buf, sizeof buf, 0) : -1;
+  Msg type{};
+  if (got >= ssize_t(sizeof type)) std::memcpy(&type, buf, sizeof type);
+  if (got == ssize_t(sizeof(Refused)) && type == Msg::Refused) {
+    Refused r;
+    std::memcpy(&r, buf, sizeof r);
+    err = "uroced refused: " + std::string(r.why, strnlen(r.why, sizeof r.why));
+    return nullptr;
+  }
+  Welcome w;
+  if (got == ssize_t(sizeof(Welcome))) std::memcpy(&w, buf, sizeof w);
+  if (got != ssize_t(sizeof(Welcome)) || type != Msg::Welcome || w.version != kVersion) {
+    err = "uroced did not answer (or speaks another version)";
+    return nullptr;
+  }
+  // The EAL as the daemon's secondary: its memory, none of its devices, an lcore id of our own.
+  std::vector<std::string> eal = {"--proc-type=secondary", "--file-prefix=" + std::string(w.file_prefix),
+                                  "--no-pci", "--no-telemetry", lcores_of_affinity(w.lcore)};
+  for (const std::string& a : cfg.eal)
+    if (a.rfind("--log-level", 0) == 0) eal.push_back(a);
+  if (!detail::start_eal(eal, {}, err)) {
+    err = "attaching to uroced's memory: " + err;
+    return nullptr;
+  }
+  rte_ring** rings[4] = {&l->rx_, &l->tx_, &l->fill_, &l->free_};
+  const char* names[4] = {w.rings.rx, w.rings.tx, w.rings.fill, w.rings.free};
+  for (int k = 0; k < 4; ++k) {
+    *rings[k] = rte_ring_lookup(names[k]);
+    if (!*rings[k]) {
+      err = std::string("uroced's ring ") + names[k] + " not found";
+      return nullptr;
+    }
+  }
+  l->slot_ = w.slot;
+  l->tag_bits_ = w.tag_bits;
+  l->max_frame_ = w.max_frame;
+  l->describe_ = "uroced slot " + std::to_string(w.slot) + " of " + std::string(w.describe);
+  l->cfg_ = cfg;
+  l->cfg_.path_mtu = engine::Mtu(w.path_mtu);
+  l->cfg_.netdev = w.netdev;
+  l->cfg_.netdev_ifindex = int(w.netdev_ifindex);
+  std::memcpy(l->mac_.data(), w.mac, 6);
+  l->take_gids(w.gids);
+  l->gids_changed_ = false;
+  return l;
+}
+
+ServiceLink::~ServiceLink() {
+  flush_free();
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void ServiceLink::take_gids(const Gids& g) {
+  gids_.assign(g.n, proto::Ip6{});
+  for (uint32_t k = 0; k < g.n && k < kMaxGids; ++k) std::memcpy(gids_[k].data(), g.gid[k], 16);
+  const size_t i = size_t(cfg_.gid_index);
+  gid_ = i < gids_.size() ? gids_[i] : proto::Ip6{};
+  gids_changed_ = true;
+}
+
+// ---- Frames -----------------------------------------------------------------------------------
+
+bool ServiceLink::alloc(engine::PacketBuf& b, uint32_t len) {
+  if (!alive_) return false;
+  if (stash_n_ == 0) {
+    stash_n_ = rte_ring_sc_dequeue_burst(fill_, stash_, param::kServiceBurst, nullptr);
+    if (stash_n_ == 0) {
+      ++alloc_failed_;
+      return false;
+    }
+  }
+  rte_mbuf* m = static_cast<rte_mbuf*>(stash_[--stash_n_]);
+  rte_pktmbuf_reset(m);
+  const uint32_t cap = rte_pktmbuf_tailroom(m);
+  if (cap < len) {
+    engine::PacketBuf back{nullptr, 0, 0, m};
+    release(back);
+    return false;
+  }
+  b.data = rte_pktmbuf_mtod(m, uint8_t*);
+  b.cap = cap;
+  b.len = 0;
+  b.handle = m;
+  return true;
+}
+
+size_t ServiceLink::send(engine::PacketBuf* bufs, size_t n) {
+  if (!alive_) return 0;
+  void* ms[param::kServiceBurst];
+  size_t total = 0;
+  while (total < n) {
+    const size_t k = std::min<size_t>(n - total, param::kServiceBurst);
+    for (size_t i = 0; i < k; ++i) {
+      engine::PacketBuf& b = bufs[total + i];
+      rte_mbuf* m = static_cast<rte_mbuf*>(b.handle);
+      m->data_len = uint16_t(b.len);
+      m->pkt_len = b.len;
+      ms[i] = m;
+    }
+    const unsigned put = rte_ring_sp_enqueue_burst(tx_, ms, unsigned(k), nullptr);
+    total += put;
+    tx_frames_ += put;
+    if (put < k) break;  // the daemon is behind: the caller keeps the rest
+  }
+  return total;
+}
+
+size_t ServiceLink::recv(engine::PacketBuf* bufs, size_t max) {
+  if (used_n_) flush_free();
+  if (!alive_) return 0;
+  void* ms[param::kServiceBurst];
+  const unsigned n = rte_ring_sc_dequeue_burst(rx_, ms, unsigned(std::min<size_t>(max, param::kServiceBurst)), nullptr);
+  for (unsigned i = 0; i < n; ++i) {
+    rte_mbuf* m = static_cast<rte_mbuf*>(ms[i]);
+    engine::PacketBuf& b = bufs[i];
+    b.data = rte_pktmbuf_mtod(m, uint8_t*);
+    b.len = m->data_len;
+    b.cap = m->data_len;
+    b.handle = m;
+  }
+  rx_frames_ += n;
+  return n;
+}
+
+void ServiceLink::release(engine::PacketBuf& b) {
+  if (!b.handle) return;
+  if (used_n_ == param::kServiceBurst) flush_free();
+  if (used_n_ < param::kServiceBurst) used_[used_n_++] = b.handle;  // else lost (the daemon is gone)
+  b.handle = nullptr;
+}
+
+void ServiceLink::flush_free() {
+  if (!used_n_ || !alive_) return;
+  const unsigned put = rte_ring_sp_enqueue_burst(free_, used_, used_n_, nullptr);
+  std::memmove(used_, used_ + put, (used_n_ - put) * sizeof(void*));
+  used_n_ -= put;
+}
+
+// ---- Control ----------------------------------------------------------------------------------
+
+void ServiceLink::read_control() {
+  if (!alive_) return;
+  alignas(8) uint8_t buf[1024];
+  for (;;) {
+    const ssize_t n = ::recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      alive_ = false;  // the daemon stopped: the device is gone (the shim says IBV_EVENT_DEVICE_FATAL)
+      std::fprintf(stderr, "uroce: uroced of %s is gone: the device is lost\n", cfg_.name.c_str());
+      return;
+    }
+    if (n < 0) return;  // nothing more now
+    if (n < ssize_t(sizeof(Msg))) continue;
+    Msg type;
+    std::memcpy(&type, buf, sizeof type);
+    if (type == Msg::Gids && size_t(n) == sizeof(Gids)) {
+      Gids g;
+      std::memcpy(&g, buf, sizeof g);
+      take_gids(g);
+    } else if (type == Msg::Resolved && size_t(n) == sizeof(Resolved)) {
+      std::memcpy(&answer_, buf, sizeof answer_);
+      have_answer_ = true;
+    }
+  }
+}
+
+bool ServiceLink::poll_addresses() {
+  read_control();
+  const bool changed = gids_changed_;
+  gids_changed_ = false;
+  return changed;
+}
+
+bool ServiceLink::lookup(const proto::Ip6& gid, proto::Mac& out) const {
+  auto it = neigh_.find(gid);
+  if (it == neigh_.end()) return false;
+  out = it->second.first;
+  route_hop_limit_ = it->second.second;
+  return true;
+}
+
+bool ServiceLink::resolve(const proto::Ip6& gid, proto::Mac& out, const std::function<void()>& pump) {
+  Resolve r;
+  std::memcpy(r.gid, gid.data(), 16);
+  have_answer_ = false;
+  if (!alive_ || ::send(fd_, &r, sizeof r, MSG_NOSIGNAL) != ssize_t(sizeof r)) {
+    resolve_error_ = "uroced is gone";
+    return false;
+  }
+  // The daemon answers within its own bound (arp_timeout_ms); ours is a little longer.
+  const auto end = std::chrono::steady_clock::now() +
+                   std::chrono::milliseconds(cfg_.arp_timeout_ms + param::kServiceReplyWaitMs);
+  while (std::chrono::steady_clock::now() < end) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, pump ? 1 : 10) == 1) read_control();
+    if (!alive_) break;
+    if (have_answer_ && std::memcmp(answer_.gid, gid.data(), 16) == 0) {
+      have_answer_ = false;
+      if (!answer_.ok) {
+        resolve_error_ = answer_.error;
+        return false;
+      }
+      std::memcpy(out.data(), answer_.mac, 6);
+      neigh_[gid] = {out, answer_.hop_limit};
+      route_hop_limit_ = answer_.hop_limit;
+      resolve_error_.clear();
+      return true;
+    }
+    if (pump) pump();
+  }
+  resolve_error_ = alive_ ? "uroced did not answer" : "uroced is gone";
+  return false;
+}
+
+void ServiceLink::announce_listen(uint64_t service_id, bool on) {
+  Listen l;
+  l.on = on ? 1 : 0;
+  l.service_id = service_id;
+  if (alive_) (void)::send(fd_, &l, sizeof l, MSG_NOSIGNAL);
+}
+
+std::string ServiceLink::describe() const { return describe_; }
+
+std::string ServiceLink::counters_text() const {
+  return "service slot " + std::to_string(slot_) + ": rx_frames " + std::to_string(rx_frames_) + " tx_frames " +
+         std::to_string(tx_frames_) + " alloc_failed " + std::to_string(alloc_failed_);
+}
+
+}  // namespace uroce::port::service

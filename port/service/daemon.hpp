@@ -1,0 +1,93 @@
+// The uroce service's daemon (uroced; docs/service.md): one device, its link (a DpdkLink in a
+// DPDK primary process with hugepage memory), shared by every process that attaches. Each
+// process keeps its own engine (QPs, CQs, MRs, PDs) and is a DPDK secondary that sees the
+// daemon's mbufs and four rings of its own (port/service/protocol.hpp); the daemon alone polls
+// the port, allocates and frees mbufs.
+//
+// What the daemon decides, frame by frame (deliver()):
+//   - a frame to QP n goes to the process whose id tag is n's low bits (kServiceTagBits);
+//   - a CM MAD to QP 1 goes by the MAD: REQ and SIDR_REQ to the process that listens on the
+//     service ID, every other CM message to the process whose tag the receiver's communication
+//     ID (remote comm ID; SIDR_REP: request ID) carries;
+//   - a frame a process sends to the device's own MAC comes back in here, not onto the wire
+//     (loopback across processes).
+// Frames for nobody are counted and freed. ARP, ND and ICMP are the link's (once per device), as
+// are the GID table and the neighbours: processes ask the daemon to resolve a peer.
+// A process's socket closing (exit, crash, SIGKILL) frees its slot: its rings are emptied and
+// reset, its listens end, its QP numbers deliver to nobody from then on.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "port/config.hpp"
+#include "port/dpdk_link.hpp"
+#include "port/param.hpp"
+
+struct rte_ring;
+
+namespace uroce::port::service {
+
+struct Welcome;
+
+class Daemon {
+ public:
+  // Opens the link of `cfg` as a DPDK primary (hugepages, --file-prefix uroced-NAME) and the
+  // control socket. nullptr and `err` on failure (another daemon for the name, no hugepages).
+  static std::unique_ptr<Daemon> open(const EndpointConfig& cfg, std::string& err);
+  ~Daemon();
+
+  // Serves until `stop` is set (a signal handler sets it), then tells every process and closes.
+  void run(const std::atomic<bool>& stop);
+
+  // One line per attached process: slot, pid, comm, frames in and out (uroced's status).
+  std::string status() const;
+  DpdkLink& link() { return *link_; }
+
+  struct Counters {
+    uint64_t delivered = 0, looped = 0, sent = 0, no_owner = 0, ring_full = 0, cm_unowned = 0;
+    uint64_t attached = 0, detached = 0;
+  };
+  const Counters& counters() const { return ctr_; }
+
+ private:
+  struct Slot {
+    int fd = -1;
+    int32_t pid = 0;
+    std::string comm;
+    rte_ring *rx = nullptr, *tx = nullptr, *fill = nullptr, *free = nullptr;
+    std::set<uint64_t> listens;
+    uint64_t rx_frames = 0, tx_frames = 0;
+    bool live() const { return fd >= 0; }
+  };
+  Daemon() = default;
+  bool make_rings(uint32_t i, std::string& err);
+  bool step();                        // one pass over the port and every slot; true if busy
+  void deliver(void* mbuf);           // to its owner's rx ring, or freed (counted)
+  int owner_of(const uint8_t* frame, uint32_t len);  // slot, or -1
+  void move_slot_tx(Slot& s, uint32_t i);
+  void refill(Slot& s);
+  void control();                     // sockets: attach, messages, detach
+  void accept_one();
+  void on_message(uint32_t i);
+  void detach(uint32_t i, const char* why);
+  void fill_welcome(uint32_t i, Welcome& w) const;
+  void send_gids();
+  uint64_t now_ns() const;
+
+  std::unique_ptr<DpdkLink> link_;
+  std::string prefix_;
+  int listen_fd_ = -1;
+  std::vector<Slot> slots_ = std::vector<Slot>(param::kServiceMaxProcs);
+  Counters ctr_;
+  uint32_t owner_mask_ = param::kServiceMaxProcs - 1;
+};
+
+// Makes sure of `mb` MB of free 2 MB hugepages (reserving more if needed; root) and a hugetlbfs
+// mount; false and `err` (what to do) when not.
+bool ensure_hugepages(uint32_t mb, std::string& err);
+
+}  // namespace uroce::port::service

@@ -1,0 +1,101 @@
+// The uroce service's control channel (docs/service.md): what the daemon (uroced, port/service/
+// daemon.hpp) and an attached process (port/service/client.hpp) say to each other over one
+// SOCK_SEQPACKET socket per process, one fixed-size message a datagram. Frames never pass here:
+// they go through DPDK rings in the daemon's shared memory (the process is a DPDK secondary).
+// The socket's end is the process's end: the kernel closes it however the process stops, and
+// the daemon then takes back everything the process had on the device.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "port/param.hpp"
+
+namespace uroce::port::service {
+
+inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kMaxGids = param::kGidTableMax;
+
+// The abstract socket the daemon of device `name` listens on (per network namespace, as the
+// device's addresses are).
+inline std::string socket_name(const std::string& device) { return "uroced-" + device; }
+
+enum class Msg : uint32_t {
+  Hello = 1,   // process -> daemon: who I am
+  Welcome,     // daemon -> process: your slot, the device, where the rings are
+  Refused,     // daemon -> process: why not (text)
+  Listen,      // process -> daemon: hand me REQs and SIDR_REQs for this service ID (on), no more (off)
+  Resolve,     // process -> daemon: the MAC of this GID
+  Resolved,    // daemon -> process: the answer
+  Gids,        // daemon -> process: the GID table changed
+};
+
+struct Hello {
+  Msg type = Msg::Hello;
+  uint32_t version = kVersion;
+  int32_t pid = 0;
+  char comm[16] = {};
+};
+
+// The rings of a slot, named in the daemon's DPDK memory (rte_ring_lookup), each with one
+// producer and one consumer: rx (daemon -> process: frames for the process's QPs), tx (process
+// -> daemon: frames to send), fill (daemon -> process: empty buffers to build frames in), free
+// (process -> daemon: buffers done with). The process never touches the mbuf pool itself.
+struct RingNames {
+  char rx[32] = {}, tx[32] = {}, fill[32] = {}, free[32] = {};
+};
+
+struct Gids {
+  Msg type = Msg::Gids;
+  uint32_t n = 0;
+  uint8_t gid[kMaxGids][16] = {};
+};
+
+struct Welcome {
+  Msg type = Msg::Welcome;
+  uint32_t version = kVersion;
+  uint32_t slot = 0;          // this process's id tag (the low bits of its QPNs and CM IDs)
+  uint32_t tag_bits = 0;
+  uint32_t lcore = 0;         // this process's EAL lcore id (unique on the device)
+  uint32_t max_frame = 0;
+  uint32_t path_mtu = 0;      // engine::Mtu's value
+  uint32_t netdev_ifindex = 0;
+  uint8_t mac[6] = {};
+  char file_prefix[64] = {};  // the daemon's EAL --file-prefix (the secondary's must match)
+  char netdev[16] = {};
+  char describe[128] = {};
+  RingNames rings;
+  Gids gids;
+};
+
+struct Refused {
+  Msg type = Msg::Refused;
+  char why[200] = {};
+};
+
+struct Listen {
+  Msg type = Msg::Listen;
+  uint32_t on = 0;
+  uint64_t service_id = 0;
+};
+
+struct Resolve {
+  Msg type = Msg::Resolve;
+  uint8_t gid[16] = {};
+};
+
+struct Resolved {
+  Msg type = Msg::Resolved;
+  uint32_t ok = 0;
+  uint8_t mac[6] = {};
+  uint8_t hop_limit = 0;
+  uint8_t gid[16] = {};
+  char error[120] = {};
+};
+
+inline void copy_str(char* dst, size_t n, const std::string& s) {
+  std::memset(dst, 0, n);
+  std::memcpy(dst, s.data(), s.size() < n - 1 ? s.size() : n - 1);
+}
+
+}  // namespace uroce::port::service
