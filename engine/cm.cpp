@@ -182,7 +182,9 @@ void Manager::set_state(Conn& c, State s) {
   if (was && !is) --awaiting_rtu_;
   if (!was && is) ++awaiting_rtu_;
   if (s == State::Established) c.was_established = true;
+  const bool up = s == State::Established, was_up = c.state == State::Established;
   c.state = s;
+  if (up != was_up && on_established) on_established(c.local_id, up);
 }
 
 // 4.096 us * 2^exp, the exponent capped (a forged MAD cannot park a connection for hours).
@@ -204,19 +206,10 @@ void Manager::enter_timewait(Conn& c) {
 
 // ---- Sending ------------------------------------------------------------------------------------
 
-// One MAD as a UD SEND_ONLY from QP 1 to the peer's QP 1. `keep`: the connection that may have
-// to resend it (its timer, or a duplicate of the message it answers).
-bool Manager::send(const Peer& to, const proto::Ip6& from, const pcm::Mad& m, Conn* keep) {
-  std::array<uint8_t, pcm::kMadSize> mad{};
-  if (pcm::emit(m, mad) != pcm::kMadSize) return false;
-  if (keep) {
-    keep->last = mad;
-    keep->have_last = true;
-  }
-  proto::Packet p;
-  const bool local = dev_.is_local(to.dgid);
+// The frame of one MAD: a UD SEND_ONLY from QP 1 to the peer's QP 1.
+void Manager::mad_packet(const Peer& to, const proto::Ip6& from, std::span<const uint8_t> mad, proto::Packet& p) {
   qp_ops::address(p, dev_, from, to);
-  if (local) p.eth_dst = dev_.config().mac;
+  if (dev_.is_local(to.dgid)) p.eth_dst = dev_.config().mac;
   p.ipv4_flags_frag = 0x4000;
   p.udp_sport = proto::udp_source_port(pcm::kCmQpn, pcm::kCmQpn);
   p.opcode = proto::op::kUd | proto::op::kSendOnly;
@@ -226,7 +219,40 @@ bool Manager::send(const Peer& to, const proto::Ip6& from, const pcm::Mad& m, Co
   gsi_psn_ = (gsi_psn_ + 1) & 0xFFFFFF;
   p.deth.qkey = pcm::kGsiQkey;
   p.deth.src_qp = pcm::kCmQpn;
-  p.payload = {mad.data(), mad.size()};
+  p.payload = mad;
+}
+
+std::vector<uint8_t> Manager::goodbye_frame(uint32_t id) {
+  const Conn* c = find(id);
+  if (!c || c->state != State::Established) return {};
+  pcm::Dreq r;
+  r.local_comm_id = c->local_id;
+  r.remote_comm_id = c->remote_id;
+  r.remote_qpn = c->remote_qpn;
+  pcm::Mad m{{}, r};
+  m.hdr.tid = uint64_t(rng_.next32()) << 32 | c->local_id;
+  std::array<uint8_t, pcm::kMadSize> mad{};
+  if (pcm::emit(m, mad) != pcm::kMadSize) return {};
+  proto::Packet p;
+  mad_packet(c->peer, c->local_gid, mad, p);
+  std::vector<uint8_t> f(proto::frame_len(p));
+  const proto::BuildResult b = proto::build(p, f);
+  if (!b.ok()) return {};
+  f.resize(b.len);
+  return f;
+}
+
+// One MAD to the peer's QP 1. `keep`: the connection that may have to resend it (its timer, or a
+// duplicate of the message it answers).
+bool Manager::send(const Peer& to, const proto::Ip6& from, const pcm::Mad& m, Conn* keep) {
+  std::array<uint8_t, pcm::kMadSize> mad{};
+  if (pcm::emit(m, mad) != pcm::kMadSize) return false;
+  if (keep) {
+    keep->last = mad;
+    keep->have_last = true;
+  }
+  proto::Packet p;
+  mad_packet(to, from, mad, p);
   if (!dev_.tx().emit(gsi_, p, dev_.loops_back(to.dgid))) {
     ++ctr_.dropped_no_tx;  // lost as on a wire: the timer (or the peer's) resends
     return false;

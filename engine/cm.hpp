@@ -211,6 +211,12 @@ class Manager {
   // Told when a service ID gets its listener (true) and loses it (false): the uroce service
   // hands a REQ or SIDR_REQ to the process that listens on its service ID.
   std::function<void(uint64_t service_id, bool listening)> on_listen;
+  // Told when connection `id` becomes established (true) and stops being so (false).
+  std::function<void(uint32_t id, bool established)> on_established;
+  // The frame of a DREQ for established connection `id` (empty if it is not): what the uroce
+  // service sends for a process that dies with the connection up, as the kernel's CM does when
+  // a process's cm_ids are destroyed at its exit.
+  std::vector<uint8_t> goodbye_frame(uint32_t id);
   // Sends the REQ: 0 and the new id, or EINVAL (private data too long, no such GID), EBUSY
   // (the QP number is still in TimeWait), ENOMEM.
   int connect(const ConnectParams& p, uint32_t* id);
@@ -266,6 +272,7 @@ class Manager {
   bool same_family(const Peer& to) const;
 
   bool send(const Peer& to, const proto::Ip6& from, const pcm::Mad& m, Conn* keep);
+  void mad_packet(const Peer& to, const proto::Ip6& from, std::span<const uint8_t> mad, proto::Packet& p);
   bool resend(Conn& c);
   void reply_to(const proto::Packet& p, const pcm::Mad& m);  // stateless answer to the sender
   void send_rej(Conn& c, uint8_t msg, uint16_t reason, std::span<const uint8_t> pd = {});

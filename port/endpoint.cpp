@@ -53,15 +53,20 @@ std::unique_ptr<Endpoint> Endpoint::open(const EndpointConfig& cfg, std::string&
     err = "path mtu " + std::to_string(engine::mtu_bytes(lc.path_mtu)) + " larger than the link carries";
     return nullptr;
   }
-  if (shared && e->dev_->cm())
-    e->dev_->cm()->on_listen = [shared](uint64_t sid, bool on) { shared->announce_listen(sid, on); };
-  // /uroce/* telemetry commands (port/telemetry.hpp); attached, the daemon's telemetry is the device's.
-  if (e->dpdk_) telemetry::add(*e->dev_, *e->dpdk_, cfg.name);
+  if (shared && e->dev_->cm()) {
+    engine::cm::Manager* cm = e->dev_->cm();
+    cm->on_listen = [shared](uint64_t sid, bool on) { shared->announce_listen(sid, on); };
+    cm->on_established = [shared, cm](uint32_t id, bool up) {
+      shared->leave_will(id, up ? cm->goodbye_frame(id) : std::vector<uint8_t>{});
+    };
+  }
+  // /uroce/* telemetry commands (port/telemetry.hpp): this process's QPs, also when attached.
+  telemetry::add(*e->dev_, e->dpdk_, cfg.name);
   return e;
 }
 
 Endpoint::~Endpoint() {
-  if (dev_ && dpdk_) telemetry::remove(*dev_);
+  if (dev_) telemetry::remove(*dev_);
   dev_.reset();
   link_.reset();
 }

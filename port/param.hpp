@@ -75,5 +75,6 @@ inline constexpr uint32_t kServiceIdleSleepUs = 50;       // then sleeping this 
 inline constexpr uint32_t kServiceHugepagesMb = 256;      // hugepage memory uroced makes sure of (2 MB pages)
 inline constexpr uint32_t kServiceDaemonMemMb = 96;       // its EAL's -m
 inline constexpr uint32_t kServiceReplyWaitMs = 5000;     // a process waits this long for the daemon's answer
+inline constexpr uint32_t kServiceWillMax = 512;          // bytes of a frame the daemon sends for a dead process
 
 }  // namespace uroce::param

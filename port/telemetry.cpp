@@ -202,7 +202,7 @@ void register_commands() {
 
 }  // namespace
 
-void add(engine::Device& dev, DpdkLink& link, const std::string& ifname) {
+void add(engine::Device& dev, DpdkLink* link, const std::string& ifname) {
   static std::once_flag once;
   std::call_once(once, [] {
     hub().comm = read_comm();
@@ -210,16 +210,19 @@ void add(engine::Device& dev, DpdkLink& link, const std::string& ifname) {
   });
   // The link's counters join the snapshot on the polling thread, where they are written.
   // send_err is rxe's name for frames the link could not send (our tx_refused).
-  dev.telemetry().set_extra([&link](engine::Snapshot& s) {
-    const LinkCounters& c = link.counters();
+  // Attached to the uroce service (no link of our own: nullptr), the link's are the daemon's.
+  char name[RTE_ETH_NAME_MAX_LEN] = "uroced";
+  std::lock_guard<std::mutex> lk(hub().m);
+  hub().sources.push_back(Source{&dev, ifname, name});
+  if (!link) return;
+  if (rte_eth_dev_get_name_by_port(link->port_id(), name) != 0) name[0] = '\0';
+  hub().sources.back().port_name = name;
+  dev.telemetry().set_extra([link](engine::Snapshot& s) {
+    const LinkCounters& c = link->counters();
     s.extra.emplace_back("send_err", c.tx_refused);
     for (size_t i = 0; i < kLinkCounterFieldCount; ++i)
       s.extra.emplace_back(kLinkCounterFields[i].name, c.*kLinkCounterFields[i].member);
   });
-  char name[RTE_ETH_NAME_MAX_LEN] = {};
-  if (rte_eth_dev_get_name_by_port(link.port_id(), name) != 0) name[0] = '\0';
-  std::lock_guard<std::mutex> lk(hub().m);
-  hub().sources.push_back(Source{&dev, ifname, name});
 }
 
 void remove(engine::Device& dev) {

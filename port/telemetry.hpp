@@ -27,7 +27,7 @@ class DpdkLink;
 namespace telemetry {
 // Registers the commands (first call only) and lists `dev` under `ifname`. The link's counters
 // join every snapshot of `dev` (read on the polling thread).
-void add(engine::Device& dev, DpdkLink& link, const std::string& ifname);
+void add(engine::Device& dev, DpdkLink* link, const std::string& ifname);
 // Removes `dev` (waits for a command in progress, at most param::kTelemetryWaitMs per device).
 void remove(engine::Device& dev);
 }  // namespace telemetry

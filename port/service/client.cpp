@@ -289,6 +289,16 @@ void ServiceLink::announce_listen(uint64_t service_id, bool on) {
   if (alive_) (void)::send(fd_, &l, sizeof l, MSG_NOSIGNAL);
 }
 
+void ServiceLink::leave_will(uint32_t id, const std::vector<uint8_t>& frame) {
+  Will w;
+  w.id = id;
+  if (frame.size() <= sizeof w.frame) {
+    w.len = uint32_t(frame.size());
+    std::memcpy(w.frame, frame.data(), frame.size());
+  }
+  if (alive_) (void)::send(fd_, &w, sizeof w, MSG_NOSIGNAL);
+}
+
 std::string ServiceLink::describe() const { return describe_; }
 
 std::string ServiceLink::counters_text() const {

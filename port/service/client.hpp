@@ -45,6 +45,8 @@ class ServiceLink : public PortLink {
   uint8_t tag_bits() const { return uint8_t(tag_bits_); }
   // The engine's CM started (true) or stopped (false) listening on `service_id`.
   void announce_listen(uint64_t service_id, bool on);
+  // The frame to send for CM connection `id` if this process dies (empty: none any more).
+  void leave_will(uint32_t id, const std::vector<uint8_t>& frame);
 
  private:
   ServiceLink() = default;

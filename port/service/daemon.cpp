@@ -376,7 +376,7 @@ void Daemon::accept_one() {
 
 void Daemon::on_message(uint32_t i) {
   Slot& s = slots_[i];
-  alignas(8) uint8_t buf[512];
+  alignas(8) uint8_t buf[sizeof(Will) + 64];
   for (;;) {
     const ssize_t n = ::recv(s.fd, buf, sizeof buf, MSG_DONTWAIT);
     if (n == 0) return detach(i, "closed");
@@ -392,6 +392,11 @@ void Daemon::on_message(uint32_t i) {
       std::memcpy(&l, buf, sizeof l);
       if (l.on) s.listens.insert(l.service_id);
       else s.listens.erase(l.service_id);
+    } else if (type == Msg::Will && size_t(n) == sizeof(Will)) {
+      Will w;
+      std::memcpy(&w, buf, sizeof w);
+      if (w.len == 0 || w.len > sizeof w.frame) s.wills.erase(w.id);
+      else s.wills[w.id].assign(w.frame, w.frame + w.len);
     } else if (type == Msg::Resolve && size_t(n) == sizeof(Resolve)) {
       Resolve q;
       std::memcpy(&q, buf, sizeof q);
@@ -417,6 +422,7 @@ void Daemon::detach(uint32_t i, const char* why) {
   ::close(s.fd);
   s.fd = -1;
   s.listens.clear();
+  execute_wills(s);
   // Buffers in the rings come back; those the process held in its own hands are lost with it
   // (at most a burst and a stash: docs/service.md).
   void* ms[param::kServiceBurst];
@@ -429,6 +435,23 @@ void Daemon::detach(uint32_t i, const char* why) {
   ++ctr_.detached;
   std::fprintf(stderr, "uroced: slot %u: pid %d (%s) detached (%s; %lu frames in, %lu out)\n", i, s.pid,
                s.comm.c_str(), why, (unsigned long)s.rx_frames, (unsigned long)s.tx_frames);
+}
+
+// The process's rdma_cm connections that were up: their DREQs go out (the peer answers with a
+// DREP for nobody, counted and dropped).
+void Daemon::execute_wills(Slot& s) {
+  for (auto& [id, f] : s.wills) {
+    rte_mbuf* m = rte_pktmbuf_alloc(link_->mempool());
+    if (!m || rte_pktmbuf_tailroom(m) < f.size()) {
+      if (m) rte_pktmbuf_free(m);
+      continue;
+    }
+    engine::PacketBuf b{rte_pktmbuf_mtod(m, uint8_t*), uint32_t(f.size()), uint32_t(rte_pktmbuf_tailroom(m)), m};
+    std::memcpy(b.data, f.data(), f.size());
+    if (link_->send(&b, 1) == 1) ++ctr_.wills_sent;
+    else link_->release(b);
+  }
+  s.wills.clear();
 }
 
 void Daemon::send_gids() {

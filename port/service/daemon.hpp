@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -49,7 +50,7 @@ class Daemon {
 
   struct Counters {
     uint64_t delivered = 0, looped = 0, sent = 0, no_owner = 0, ring_full = 0, cm_unowned = 0;
-    uint64_t attached = 0, detached = 0;
+    uint64_t attached = 0, detached = 0, wills_sent = 0;
   };
   const Counters& counters() const { return ctr_; }
 
@@ -60,6 +61,7 @@ class Daemon {
     std::string comm;
     rte_ring *rx = nullptr, *tx = nullptr, *fill = nullptr, *free = nullptr;
     std::set<uint64_t> listens;
+    std::map<uint32_t, std::vector<uint8_t>> wills;  // by CM ID: DREQs to send if the process dies
     uint64_t rx_frames = 0, tx_frames = 0;
     bool live() const { return fd >= 0; }
   };
@@ -76,6 +78,7 @@ class Daemon {
   void detach(uint32_t i, const char* why);
   void fill_welcome(uint32_t i, Welcome& w) const;
   void send_gids();
+  void execute_wills(Slot& s);
   uint64_t now_ns() const;
 
   std::unique_ptr<DpdkLink> link_;

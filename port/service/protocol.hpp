@@ -28,6 +28,7 @@ enum class Msg : uint32_t {
   Resolve,     // process -> daemon: the MAC of this GID
   Resolved,    // daemon -> process: the answer
   Gids,        // daemon -> process: the GID table changed
+  Will,        // process -> daemon: a frame to send for connection `id` if I die (none: forget it)
 };
 
 struct Hello {
@@ -91,6 +92,15 @@ struct Resolved {
   uint8_t hop_limit = 0;
   uint8_t gid[16] = {};
   char error[120] = {};
+};
+
+// The frame is a DREQ (engine cm::Manager::goodbye_frame): a process that dies with an rdma_cm
+// connection up disconnects it, as the kernel's CM does for a process that exits.
+struct Will {
+  Msg type = Msg::Will;
+  uint32_t id = 0;
+  uint32_t len = 0;
+  uint8_t frame[param::kServiceWillMax] = {};
 };
 
 inline void copy_str(char* dst, size_t n, const std::string& s) {

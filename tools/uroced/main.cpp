@@ -76,8 +76,9 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   d->run(g_stop);
   const auto& c = d->counters();
-  std::printf("uroced: stopped (%lu attached, %lu detached; frames delivered %lu, looped %lu, sent %lu, for nobody %lu, ring full %lu)\n",
-              (unsigned long)c.attached, (unsigned long)c.detached, (unsigned long)c.delivered, (unsigned long)c.looped,
-              (unsigned long)c.sent, (unsigned long)c.no_owner, (unsigned long)c.ring_full);
+  std::printf("uroced: stopped (%lu attached, %lu detached, %lu DREQs for them; frames delivered %lu, looped %lu, sent %lu, "
+              "for nobody %lu, ring full %lu)\n",
+              (unsigned long)c.attached, (unsigned long)c.detached, (unsigned long)c.wills_sent, (unsigned long)c.delivered,
+              (unsigned long)c.looped, (unsigned long)c.sent, (unsigned long)c.no_owner, (unsigned long)c.ring_full);
   return 0;
 }
