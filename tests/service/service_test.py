@@ -1,0 +1,327 @@
+#!/usr/bin/env python3
+"""Suite service: one uroce device shared by every process, as an rxe device is (uroced,
+docs/service.md).
+
+Two namespaces joined by a veth pair, each end's interface owned by the kernel with an address
+from 198.18.0.0/15; in each a uroced on that interface (netdev mode, af_xdp). Unmodified programs
+run through scripts/uroce-run, which attaches to the namespace's daemon. Scenarios:
+  share  four programs on each device at once (two ibv_rc_pingpong pairs, every byte checked
+         with --chk), while two more pairs lose one end to SIGKILL in the middle of a transfer:
+         an rping client (rdma_cm: its peer gets the DREQ the daemon sends for the dead process,
+         and ends at once) and an ib_write_bw server (its writer resends for ever, as with rxe:
+         perftest's retry_cnt 7 means no limit). The four finish untouched; the daemon frees the killed
+         process's slot within a second.
+  loop   two processes on one device talk to each other through the daemon (rping, ib_write_bw,
+         ibv_rc_pingpong --chk).
+  fatal  uroced stopped under a running program: ibv_asyncwatch gets IBV_EVENT_DEVICE_FATAL,
+         ib_write_bw ends with an error instead of hanging; a second uroced for the same device
+         is refused; a new uroced serves new processes.
+Every run is bounded; daemons, namespaces, hugepage files and processes are removed on any exit.
+"""
+import glob
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import driver  # noqa: E402  (tests/support/driver.py)
+
+suite = driver.Suite(options=[(["--uroced"], {"required": True}), (["--xdp-prog"], {"required": True})],
+                     scenarios=["share", "loop", "fatal"], grace=2.0)
+log, check = driver.log, driver.check
+NS = {"a": "uroce-sa", "b": "uroce-sb"}
+IF = {"a": "us-a", "b": "us-b"}
+ADDR = {"a": "198.18.8.1", "b": "198.18.8.2"}
+HUGE = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
+tmp = tempfile.mkdtemp(prefix="uroce-service-")
+state = {"mounted": False, "pages": None}
+daemons = {}
+
+
+def ns(side):
+    return ["ip", "netns", "exec", NS[side]]
+
+
+def sh(cmd, check_rc=True):
+    r = subprocess.run(cmd, shell=True, capture_output=True, text=True)
+    if check_rc and r.returncode != 0:
+        raise RuntimeError(f"{cmd}: {r.stderr.strip()}")
+    return r.stdout
+
+
+def hugepages_up():
+    """2 MB hugepages for two daemons, and a hugetlbfs mount every namespace sees (a daemon
+    started under `ip netns exec` would mount one only its own mount namespace sees)."""
+    with open(HUGE) as f:
+        state["pages"] = int(f.read())
+    with open(HUGE, "w") as f:
+        f.write(str(state["pages"] + 256))
+    if "hugetlbfs" not in open("/proc/mounts").read():
+        os.makedirs("/dev/hugepages", exist_ok=True)
+        sh("mount -t hugetlbfs nodev /dev/hugepages")
+        state["mounted"] = True
+
+
+def hugepages_down():
+    for f in glob.glob("/dev/hugepages/uroced-uroce_us-*"):
+        driver.remove(f)
+    if state["mounted"]:
+        subprocess.run(["umount", "/dev/hugepages"], capture_output=True)
+    if state["pages"] is not None:
+        with open(HUGE, "w") as f:
+            f.write(str(state["pages"]))
+
+
+def topology_down():
+    for n in NS.values():
+        subprocess.run(["ip", "netns", "del", n], capture_output=True)
+
+
+def topology_up():
+    topology_down()
+    for s in ("a", "b"):
+        sh(f"ip netns add {NS[s]}")
+        sh(f"ip -n {NS[s]} link set lo up")
+    sh(f"ip link add {IF['a']} netns {NS['a']} type veth peer {IF['b']} netns {NS['b']}")
+    for s in ("a", "b"):
+        sh(f"ip -n {NS[s]} addr add {ADDR[s]}/24 dev {IF[s]}")
+        sh(f"ip -n {NS[s]} link set {IF[s]} up")
+    t0 = time.time()
+    while time.time() - t0 < 5 and any("tentative" in sh(f"ip -n {NS[s]} -6 addr show dev {IF[s]}") for s in ("a", "b")):
+        time.sleep(0.1)
+
+
+def env():
+    e = dict(os.environ)
+    e["UROCE_XDP_PROG"] = suite.args.xdp_prog
+    return e
+
+
+def daemon_up(side, name=None):
+    name = name or f"uroced-{side}"
+    p = suite.children.start(ns(side) + ["stdbuf", "-oL", "-eL", suite.args.uroced, "--netdev", IF[side]],
+                             out=os.path.join(tmp, name + ".log"), env=env())
+    t0 = time.time()
+    while time.time() - t0 < 20 and p.poll() is None and "uroced: serving" not in output(name):
+        time.sleep(0.05)
+    ok = check("uroced: serving" in output(name), f"{name} started: {output(name)[-600:]}")
+    daemons[side] = (p, name)
+    return p if ok else None
+
+
+def daemon_down(side, sig=signal.SIGTERM, t=10):
+    p, name = daemons.pop(side)
+    driver.kill_group(p, sig)
+    return suite.children.finish(p, t)
+
+
+def start(side, args, name):
+    cmd = ns(side) + ["stdbuf", "-oL", "-eL", suite.run, "--lib", suite.args.lib, "--netdev", IF[side], "--"] + args
+    return suite.children.start(cmd, out=os.path.join(tmp, name + ".log"), env=env())
+
+
+def output(name):
+    try:
+        with open(os.path.join(tmp, name + ".log"), errors="replace") as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
+def wait_for(pred, t):
+    t0 = time.time()
+    while time.time() - t0 < t:
+        if pred():
+            return True
+        time.sleep(0.02)
+    return pred()
+
+
+def wait_port(side, port, proc, t=30):
+    return wait_for(lambda: proc.poll() is not None or re.search(r":%d\b" % port, sh(f"ip netns exec {NS[side]} ss -ltnH")),
+                    t) and proc.poll() is None
+
+
+def attached(name, pid_of_prog):
+    """The daemon `name`'s log names a process of program pid_of_prog as attached."""
+    return re.search(r"pid (\d+) \(%s\) attached" % re.escape(pid_of_prog), output(name))
+
+
+def pids_of(prog, side_name):
+    """The pids the daemon's log shows attached for program `prog`."""
+    return re.findall(r"pid (\d+) \(%s\) attached" % re.escape(prog), output(side_name))
+
+
+def pingpong_ok(label, so, co, iters):
+    m = re.search(r"(\d+) iters in ([\d.]+) seconds", co)
+    good = bool(m) and m.group(1) == str(iters) and f"{iters} iters" in so
+    bad_data = "invalid data" in so + co
+    return good and not bad_data, (m.group(0) if m else "no iters line") + (", invalid data" if bad_data else "")
+
+
+def share():
+    topology_up()
+    hugepages_up()
+    if not (daemon_up("a") and daemon_up("b")):
+        return
+    iters = 3000  # long enough to be running when the others are killed
+    pp = ["ibv_rc_pingpong", "-g", "1", "-s", "4096", "-n", str(iters), "--chk"]
+    servers = [start("b", pp + ["-p", str(18701 + i)], f"pp{i}-server") for i in range(2)]
+    for i, s in enumerate(servers):
+        check(wait_port("b", 18701 + i, s), f"pingpong server {i} listening: {output(f'pp{i}-server')[-400:]}")
+    # The pairs to kill one end of: an ib_write_bw whose target (the server, on a) dies while the
+    # client (on b) writes, and an rping over rdma_cm whose client (on a) dies.
+    victim = start("a", ["ib_write_bw", "-D", "60", "-p", "18710"], "victim-server")
+    check(wait_port("a", 18710, victim), "victim ib_write_bw server listening")
+    rping_srv = start("b", ["rping", "-s", "-a", ADDR["b"], "-C", "1000000", "-v"], "rping-server")
+    time.sleep(2)
+    clients = [start("a", pp + ["-p", str(18701 + i), ADDR["b"]], f"pp{i}-client") for i in range(2)]
+    victim_cli = start("b", ["ib_write_bw", "-D", "60", "-p", "18710", ADDR["a"]], "victim-client")
+    rping_cli = start("a", ["rping", "-c", "-a", ADDR["b"], "-C", "1000000", "-v"], "rping-client")
+    # The killed ones are in the middle of their transfers: the rping client has verified pings.
+    check(wait_for(lambda: len(re.findall(r"^ping data", output("rping-client"), re.M)) >= 20, 60),
+          f"rping running before the kill: {output('rping-client')[-300:]}")
+    n_attached = len(re.findall(r"attached", output("uroced-a")))
+    log(f"device uroce_{IF['a']}: {n_attached} processes attached; device uroce_{IF['b']}: "
+        f"{len(re.findall(r'attached', output('uroced-b')))}")
+    check(wait_for(lambda: "BW peak" in output("victim-client"), 30), f"ib_write_bw writing before the kill: {output('victim-client')[-300:]}")
+    victims = {"ib_write_bw": victim, "rping": rping_cli}
+    vpids = {prog: pids_of(prog, "uroced-a") for prog in victims}
+    check(all(len(v) == 1 for v in vpids.values()), f"one attached process per victim: {vpids}")
+    running = [i for i in range(2) if clients[i].poll() is None]
+    check(len(running) == 2, "both pingpong pairs still running when the others are killed")
+    t_kill = time.time()
+    for p in victims.values():
+        driver.kill_group(p, signal.SIGKILL)
+    for p in victims.values():
+        p.wait()
+
+    def freed():
+        return all(re.search(r"pid %s \(%s\) detached" % (v[0], prog), output("uroced-a")) for prog, v in vpids.items() if v)
+    gone = wait_for(freed, 5)
+    dt = time.time() - t_kill
+    check(gone and dt < 1.0, f"the daemon freed both killed processes' slots within a second ({dt:.3f} s)")
+    log(f"SIGKILL of the ib_write_bw server and the rping client: both slots freed {dt:.3f} s later: " +
+        "; ".join(l for l in output("uroced-a").splitlines() if "detached" in l and any(f"pid {v[0]} " in l for v in vpids.values() if v)))
+    # Their peers see what they would see with rxe.
+    rrc = suite.children.finish(rping_srv, 20)
+    t_rping = time.time() - t_kill
+    check(rrc == 0 and t_rping < 10, f"the rping server ended by the DREQ, not hung ({rrc}, {t_rping:.1f} s): "
+          f"{output('rping-server')[-300:]}")
+    log(f"rping server: exit {rrc} {t_rping:.1f} s after the kill (the DREQ the daemon sent for the dead client)")
+    # The writer of the killed ib_write_bw server: perftest's QPs have retry_cnt 7, which rxe (and
+    # uroce, as rxe) takes as "retry for ever": it goes on resending, as with rxe, until stopped.
+    time.sleep(3)
+    alive = victim_cli.poll() is None
+    check(alive, f"the killed server's writer goes on retrying (retry_cnt 7, as rxe): {output('victim-client')[-300:]}")
+    log(f"ib_write_bw writer whose server was killed: {'still retrying' if alive else 'ended'} 3 s later (retry_cnt 7: "
+        "for ever, as rxe); stopped by the test")
+    driver.kill_group(victim_cli, signal.SIGKILL)
+    victim_cli.wait()
+    # The four others finish untouched, every byte checked.
+    for i in range(2):
+        crc = suite.children.finish(clients[i], 180)
+        src = suite.children.finish(servers[i], 30)
+        ok, why = pingpong_ok(f"pair {i}", output(f"pp{i}-server"), output(f"pp{i}-client"), iters)
+        log(f"pingpong pair {i} (4096 B, --chk): server {src}, client {crc}: {why}")
+        check(crc == 0 and src == 0 and ok, f"pingpong pair {i}: {src}/{crc} {why}\n{output(f'pp{i}-client')[-500:]}")
+    for side in ("a", "b"):
+        rc = daemon_down(side)
+        out = output(f"uroced-{side}")
+        check(rc == 0 and "uroced: stopped" in out, f"uroced-{side} stopped cleanly: {rc} {out[-300:]}")
+        log(next((l for l in out.splitlines() if l.startswith("uroced: stopped")), "?"))
+
+
+def loop():
+    topology_up()
+    hugepages_up()
+    if not daemon_up("a"):
+        return
+    srv = start("a", ["rping", "-s", "-a", ADDR["a"], "-C", "50", "-v"], "rping-server")
+    time.sleep(2)
+    cli = start("a", ["rping", "-c", "-a", ADDR["a"], "-C", "50", "-v"], "rping-client")
+    crc, src = suite.children.finish(cli, 60), suite.children.finish(srv, 20)
+    c = len(re.findall(r"^ping data", output("rping-client"), re.M))
+    s = len(re.findall(r"^server ping data", output("rping-server"), re.M))
+    log(f"rping between two processes of one device: {c}/50 and {s}/50 verified, exits {src}/{crc}")
+    check(crc == 0 and src == 0 and c == 50 and s == 50, f"rping loop: {src}/{crc} {c} {s}")
+    srv = start("a", ["ib_write_bw", "-s", "65536", "-n", "2000"], "bw-server")
+    check(wait_port("a", 18515, srv), "ib_write_bw server listening")
+    cli = start("a", ["ib_write_bw", "-s", "65536", "-n", "2000", ADDR["a"]], "bw-client")
+    crc, src = suite.children.finish(cli, 90), suite.children.finish(srv, 20)
+    rows = [l.strip() for l in output("bw-client").splitlines() if re.match(r"^\s*65536\s+2000\s+[\d.]+", l)]
+    log(f"ib_write_bw between two processes of one device: exits {src}/{crc}: {rows[0] if rows else 'no result'}")
+    check(crc == 0 and src == 0 and len(rows) == 1, f"ib_write_bw loop: {src}/{crc} {output('bw-client')[-400:]}")
+    pp = ["ibv_rc_pingpong", "-g", "1", "-s", "4096", "-n", "200", "--chk"]
+    srv = start("a", pp, "pp-server")
+    check(wait_port("a", 18515, srv), "pingpong server listening")
+    cli = start("a", pp + [ADDR["a"]], "pp-client")
+    crc, src = suite.children.finish(cli, 90), suite.children.finish(srv, 20)
+    ok, why = pingpong_ok("loop", output("pp-server"), output("pp-client"), 200)
+    log(f"ibv_rc_pingpong --chk between two processes of one device: exits {src}/{crc}: {why}")
+    check(crc == 0 and src == 0 and ok, f"pingpong loop: {src}/{crc} {why}")
+    daemon_down("a")
+    looped = re.search(r"looped (\d+)", output("uroced-a"))
+    log(next((l for l in output("uroced-a").splitlines() if l.startswith("uroced: stopped")), "uroced-a did not stop"))
+    check(looped and int(looped.group(1)) > 4000, f"the frames went round through the daemon: {output('uroced-a')[-300:]}")
+
+
+def fatal():
+    topology_up()
+    hugepages_up()
+    if not (daemon_up("a") and daemon_up("b")):
+        return
+    second = suite.children.start(ns("a") + [suite.args.uroced, "--netdev", IF["a"]], out=os.path.join(tmp, "second.log"), env=env())
+    rc = suite.children.finish(second, 20)
+    check(rc != 0 and "already" in output("second"), f"a second uroced for the device is refused: {rc} {output('second')}")
+    log(f"second uroced: exit {rc}: {output('second').strip()}")
+    watch = start("a", ["ibv_asyncwatch", "-d", f"uroce_{IF['a']}"], "asyncwatch")
+    srv = start("b", ["ib_write_bw", "-D", "60"], "bw-server")
+    check(wait_port("b", 18515, srv), "ib_write_bw server listening")
+    cli = start("a", ["ib_write_bw", "-D", "60", ADDR["b"]], "bw-client")
+    check(wait_for(lambda: len(pids_of("ib_write_bw", "uroced-a")) == 1 and "BW peak" in output("bw-client"), 60),
+          f"ib_write_bw running: {output('bw-client')[-300:]}")
+    time.sleep(1)
+    t0 = time.time()
+    rc = daemon_down("a")
+    check(rc == 0, f"uroced-a stopped on SIGTERM: {rc}")
+    got = wait_for(lambda: "IBV_EVENT_DEVICE_FATAL" in output("asyncwatch"), 5)
+    check(got, f"ibv_asyncwatch got IBV_EVENT_DEVICE_FATAL: {output('asyncwatch')[-300:]}")
+    log(f"uroced stopped: ibv_asyncwatch: " + " | ".join(l.strip() for l in output("asyncwatch").splitlines() if "event_type" in l)
+        + f" ({time.time() - t0:.2f} s)")
+    crc = suite.children.finish(cli, 30)
+    t_cli = time.time() - t0
+    check(crc not in (0, "timeout"), f"ib_write_bw ended with an error, not a hang: {crc}")
+    log(f"ib_write_bw under the stopped daemon: exit {crc} after {t_cli:.1f} s")
+    suite.children.finish(srv, 30)
+    driver.kill_group(watch, signal.SIGKILL)
+    watch.wait()
+    if not daemon_up("a", "uroced-a2"):
+        return
+    pp = ["ibv_rc_pingpong", "-g", "1", "-n", "100", "--chk"]
+    srv = start("b", pp, "pp-server")
+    check(wait_port("b", 18515, srv), "pingpong server listening")
+    cli = start("a", pp + [ADDR["b"]], "pp-client")
+    crc, src = suite.children.finish(cli, 60), suite.children.finish(srv, 20)
+    ok, why = pingpong_ok("after", output("pp-server"), output("pp-client"), 100)
+    log(f"a new uroced serves new processes: ibv_rc_pingpong exits {src}/{crc}: {why}")
+    check(crc == 0 and src == 0 and ok and attached("uroced-a2", "ibv_rc_pingpong"), f"after a new daemon: {src}/{crc} {why}")
+
+
+def cleanup():
+    suite.cleanup()
+    topology_down()
+    hugepages_down()
+    if not driver.failures:
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        log(f"logs kept in {tmp}")
+
+
+driver.on_signals(cleanup)
+driver.run_scenario({"share": share, "loop": loop, "fatal": fatal}, suite.args.scenario, cleanup)
