@@ -60,7 +60,8 @@ class DpdkLink : public PortLink {
   // The link's state now, without waiting (`last` if the driver cannot say).
   bool link_up_now(bool last) const override;
   // The EAL's runtime directory of this process (its --file-prefix), empty before the EAL runs.
-  static std::string runtime_dir();
+  static std::string eal_runtime_dir();
+  std::string runtime_dir() const override { return eal_runtime_dir(); }
   // Call when this process polls the port no more and will close it. memif's PMD unmaps the
   // shared rings in its interrupt thread when the peer disconnects, even while the peer is
   // inside rte_eth_rx_burst() on them (SIGSEGV): so on memif this waits (bounded) for the peer

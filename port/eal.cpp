@@ -56,7 +56,7 @@ void detail::start_pdump() {
     pdump_started = rte_pdump_init() == 0;
 }
 
-std::string DpdkLink::runtime_dir() {
+std::string DpdkLink::eal_runtime_dir() {
   const char* d = rte_eal_get_runtime_dir();
   return d ? d : "";
 }

@@ -43,6 +43,9 @@ class PortLink : public engine::Link {
   virtual void await_peer_close(uint32_t timeout_ms) { (void)timeout_ms; }
   virtual std::string describe() const = 0;        // driver, port, MAC, addresses
   virtual std::string counters_text() const = 0;
+  // This process's DPDK runtime directory of its own (its telemetry socket), for removal at
+  // exit; empty if it has none.
+  virtual std::string runtime_dir() const = 0;
   // Sleeps (no polling): for waits between looks at the link.
   static void sleep_ms(uint32_t ms);
 

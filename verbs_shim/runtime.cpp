@@ -61,7 +61,7 @@ void poller_main(std::promise<bool>* ready) {
   // and crashed in the memif PMD; sockets (af_packet, memif's abstract socket) close with the
   // process anyway. Only the runtime directory is removed.
   r.token.lock();
-  std::string dir = port::DpdkLink::runtime_dir();
+  std::string dir = r.link->runtime_dir();
   std::error_code ec;
   if (dir.find("uroce-shim-") != std::string::npos) std::filesystem::remove_all(dir, ec);
 }

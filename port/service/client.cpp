@@ -3,8 +3,12 @@
 #include "port/service/client.hpp"
 
 #include <poll.h>
+#include <rte_log.h>
 #include <rte_mbuf.h>
 #include <rte_ring.h>
+#include <rte_version.h>
+#include <sched.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -16,6 +20,16 @@
 
 #include "port/dpdk_link_impl.hpp"
 #include "port/netdev.hpp"
+
+// DPDK 22.11 gives a secondary process no telemetry socket of its own (the primary's path is
+// taken), so uroce-stat could not see an attached process's QPs. The telemetry library's own
+// start-up function (an internal symbol of 22.11, five arguments as the EAL calls it) opens one in
+// a directory of the process's own instead. Other DPDK versions: no telemetry when attached.
+#if RTE_VERSION >= RTE_VERSION_NUM(22, 11, 0, 0) && RTE_VERSION < RTE_VERSION_NUM(23, 0, 0, 0)
+#define UROCE_ATTACHED_TELEMETRY 1
+extern "C" int rte_telemetry_init(const char* runtime_dir, const char* rte_version, rte_cpuset_t* cpuset,
+                                  int (*log_fn)(uint32_t, uint32_t, const char*, ...), uint32_t logtype);
+#endif
 
 namespace uroce::port::service {
 
@@ -93,6 +107,7 @@ std::unique_ptr<ServiceLink> ServiceLink::attach(const EndpointConfig& cfg, std:
     err = "attaching to uroced's memory: " + err;
     return nullptr;
   }
+  l->start_telemetry();
   rte_ring** rings[4] = {&l->rx_, &l->tx_, &l->fill_, &l->free_};
   const char* names[4] = {w.rings.rx, w.rings.tx, w.rings.fill, w.rings.free};
   for (int k = 0; k < 4; ++k) {
@@ -114,6 +129,25 @@ std::unique_ptr<ServiceLink> ServiceLink::attach(const EndpointConfig& cfg, std:
   l->take_gids(w.gids);
   l->gids_changed_ = false;
   return l;
+}
+
+// The process's telemetry socket, in /var/run/dpdk/uroce-shim-PID/ (where uroce-stat looks, and
+// what the shim removes at exit, as for a process with a link of its own).
+void ServiceLink::start_telemetry() {
+#ifdef UROCE_ATTACHED_TELEMETRY
+  const char* base = rte_eal_get_runtime_dir();
+  std::string dir = base ? base : "";
+  const size_t slash = dir.rfind('/');
+  if (slash == std::string::npos) return;
+  dir = dir.substr(0, slash) + "/uroce-shim-" + std::to_string(::getpid());
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return;
+  rte_cpuset_t cpus;
+  CPU_ZERO(&cpus);
+  if (sched_getaffinity(0, sizeof cpus, &cpus) != 0) return;
+  const int type = rte_log_register_type_and_pick_level("lib.telemetry", RTE_LOG_ERR);
+  if (rte_telemetry_init(dir.c_str(), rte_version(), &cpus, rte_log, type < 0 ? 0u : uint32_t(type)) == 0)
+    runtime_dir_ = dir;
+#endif
 }
 
 ServiceLink::~ServiceLink() {

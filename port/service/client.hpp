@@ -41,6 +41,7 @@ class ServiceLink : public PortLink {
   std::string describe() const override;
   std::string counters_text() const override;
 
+  std::string runtime_dir() const override { return runtime_dir_; }
   uint32_t tag() const { return slot_; }
   uint8_t tag_bits() const { return uint8_t(tag_bits_); }
   // The engine's CM started (true) or stopped (false) listening on `service_id`.
@@ -53,6 +54,8 @@ class ServiceLink : public PortLink {
   void read_control();          // every message waiting; the daemon's end
   void take_gids(const Gids& g);
   void flush_free();
+  void start_telemetry();
+  std::string runtime_dir_;  // this process's telemetry socket's directory (empty: none)
 
   int fd_ = -1;
   bool alive_ = true;
