@@ -106,13 +106,15 @@ std::unique_ptr<Daemon> Daemon::open(const EndpointConfig& cfg_in, std::string& 
     err = std::string("listen: ") + std::strerror(errno);
     return nullptr;
   }
-  if (!ensure_hugepages(param::kServiceHugepagesMb, err)) return nullptr;
-  // The EAL as a primary whose memory secondaries can map: hugepages, a prefix of the device's.
+  // The EAL as a primary whose memory secondaries can map: hugepages, a prefix of the device's,
+  // the memory the config's -m asks for (else param::kServiceDaemonMemMb).
   EndpointConfig cfg = cfg_in;
   std::vector<std::string> eal;
+  uint32_t mem_mb = param::kServiceDaemonMemMb;
   for (size_t i = 0; i < cfg.eal.size(); ++i) {
     const std::string& w = cfg.eal[i];
     if (w == "--no-huge" || w == "--in-memory" || w == "--huge-unlink" || w.rfind("--proc-type", 0) == 0) continue;
+    if (w == "-m" && i + 1 < cfg.eal.size()) mem_mb = uint32_t(std::strtoul(cfg.eal[i + 1].c_str(), nullptr, 10));
     if (w == "--file-prefix" || w == "-m") {
       ++i;
       continue;
@@ -124,8 +126,9 @@ std::unique_ptr<Daemon> Daemon::open(const EndpointConfig& cfg_in, std::string& 
   eal.push_back("--proc-type=primary");
   eal.push_back("--file-prefix=" + d->prefix_);
   eal.push_back("-m");
-  eal.push_back(std::to_string(param::kServiceDaemonMemMb));
+  eal.push_back(std::to_string(mem_mb));
   cfg.eal = eal;
+  if (!ensure_hugepages(std::max(mem_mb + 32, param::kServiceHugepagesMb), err)) return nullptr;
   d->link_ = DpdkLink::open(cfg, err);
   if (!d->link_) return nullptr;
   for (uint32_t i = 0; i < d->slots_.size(); ++i)

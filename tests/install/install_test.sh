@@ -83,7 +83,9 @@ fi
 # ---- 2. its contents and dependencies -----------------------------------------------------
 dpkg-deb -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' > "$work/files"
 multi=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
-for f in /usr/bin/uroce-run /usr/bin/uroce-perf /usr/bin/uroce-pktgen /usr/bin/uroce-dissect /usr/bin/uroce-stat \
+grep -qE '^(/usr)?/lib/systemd/system/uroced@\.service$' "$work/files" || fail "package lacks the unit uroced@.service"
+for f in /usr/sbin/uroced /usr/share/man/man8/uroced.8.gz \
+         /usr/bin/uroce-run /usr/bin/uroce-perf /usr/bin/uroce-pktgen /usr/bin/uroce-dissect /usr/bin/uroce-stat \
          /usr/lib/$multi/uroce/liburoce-verbs.so /usr/lib/$multi/uroce/roce_redirect.bpf.o /usr/libexec/uroce/uroce-check-config \
          /usr/share/uroce/examples/memif-server.conf /usr/share/uroce/examples/memif-client.conf \
          /usr/share/uroce/examples/README.md /usr/share/doc/uroce/copyright; do
@@ -122,6 +124,7 @@ for c in uroce-run uroce-perf uroce-pktgen uroce-dissect uroce-stat; do
   [ $rc -eq 0 ] && [[ "$out" == *usage*"$c"* || "$out" == *"$c ["* ]] || fail "$c --help (rc $rc): $out"
 done
 out=$(timeout 10 /usr/libexec/uroce/uroce-check-config --help 2>&1) || fail "uroce-check-config --help: $out"
+out=$(timeout 10 /usr/sbin/uroced --help 2>&1) && [[ "$out" == *"usage: uroced"* ]] || fail "uroced --help: $out"
 ok "--help of every command"
 
 # uroce-run without a config anywhere: one line naming the default location.
