@@ -29,7 +29,7 @@ TARGET=${2:-parse}
 seed=yes
 case "$TARGET" in
   parse) extra=() ;;
-  locate) extra=(port/neigh.cpp port/config.cpp port/netdev.cpp) ;;  # ControlPlane (neigh.cpp), gid_str() it logs with (config.cpp) and what config.cpp calls for key netdev
+  locate) extra=(port/neigh.cpp port/config.cpp port/netdev.cpp port/service/route.cpp) ;;  # ControlPlane (neigh.cpp), gid_str() it logs with (config.cpp), what config.cpp calls for key netdev, the service's routing
   cm) extra=() ;;
   engine|cm_engine) extra=(engine/*.cpp tests/support/fake_link.cpp); seed=no ;;  # inputs are actions, not frames
   *) echo "usage: scripts/fuzz.sh [SECONDS] [parse|locate|cm|engine|cm_engine]" >&2; exit 2 ;;

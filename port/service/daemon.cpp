@@ -20,18 +20,12 @@
 #include <thread>
 
 #include "port/service/protocol.hpp"
-#include "proto/cm_const.hpp"
-#include "proto/cm_view.hpp"
-#include "proto/headers.hpp"
-#include "proto/locate.hpp"
+#include "port/service/route.hpp"
 
 namespace uroce::port::service {
 
-namespace pcm = proto::cm;
-
 namespace {
 
-constexpr uint32_t kMulticastQpn = 0xFFFFFF;  // IBA 9.2: the multicast destination QP
 constexpr const char* kHugeDir = "/sys/kernel/mm/hugepages/hugepages-2048kB/";
 
 long read_long(const std::string& path) {
@@ -166,36 +160,21 @@ uint64_t Daemon::now_ns() const {
 // ---- Frames ---------------------------------------------------------------------------------
 
 int Daemon::owner_of(const uint8_t* f, uint32_t len) {
-  const proto::Located L = proto::locate({f, len});
-  if (!L.roce_v2() || L.bth + proto::BthView<const uint8_t>::kSize > len) return -1;
-  const uint32_t dqpn = proto::BthView<const uint8_t>(f + L.bth).dest_qp();
-  if (dqpn == kMulticastQpn) return -1;  // multicast: not served yet (docs/service.md)
-  if (dqpn != pcm::kCmQpn) {
-    const int o = int(dqpn & owner_mask_);
-    return slots_[o].live() ? o : -1;
-  }
-  // QP 1: a MAD after the BTH and the DETH.
-  const size_t mad = L.bth + proto::BthView<const uint8_t>::kSize + proto::DethView<const uint8_t>::kSize;
-  if (mad + pcm::kMadHeaderSize + 24 > len) return -1;
-  const pcm::MadHeaderView<const uint8_t> h(f + mad);
-  if (h.mgmt_class() != pcm::kMgmtClassCm) return -1;
-  const uint8_t* msg = f + mad + pcm::kMadHeaderSize;
-  uint64_t sid = 0;
-  uint32_t id = 0;
-  switch (pcm::Attr(h.attr_id())) {
-    case pcm::Attr::Req: sid = pcm::ReqView<const uint8_t>(msg).service_id(); break;
-    case pcm::Attr::SidrReq: sid = pcm::SidrReqView<const uint8_t>(msg).service_id(); break;
-    case pcm::Attr::SidrRep: id = pcm::SidrRepView<const uint8_t>(msg).request_id(); break;
-    default: id = pcm::CommIdsView<const uint8_t>(msg).remote_comm_id(); break;
-  }
-  if (id) {
-    const int o = int(id & owner_mask_);
-    return slots_[o].live() ? o : -1;
+  const Route r = route_frame({f, len});
+  switch (r.by) {
+    case Route::By::None: return -1;
+    case Route::By::Qp:
+    case Route::By::CmId: {
+      if (r.id == 0) return -1;
+      const int o = int(r.id & owner_mask_);
+      return slots_[uint32_t(o)].live() ? o : -1;
+    }
+    case Route::By::CmService: break;
   }
   int first = -1;
   for (uint32_t i = 0; i < slots_.size(); ++i) {
     if (!slots_[i].live()) continue;
-    if (slots_[i].listens.count(sid)) return int(i);
+    if (slots_[i].listens.count(r.service_id)) return int(i);
     if (first < 0) first = int(i);
   }
   // Nobody listens: the first process answers it (its CM sends the REJ "invalid service ID").

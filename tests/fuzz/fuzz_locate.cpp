@@ -1,10 +1,12 @@
-// Fuzz target for the header walker (proto::locate), the ARP / ND views and option walk, and
-// the port's control plane (port/neigh.cpp, which has no DPDK code) that runs them on every
-// frame a DpdkLink receives. For any input:
+// Fuzz target for the header walker (proto::locate), the ARP / ND views and option walk, the
+// port's control plane (port/neigh.cpp, which has no DPDK code) that runs them on every frame a
+// DpdkLink receives, and the uroce service's routing of frames (port/service/route.cpp). For any
+// input:
 //   - locate()'s offsets stay inside the frame and agree with each other (l3 = 14 + 4 per
 //     tag, l4 = l3 + the IP header, the BTH 8 bytes after UDP on port 4791 only);
 //   - when parse() accepts the frame, locate() found it as RoCEv2 at the same offsets;
 //   - find_nd_option() returns an option inside the bytes it was given;
+//   - route_frame() routes only RoCEv2 frames with a whole BTH, to a 24-bit QP number;
 //   - ControlPlane::sort() delivers only RoCEv2 frames with a whole UDP header, and an answer
 //     it writes fits the buffer.
 // Any violation traps; so does a read or write outside the input under the sanitizers.
@@ -20,6 +22,7 @@
 
 #include "port/link_counters.hpp"
 #include "port/neigh.hpp"
+#include "port/service/route.hpp"
 #include "proto/arp.hpp"
 #include "proto/icmp.hpp"
 #include "proto/locate.hpp"
@@ -83,6 +86,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check(at.roce_v2() == (at.udp_ports && at.udp_dport == kRoceV2Port), "BTH offset without port 4791");
   if (at.roce_v2()) check(at.bth == at.l4 + UdpView<const uint8_t>::kSize, "BTH not after UDP");
   if (at.ok() && at.ip_proto == kIpProtoUdp && at.l4) check(at.l4 + 8 <= size, "ok with a cut UDP header");
+
+  // The uroce service's choice of a frame's process (port/service/route.cpp): only RoCEv2 frames
+  // with a whole BTH go to anyone; QP numbers are 24-bit; QP 1 goes by its MAD.
+  const port::service::Route route = port::service::route_frame(in);
+  if (route.by != port::service::Route::By::None) check(at.roce_v2() && at.bth + 12 <= size, "routed a frame without a BTH");
+  if (route.by == port::service::Route::By::Qp) check(route.id <= 0xFFFFFF && route.id != 1, "a QP number out of range");
 
   Packet p;
   if (parse(in, p, {.verify_icrc = false}).ok() || parse(in, p).error == ParseError::BadIcrc) {

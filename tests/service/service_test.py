@@ -47,11 +47,7 @@ def ns(side):
     return ["ip", "netns", "exec", NS[side]]
 
 
-def sh(cmd, check_rc=True):
-    r = subprocess.run(cmd, shell=True, capture_output=True, text=True)
-    if check_rc and r.returncode != 0:
-        raise RuntimeError(f"{cmd}: {r.stderr.strip()}")
-    return r.stdout
+sh = driver.sh
 
 
 def hugepages_up():
@@ -80,8 +76,7 @@ def hugepages_down():
 
 
 def topology_down():
-    for n in NS.values():
-        subprocess.run(["ip", "netns", "del", n], capture_output=True)
+    driver.netns_down(NS.values())
 
 
 def topology_up():

@@ -132,6 +132,20 @@ def check(cond, what):
     return cond
 
 
+def sh(cmd, check_rc=True):
+    """A shell command's output; RuntimeError with its stderr if it fails (unless not check_rc)."""
+    r = subprocess.run(cmd, shell=True, capture_output=True, text=True)
+    if check_rc and r.returncode != 0:
+        raise RuntimeError(f"{cmd}: {r.stderr.strip()}")
+    return r.stdout
+
+
+def netns_down(names):
+    """Deletes the network namespaces `names` (those that exist)."""
+    for n in names:
+        subprocess.run(["ip", "netns", "del", n], capture_output=True)
+
+
 def run_scenario(scenarios, name, cleanup):
     """Runs scenarios[name], then cleanup() whatever happens; exits 1 with the list of what
     check() found wrong, or prints "all passed"."""
