@@ -26,7 +26,7 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 # Each libFuzzer target briefly (scripts/fuzz.sh; the long runs are in docs/security.md).
 fuzz_results=()
 for t in parse locate cm engine cm_engine; do
-  if bash scripts/fuzz.sh "${UROCE_FUZZ_SECONDS:-30}" "$t"; then fuzz_results+=(0); else fuzz_results+=(1); status=1; fi
+  if bash scripts/fuzz.sh "${UROCE_FUZZ_SECONDS:-20}" "$t"; then fuzz_results+=(0); else fuzz_results+=(1); status=1; fi
 done
 
 /usr/bin/python3 - "${fuzz_results[@]}" <<'PY'

@@ -11,8 +11,9 @@ run through scripts/uroce-run, which attaches to the namespace's daemon. Scenari
          and ends at once) and an ib_write_bw server (its writer resends for ever, as with rxe:
          perftest's retry_cnt 7 means no limit). The four finish untouched; the daemon frees the killed
          process's slot within a second.
-  loop   two processes on one device talk to each other through the daemon (rping, ib_write_bw,
-         ibv_rc_pingpong --chk).
+  loop   ibv_devinfo from an attached process shows the device (the interface's address as GID
+         1); two processes on one device talk to each other through the daemon (rping,
+         ib_write_bw, ibv_rc_pingpong --chk).
   fatal  uroced stopped under a running program: ibv_asyncwatch gets IBV_EVENT_DEVICE_FATAL,
          ib_write_bw ends with an error instead of hanging; a second uroced for the same device
          is refused; a new uroced serves new processes.
@@ -246,6 +247,14 @@ def loop():
     hugepages_up()
     if not daemon_up("a"):
         return
+    info = start("a", ["ibv_devinfo", "-v"], "devinfo")
+    rc = suite.children.finish(info, 30)
+    out = output("devinfo")
+    check(rc == 0 and f"hca_id:\turoce_{IF['a']}" in out and "PORT_ACTIVE" in out and attached("uroced-a", "ibv_devinfo"),
+          f"ibv_devinfo through the service shows the device: {rc} {out[-400:]}")
+    gid1 = re.search(r"GID\[\s*1\]:\s*([0-9a-f:.]+)", out)
+    log(f"ibv_devinfo -v through the service: exit {rc}, device uroce_{IF['a']}, GID[1] {gid1.group(1) if gid1 else '?'}")
+    check(gid1 and gid1.group(1) == "::ffff:" + ADDR["a"], f"GID 1 is the interface's IPv4 address: {gid1.group(1) if gid1 else out[-300:]}")
     srv = start("a", ["rping", "-s", "-a", ADDR["a"], "-C", "50", "-v"], "rping-server")
     time.sleep(2)
     cli = start("a", ["rping", "-c", "-a", ADDR["a"], "-C", "50", "-v"], "rping-client")
