@@ -225,14 +225,8 @@ void Manager::mad_packet(const Peer& to, const proto::Ip6& from, std::span<const
 std::vector<uint8_t> Manager::goodbye_frame(uint32_t id) {
   const Conn* c = find(id);
   if (!c || c->state != State::Established) return {};
-  pcm::Dreq r;
-  r.local_comm_id = c->local_id;
-  r.remote_comm_id = c->remote_id;
-  r.remote_qpn = c->remote_qpn;
-  pcm::Mad m{{}, r};
-  m.hdr.tid = uint64_t(rng_.next32()) << 32 | c->local_id;
   std::array<uint8_t, pcm::kMadSize> mad{};
-  if (pcm::emit(m, mad) != pcm::kMadSize) return {};
+  if (pcm::emit(dreq(*c, uint64_t(rng_.next32()) << 32 | c->local_id), mad) != pcm::kMadSize) return {};
   proto::Packet p;
   mad_packet(c->peer, c->local_gid, mad, p);
   std::vector<uint8_t> f(proto::frame_len(p));

@@ -152,16 +152,9 @@ int Manager::disconnect(uint32_t id, std::span<const uint8_t> pd) {
   if (!c) return EINVAL;
   if (c->state == State::Established) {
     if (pd.size() > pcm::DreqView<uint8_t>::kPrivateDataSize) return EINVAL;
-    pcm::Dreq r;
-    r.local_comm_id = c->local_id;
-    r.remote_comm_id = c->remote_id;
-    r.remote_qpn = c->remote_qpn;
-    copy_pd(r.private_data, pd);
-    pcm::Mad m{{}, r};
     c->tid = uint64_t(rng_.next32()) << 32 | c->local_id;  // a new exchange: the DREP echoes it
-    m.hdr.tid = c->tid;
     set_state(*c, State::DreqSent);
-    send(c->peer, c->local_gid, m, c);
+    send(c->peer, c->local_gid, dreq(*c, c->tid, pd), c);
     arm(*c, c->timeout_ns, c->max_retries);
     return 0;
   }

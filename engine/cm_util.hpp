@@ -1,5 +1,5 @@
 // Helpers the connection manager's files share (engine-internal: engine/cm*.cpp only): private
-// data into a MAD field (after rdma_cm's IP header), a DREP, the GIDs of a received frame, the
+// data into a MAD field (after rdma_cm's IP header), a DREQ and a DREP, the GIDs of a received frame, the
 // CA GUID from a MAC.
 #pragma once
 #include <algorithm>
@@ -36,6 +36,18 @@ inline void copy_cma_pd(std::array<uint8_t, N>& dst, const pcm::CmaHeader* cma, 
     off = pcm::CmaHeaderView<uint8_t>::kSize;
   }
   copy_pd(dst, pd, off);
+}
+
+// A DREQ for connection `c`: its IDs and the peer's QP, a transaction ID, private data.
+inline pcm::Mad dreq(const Conn& c, uint64_t tid, std::span<const uint8_t> pd = {}) {
+  pcm::Dreq r;
+  r.local_comm_id = c.local_id;
+  r.remote_comm_id = c.remote_id;
+  r.remote_qpn = c.remote_qpn;
+  copy_pd(r.private_data, pd);
+  pcm::Mad m{{}, r};
+  m.hdr.tid = tid;
+  return m;
 }
 
 // A DREP: our communication ID, the peer's, the DREQ's transaction ID, private data.

@@ -16,6 +16,7 @@ namespace uroce::port {
 
 using detail::kBurst;
 using detail::kMinFrame;
+using detail::lend;
 using detail::M;
 
 namespace {
@@ -46,16 +47,9 @@ bool DpdkLink::alloc(engine::PacketBuf& b, uint32_t len) {
     }
   }
   rte_mbuf* m = M(stash_[--stash_n_]);
-  const uint32_t cap = rte_pktmbuf_tailroom(m);
-  if (cap < len) {
-    rte_pktmbuf_free(m);
-    return false;
-  }
-  b.data = rte_pktmbuf_mtod(m, uint8_t*);
-  b.cap = cap;
-  b.len = 0;
-  b.handle = m;
-  return true;
+  if (lend(m, len, b)) return true;
+  rte_pktmbuf_free(m);
+  return false;
 }
 
 // Sends what the backlog holds; true when it is empty.

@@ -20,6 +20,18 @@ constexpr uint32_t kBurst = param::kLinkBurst;
 
 inline rte_mbuf* M(void* p) { return static_cast<rte_mbuf*>(p); }
 
+// Lends the empty mbuf `m` as a transmit buffer of at least `len` bytes; false (b untouched, the
+// caller keeps m) when it has less room than that.
+inline bool lend(rte_mbuf* m, uint32_t len, engine::PacketBuf& b) {
+  const uint32_t cap = rte_pktmbuf_tailroom(m);
+  if (cap < len) return false;
+  b.data = rte_pktmbuf_mtod(m, uint8_t*);
+  b.cap = cap;
+  b.len = 0;
+  b.handle = m;
+  return true;
+}
+
 // Starts the EAL once per process with `eal` then `extra` (after "uroce" and the quiet-logging
 // default); false and `err` on failure. Later calls return true at once.
 bool start_eal(const std::vector<std::string>& eal, const std::vector<std::string>& extra, std::string& err);

@@ -174,19 +174,12 @@ bool ServiceLink::alloc(engine::PacketBuf& b, uint32_t len) {
       return false;
     }
   }
+  // Fresh from the daemon's rte_pktmbuf_alloc_bulk (reset there): lent as it is.
   rte_mbuf* m = static_cast<rte_mbuf*>(stash_[--stash_n_]);
-  rte_pktmbuf_reset(m);
-  const uint32_t cap = rte_pktmbuf_tailroom(m);
-  if (cap < len) {
-    engine::PacketBuf back{nullptr, 0, 0, m};
-    release(back);
-    return false;
-  }
-  b.data = rte_pktmbuf_mtod(m, uint8_t*);
-  b.cap = cap;
-  b.len = 0;
-  b.handle = m;
-  return true;
+  if (detail::lend(m, len, b)) return true;
+  engine::PacketBuf back{nullptr, 0, 0, m};
+  release(back);
+  return false;
 }
 
 size_t ServiceLink::send(engine::PacketBuf* bufs, size_t n) {

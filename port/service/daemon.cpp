@@ -166,7 +166,7 @@ int Daemon::owner_of(const uint8_t* f, uint32_t len) {
     case Route::By::Qp:
     case Route::By::CmId: {
       if (r.id == 0) return -1;
-      const int o = int(r.id & owner_mask_);
+      const int o = int(r.id & kOwnerMask);
       return slots_[uint32_t(o)].live() ? o : -1;
     }
     case Route::By::CmService: break;
@@ -182,37 +182,43 @@ int Daemon::owner_of(const uint8_t* f, uint32_t len) {
   return first;
 }
 
-void Daemon::deliver(void* mp) {
-  rte_mbuf* m = static_cast<rte_mbuf*>(mp);
-  const int o = owner_of(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len);
-  if (o < 0) {
-    ++ctr_.no_owner;
-    rte_pktmbuf_free(m);
-    return;
+void Daemon::deliver(void** ms, size_t n) {
+  int owner[param::kLinkBurst];
+  static_assert(param::kServiceBurst <= param::kLinkBurst);
+  for (size_t i = 0; i < n; ++i) {
+    const rte_mbuf* m = static_cast<const rte_mbuf*>(ms[i]);
+    owner[i] = owner_of(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len);
   }
-  Slot& s = slots_[uint32_t(o)];
-  if (rte_ring_sp_enqueue(s.rx, m) != 0) {
-    ++ctr_.ring_full;
-    rte_pktmbuf_free(m);
-    return;
+  for (size_t i = 0, j; i < n; i = j) {
+    for (j = i + 1; j < n && owner[j] == owner[i];) ++j;  // the run of frames for one owner
+    const unsigned run = unsigned(j - i);
+    unsigned put = 0;
+    if (owner[i] < 0) {
+      ctr_.no_owner += run;
+    } else {
+      Slot& s = slots_[uint32_t(owner[i])];
+      put = rte_ring_sp_enqueue_burst(s.rx, ms + i, run, nullptr);
+      s.rx_frames += put;
+      ctr_.delivered += put;
+      ctr_.ring_full += run - put;
+    }
+    if (put < run) rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(ms + i + put), run - put);
   }
-  ++s.rx_frames;
-  ++ctr_.delivered;
 }
 
-void Daemon::move_slot_tx(Slot& s, uint32_t) {
+void Daemon::move_slot_tx(Slot& s) {
   void* ms[param::kServiceBurst];
   const unsigned n = rte_ring_sc_dequeue_burst(s.tx, ms, param::kServiceBurst, nullptr);
   if (!n) return;
   s.tx_frames += n;
   engine::PacketBuf out[param::kServiceBurst];
-  size_t k = 0;
+  void* looped[param::kServiceBurst];
+  size_t k = 0, nl = 0;
   for (unsigned i = 0; i < n; ++i) {
     rte_mbuf* m = static_cast<rte_mbuf*>(ms[i]);
     uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
     if (m->data_len >= 6 && std::memcmp(f, link_->mac().data(), 6) == 0) {  // to this device
-      ++ctr_.looped;
-      deliver(m);
+      looped[nl++] = m;
       continue;
     }
     out[k].data = f;
@@ -221,6 +227,8 @@ void Daemon::move_slot_tx(Slot& s, uint32_t) {
     out[k].handle = m;
     ++k;
   }
+  ctr_.looped += nl;
+  deliver(looped, nl);
   const size_t sent = k ? link_->send(out, k) : 0;
   ctr_.sent += sent;
   for (size_t i = sent; i < k; ++i) link_->release(out[i]);
@@ -239,14 +247,16 @@ void Daemon::refill(Slot& s) {
 
 bool Daemon::step() {
   engine::PacketBuf bufs[param::kLinkBurst];
+  void* ms[param::kLinkBurst];
   const size_t n = link_->recv(bufs, param::kLinkBurst);
-  for (size_t i = 0; i < n; ++i) deliver(bufs[i].handle);
+  for (size_t i = 0; i < n; ++i) ms[i] = bufs[i].handle;
+  deliver(ms, n);
   bool busy = n != 0;
   for (uint32_t i = 0; i < slots_.size(); ++i) {
     Slot& s = slots_[i];
     if (!s.live()) continue;
     const uint64_t before = s.tx_frames;
-    move_slot_tx(s, i);
+    move_slot_tx(s);
     refill(s);
     busy |= s.tx_frames != before;
   }
@@ -308,9 +318,15 @@ void Daemon::fill_welcome(uint32_t i, Welcome& w) const {
   copy_str(w.rings.tx, sizeof w.rings.tx, slots_[i].tx->name);
   copy_str(w.rings.fill, sizeof w.rings.fill, slots_[i].fill->name);
   copy_str(w.rings.free, sizeof w.rings.free, slots_[i].free->name);
-  const auto& g = link_->gids();
-  w.gids.n = uint32_t(std::min<size_t>(g.size(), kMaxGids));
-  for (uint32_t k = 0; k < w.gids.n; ++k) std::memcpy(w.gids.gid[k], g[k].data(), 16);
+  w.gids = gids_message();
+}
+
+Gids Daemon::gids_message() const {
+  Gids g;
+  const auto& t = link_->gids();
+  g.n = uint32_t(std::min<size_t>(t.size(), kMaxGids));
+  for (uint32_t k = 0; k < g.n; ++k) std::memcpy(g.gid[k], t[k].data(), 16);
+  return g;
 }
 
 void Daemon::accept_one() {
@@ -437,25 +453,9 @@ void Daemon::execute_wills(Slot& s) {
 }
 
 void Daemon::send_gids() {
-  Gids g;
-  const auto& t = link_->gids();
-  g.n = uint32_t(std::min<size_t>(t.size(), kMaxGids));
-  for (uint32_t k = 0; k < g.n; ++k) std::memcpy(g.gid[k], t[k].data(), 16);
+  const Gids g = gids_message();
   for (Slot& s : slots_)
     if (s.live()) (void)::send(s.fd, &g, sizeof g, MSG_NOSIGNAL | MSG_DONTWAIT);
-}
-
-std::string Daemon::status() const {
-  std::string out;
-  char line[160];
-  for (uint32_t i = 0; i < slots_.size(); ++i) {
-    const Slot& s = slots_[i];
-    if (!s.live()) continue;
-    std::snprintf(line, sizeof line, "slot %u pid %d comm %s rx %lu tx %lu\n", i, s.pid, s.comm.c_str(),
-                  (unsigned long)s.rx_frames, (unsigned long)s.tx_frames);
-    out += line;
-  }
-  return out;
 }
 
 }  // namespace uroce::port::service

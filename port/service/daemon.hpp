@@ -33,6 +33,7 @@ struct rte_ring;
 namespace uroce::port::service {
 
 struct Welcome;
+struct Gids;
 
 class Daemon {
  public:
@@ -44,8 +45,6 @@ class Daemon {
   // Serves until `stop` is set (a signal handler sets it), then tells every process and closes.
   void run(const std::atomic<bool>& stop);
 
-  // One line per attached process: slot, pid, comm, frames in and out (uroced's status).
-  std::string status() const;
   DpdkLink& link() { return *link_; }
 
   struct Counters {
@@ -68,15 +67,18 @@ class Daemon {
   Daemon() = default;
   bool make_rings(uint32_t i, std::string& err);
   bool step();                        // one pass over the port and every slot; true if busy
-  void deliver(void* mbuf);           // to its owner's rx ring, or freed (counted)
+  // Frames to their owners' rx rings, consecutive frames of one owner in one enqueue; those of
+  // nobody, or that find the ring full, freed (counted).
+  void deliver(void** mbufs, size_t n);
   int owner_of(const uint8_t* frame, uint32_t len);  // slot, or -1
-  void move_slot_tx(Slot& s, uint32_t i);
+  void move_slot_tx(Slot& s);
   void refill(Slot& s);
   void control();                     // sockets: attach, messages, detach
   void accept_one();
   void on_message(uint32_t i);
   void detach(uint32_t i, const char* why);
   void fill_welcome(uint32_t i, Welcome& w) const;
+  Gids gids_message() const;          // the link's GID table as sent to processes
   void send_gids();
   void execute_wills(Slot& s);
   uint64_t now_ns() const;
@@ -86,7 +88,7 @@ class Daemon {
   int listen_fd_ = -1;
   std::vector<Slot> slots_ = std::vector<Slot>(param::kServiceMaxProcs);
   Counters ctr_;
-  uint32_t owner_mask_ = param::kServiceMaxProcs - 1;
+  static constexpr uint32_t kOwnerMask = param::kServiceMaxProcs - 1;  // a QPN's or CM ID's slot bits
 };
 
 // Makes sure of `mb` MB of free 2 MB hugepages (reserving more if needed; root) and a hugetlbfs

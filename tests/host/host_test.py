@@ -24,7 +24,6 @@ Every run is bounded; namespaces and processes are removed on any exit.
 """
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -367,10 +366,7 @@ def kill():
 def cleanup():
     suite.cleanup()
     topology_down()
-    if not driver.failures:
-        shutil.rmtree(tmp, ignore_errors=True)
-    else:
-        log(f"logs kept in {tmp}")
+    driver.keep_logs_if_failed(tmp)
 
 
 driver.on_signals(cleanup)

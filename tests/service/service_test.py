@@ -162,6 +162,17 @@ def pingpong_ok(label, so, co, iters):
     return good and not bad_data, (m.group(0) if m else "no iters line") + (", invalid data" if bad_data else "")
 
 
+def pingpong_pair(srv_side, cli_side, pp, iters, label):
+    """ibv_rc_pingpong `pp` served on srv_side, its client on cli_side: (server exit, client exit,
+    whether both did all `iters` with good data, what they said)."""
+    srv = start(srv_side, pp, "pp-server")
+    check(wait_port(srv_side, 18515, srv), "pingpong server listening")
+    cli = start(cli_side, pp + [ADDR[srv_side]], "pp-client")
+    crc, src = suite.children.finish(cli, 90), suite.children.finish(srv, 20)
+    ok, why = pingpong_ok(label, output("pp-server"), output("pp-client"), iters)
+    return src, crc, ok, why
+
+
 def share():
     topology_up()
     hugepages_up()
@@ -270,12 +281,7 @@ def loop():
     rows = [l.strip() for l in output("bw-client").splitlines() if re.match(r"^\s*65536\s+2000\s+[\d.]+", l)]
     log(f"ib_write_bw between two processes of one device: exits {src}/{crc}: {rows[0] if rows else 'no result'}")
     check(crc == 0 and src == 0 and len(rows) == 1, f"ib_write_bw loop: {src}/{crc} {output('bw-client')[-400:]}")
-    pp = ["ibv_rc_pingpong", "-g", "1", "-s", "4096", "-n", "200", "--chk"]
-    srv = start("a", pp, "pp-server")
-    check(wait_port("a", 18515, srv), "pingpong server listening")
-    cli = start("a", pp + [ADDR["a"]], "pp-client")
-    crc, src = suite.children.finish(cli, 90), suite.children.finish(srv, 20)
-    ok, why = pingpong_ok("loop", output("pp-server"), output("pp-client"), 200)
+    src, crc, ok, why = pingpong_pair("a", "a", ["ibv_rc_pingpong", "-g", "1", "-s", "4096", "-n", "200", "--chk"], 200, "loop")
     log(f"ibv_rc_pingpong --chk between two processes of one device: exits {src}/{crc}: {why}")
     check(crc == 0 and src == 0 and ok, f"pingpong loop: {src}/{crc} {why}")
     daemon_down("a")
@@ -316,12 +322,7 @@ def fatal():
     watch.wait()
     if not daemon_up("a", "uroced-a2"):
         return
-    pp = ["ibv_rc_pingpong", "-g", "1", "-n", "100", "--chk"]
-    srv = start("b", pp, "pp-server")
-    check(wait_port("b", 18515, srv), "pingpong server listening")
-    cli = start("a", pp + [ADDR["b"]], "pp-client")
-    crc, src = suite.children.finish(cli, 60), suite.children.finish(srv, 20)
-    ok, why = pingpong_ok("after", output("pp-server"), output("pp-client"), 100)
+    src, crc, ok, why = pingpong_pair("b", "a", ["ibv_rc_pingpong", "-g", "1", "-n", "100", "--chk"], 100, "after")
     log(f"a new uroced serves new processes: ibv_rc_pingpong exits {src}/{crc}: {why}")
     check(crc == 0 and src == 0 and ok and attached("uroced-a2", "ibv_rc_pingpong"), f"after a new daemon: {src}/{crc} {why}")
 
@@ -330,10 +331,7 @@ def cleanup():
     suite.cleanup()
     topology_down()
     hugepages_down()
-    if not driver.failures:
-        shutil.rmtree(tmp, ignore_errors=True)
-    else:
-        log(f"logs kept in {tmp}")
+    driver.keep_logs_if_failed(tmp)
 
 
 driver.on_signals(cleanup)

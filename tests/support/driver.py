@@ -146,6 +146,14 @@ def netns_down(names):
         subprocess.run(["ip", "netns", "del", n], capture_output=True)
 
 
+def keep_logs_if_failed(tmp):
+    """Removes the driver's log directory `tmp`, or says where it is kept when a check failed."""
+    if not failures:
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        log(f"logs kept in {tmp}")
+
+
 def run_scenario(scenarios, name, cleanup):
     """Runs scenarios[name], then cleanup() whatever happens; exits 1 with the list of what
     check() found wrong, or prints "all passed"."""
