@@ -141,6 +141,13 @@ size_t DpdkLink::recv(engine::PacketBuf* bufs, size_t max) {
   return k;
 }
 
+size_t DpdkLink::take_received(void** ms, size_t n, engine::PacketBuf* out) {
+  size_t k = 0;
+  if (n) ctl_.set_time_ms(now_ms());
+  for (size_t i = 0; i < n; ++i) classify(ms[i], out, k);
+  return k;
+}
+
 // ---- Capture and fault injection -----------------------------------------------------------------
 void DpdkLink::capture(const uint8_t* f, uint32_t len, Capture::Dir dir) {
   if (!cap_all_ && !proto::locate({f, len}).roce_v2()) return;

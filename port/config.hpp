@@ -37,6 +37,9 @@ struct EndpointConfig {
   // The uroce service (docs/service.md): auto attaches to the daemon that serves this device
   // name when one runs (else the link is this process's own), on requires it, off never does.
   std::string service = "auto";              // set from the interface when the config is loaded
+  // uroced's: attached processes may drive the port themselves where a DPDK secondary can poll it
+  // (memif), so that a busy device needs no busy daemon (port/service/pump.hpp).
+  bool service_drive = true;
   bool have_link_local = false;        // the netdev's own link-local address (else made from the MAC)
   proto::Ip6 link_local{};
   int port = -1;                       // DPDK port id; -1: the first available

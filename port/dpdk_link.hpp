@@ -93,6 +93,13 @@ class DpdkLink : public PortLink {
   // it too). Nothing may poll the link afterwards.
   void release_netdev() override;
 
+  // Frames another process received from this port (a process of the uroce service that drove
+  // it: port/service/pump.hpp), sorted as recv() sorts its own: ARP, ND and ICMP answered, the
+  // RoCE frames for us left in `out` (returned: how many), the rest freed.
+  size_t take_received(void** mbufs, size_t n, engine::PacketBuf* out);
+  // Whether a DPDK secondary process may poll this port instead of us: a memif port, while
+  // nothing here sees frames on the way (capture, fault stages).
+  bool secondaries_can_poll() const { return is_memif_ && !cap_.on() && !rx_fault_.on() && !tx_fault_.on(); }
   const LinkCounters& counters() const { return ctr_; }
   uint16_t port_id() const { return port_; }
   std::string describe() const override;   // driver, port, MAC, addresses

@@ -3,7 +3,10 @@
 #include "port/service/client.hpp"
 
 #include <poll.h>
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
 #include <rte_log.h>
+#include <rte_memzone.h>
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 #include <rte_version.h>
@@ -20,6 +23,7 @@
 
 #include "port/dpdk_link_impl.hpp"
 #include "port/netdev.hpp"
+#include "port/service/route.hpp"
 
 // DPDK 22.11 gives a secondary process no telemetry socket of its own (the primary's path is
 // taken), so uroce-stat could not see an attached process's QPs. The telemetry library's own
@@ -83,7 +87,8 @@ std::unique_ptr<ServiceLink> ServiceLink::attach(const EndpointConfig& cfg, std:
   }
   alignas(8) uint8_t buf[sizeof(Welcome) + sizeof(Refused)];
   pollfd p{l->fd_, POLLIN, 0};
-  const ssize_t got = ::poll(&p, 1, int(param::kServiceReplyWaitMs)) == 1 ? ::recv(l->fd_, buf, sizeof buf, 0) : -1;
+  const ssize_t got =
+      ::poll(&p, 1, int(param::kServiceReplyWaitMs)) == 1 ? recv_with_fd(l->fd_, buf, sizeof buf, l->doorbell_) : -1;
   Msg type{};
   if (got >= ssize_t(sizeof type)) std::memcpy(&type, buf, sizeof type);
   if (got == ssize_t(sizeof(Refused)) && type == Msg::Refused) {
@@ -128,8 +133,78 @@ std::unique_ptr<ServiceLink> ServiceLink::attach(const EndpointConfig& cfg, std:
   std::memcpy(l->mac_.data(), w.mac, 6);
   l->take_gids(w.gids);
   l->gids_changed_ = false;
+  if (!l->set_up_driving(w)) l->pump_.reset();
   return l;
 }
+
+// The daemon's shared state, every slot's rings and the pool, as the daemon's pump sees them.
+bool ServiceLink::set_up_driving(const Welcome& w) {
+  const rte_memzone* z = rte_memzone_lookup(kPumpZone);
+  rte_mempool* pool = rte_mempool_lookup(w.pool);
+  rte_ring* to_daemon = rte_ring_lookup(kDaemonRing);
+  if (!z || !pool || !to_daemon) return false;
+  sh_ = static_cast<PumpShared*>(z->addr);
+  port_ = sh_->port;
+  if (!rte_eth_dev_is_valid_port(port_)) return false;  // not a port this process sees
+  std::vector<SlotRings> rings(param::kServiceMaxProcs);
+  for (uint32_t i = 0; i < rings.size(); ++i) {
+    const SlotRingNames n = slot_ring_names(i);
+    SlotRings& r = rings[i];
+    if (!(r.rx = rte_ring_lookup(n.rx.c_str())) || !(r.tx = rte_ring_lookup(n.tx.c_str())) ||
+        !(r.fill = rte_ring_lookup(n.fill.c_str())) || !(r.free = rte_ring_lookup(n.free.c_str())))
+      return false;
+  }
+  pump_ = std::make_unique<Pump>(sh_, std::move(rings), to_daemon, pool);
+  mark_every_ = rte_get_tsc_hz() / (1'000'000'000 / param::kServiceDrivenMarkNs);
+  // What the driver places itself: frames to the device's MAC for a QP or CM ID of a live
+  // process. Everything else (ARP, ND, ICMP, REQs by service ID, other MACs) is the daemon's.
+  owner_ = {[](void* ctx, const uint8_t* f, uint32_t len) {
+              const PumpShared* sh = static_cast<const PumpShared*>(ctx);
+              if (len < 14 || std::memcmp(f, sh->mac, 6) != 0) return Pump::kDaemon;
+              const Route r = route_frame({f, len});
+              if (r.by != Route::By::Qp && r.by != Route::By::CmId) return Pump::kDaemon;
+              if (r.id == 0) return Pump::kNobody;
+              const uint32_t o = r.id & (param::kServiceMaxProcs - 1);
+              return (sh->live.load(std::memory_order_relaxed) >> o) & 1 ? int(o) : Pump::kNobody;
+            },
+            sh_};
+  wire_ = [this](void** ms, size_t n) {
+    return size_t(rte_eth_tx_burst(port_, 0, reinterpret_cast<rte_mbuf**>(ms), uint16_t(n)));
+  };
+  return true;
+}
+
+bool ServiceLink::may_drive() {
+  if (!pump_ || !alive_ || !sh_->drive.load(std::memory_order_relaxed)) return false;
+  const uint32_t epoch = sh_->epoch.load(std::memory_order_relaxed);
+  if (epoch_ == UINT32_MAX) epoch_ = epoch;
+  return epoch == epoch_;  // else the link went down since: our view of its memory is old
+}
+
+// One step of the port's, holding it: what the port received to its owners (ours into `mine`,
+// at most `cap`, the rest of ours behind them in our ring), every process's frames to send out,
+// their buffers back and their fill rings topped up. Returns how many went into `mine`.
+size_t ServiceLink::drive_step(void** mine, size_t cap) {
+  // The time, for the daemon (it leaves the port to drivers while they come often): a TSC read
+  // per step, a store only now and then.
+  const uint64_t tsc = rte_get_tsc_cycles();
+  if (tsc - marked_tsc_ > mark_every_) {
+    marked_tsc_ = tsc;
+    sh_->driven_ns.store(monotonic_ns(), std::memory_order_relaxed);
+  }
+  ++drives_;
+  void* ms[param::kLinkBurst];
+  const uint16_t n = rte_eth_rx_burst(port_, 0, reinterpret_cast<rte_mbuf**>(ms), param::kLinkBurst);
+  size_t got = 0;
+  pump_->deliver(ms, n, owner_, drive_counts_, {int(slot_), mine, cap, &got});
+  for (uint64_t live = sh_->live.load(std::memory_order_acquire); live; live &= live - 1) {
+    const uint32_t i = uint32_t(__builtin_ctzll(live));
+    pump_->move_tx(i, sh_->mac, wire_, owner_, drive_counts_);
+    pump_->refill(i);
+  }
+  return got;
+}
+
 
 // The process's telemetry socket, in /var/run/dpdk/uroce-shim-PID/ (where uroce-stat looks, and
 // what the shim removes at exit, as for a process with a link of its own).
@@ -153,6 +228,7 @@ void ServiceLink::start_telemetry() {
 ServiceLink::~ServiceLink() {
   flush_free();
   if (fd_ >= 0) ::close(fd_);
+  if (doorbell_ >= 0) ::close(doorbell_);
 }
 
 void ServiceLink::take_gids(const Gids& g) {
@@ -186,29 +262,64 @@ size_t ServiceLink::send(engine::PacketBuf* bufs, size_t n) {
   if (!alive_) return 0;
   void* ms[param::kServiceBurst];
   size_t total = 0;
+  // Holding the port with nothing queued before them, the frames go out at once; what the wire
+  // does not take goes into the ring, in order.
+  const uint32_t me = slot_ + 1;
+  const bool held = may_drive() && pump_->try_take(me);
+  bool direct = held && rte_ring_empty(tx_);
   while (total < n) {
     const size_t k = std::min<size_t>(n - total, param::kServiceBurst);
     for (size_t i = 0; i < k; ++i) {
       engine::PacketBuf& b = bufs[total + i];
       rte_mbuf* m = static_cast<rte_mbuf*>(b.handle);
-      m->data_len = uint16_t(b.len);
-      m->pkt_len = b.len;
+      uint32_t len = b.len;
+      if (len < param::kMinFrame) {  // padded to the Ethernet minimum, as DpdkLink::send does
+        std::memset(b.data + len, 0, param::kMinFrame - len);
+        len = param::kMinFrame;
+      }
+      m->data_len = uint16_t(len);
+      m->pkt_len = len;
       ms[i] = m;
     }
-    const unsigned put = rte_ring_sp_enqueue_burst(tx_, ms, unsigned(k), nullptr);
+    size_t sent = 0;
+    if (direct) {
+      sent = pump_->out(ms, k, sh_->mac, wire_, owner_, drive_counts_);
+      direct = sent == k;
+    }
+    const unsigned put = sent + rte_ring_sp_enqueue_burst(tx_, ms + sent, unsigned(k - sent), nullptr);
     total += put;
     tx_frames_ += put;
-    if (put < k) break;  // the daemon is behind: the caller keeps the rest
+    if (put < k) break;  // the ring is full: the caller keeps the rest
+  }
+  if (held) {
+    pump_->move_tx(slot_, sh_->mac, wire_, owner_, drive_counts_);
+    pump_->give_back(me);
   }
   return total;
 }
 
 size_t ServiceLink::recv(engine::PacketBuf* bufs, size_t max) {
-  if (used_n_) flush_free();
   if (!alive_) return 0;
-  void* ms[param::kServiceBurst];
-  const unsigned n = rte_ring_sc_dequeue_burst(rx_, ms, unsigned(std::min<size_t>(max, param::kServiceBurst)), nullptr);
-  for (unsigned i = 0; i < n; ++i) {
+  // Holding the port, nobody else puts frames into our ring: those in it are older than what the
+  // port holds, and come first. The buffers we are done with go back to the pool at once (the
+  // pool's cache is last in, first out: the port's next receive reuses them while they are warm).
+  const uint32_t me = slot_ + 1;
+  const bool held = may_drive() && pump_->try_take(me);
+  if (used_n_ && held) {
+    rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(used_), used_n_);
+    used_n_ = 0;
+  } else if (used_n_) {
+    flush_free();
+  }
+  void* ms[param::kLinkBurst];
+  const size_t want = std::min<size_t>(max, param::kLinkBurst);
+  size_t n = rte_ring_sc_dequeue_burst(rx_, ms, unsigned(want), nullptr);
+  if (held) {
+    n += drive_step(ms + n, want - n);
+    pump_->give_back(me);
+    if (pump_->take_rang()) ring_doorbell(doorbell_);
+  }
+  for (size_t i = 0; i < n; ++i) {
     rte_mbuf* m = static_cast<rte_mbuf*>(ms[i]);
     engine::PacketBuf& b = bufs[i];
     b.data = rte_pktmbuf_mtod(m, uint8_t*);
@@ -222,8 +333,8 @@ size_t ServiceLink::recv(engine::PacketBuf* bufs, size_t max) {
 
 void ServiceLink::release(engine::PacketBuf& b) {
   if (!b.handle) return;
-  if (used_n_ == param::kServiceBurst) flush_free();
-  if (used_n_ < param::kServiceBurst) used_[used_n_++] = b.handle;  // else lost (the daemon is gone)
+  if (used_n_ == param::kServiceUsed) flush_free();
+  if (used_n_ < param::kServiceUsed) used_[used_n_++] = b.handle;  // else lost (the daemon is gone)
   b.handle = nullptr;
 }
 
@@ -329,8 +440,13 @@ void ServiceLink::leave_will(uint32_t id, const std::vector<uint8_t>& frame) {
 std::string ServiceLink::describe() const { return describe_; }
 
 std::string ServiceLink::counters_text() const {
-  return "service slot " + std::to_string(slot_) + ": rx_frames " + std::to_string(rx_frames_) + " tx_frames " +
-         std::to_string(tx_frames_) + " alloc_failed " + std::to_string(alloc_failed_);
+  std::string s = "service slot " + std::to_string(slot_) + ": rx_frames " + std::to_string(rx_frames_) +
+                  " tx_frames " + std::to_string(tx_frames_) + " alloc_failed " + std::to_string(alloc_failed_);
+  if (pump_)
+    s += " drives " + std::to_string(drives_) + " (delivered " + std::to_string(drive_counts_.delivered) +
+         " to_daemon " + std::to_string(drive_counts_.to_daemon) + " no_owner " +
+         std::to_string(drive_counts_.no_owner) + " ring_full " + std::to_string(drive_counts_.ring_full) + ")";
+  return s;
 }
 
 }  // namespace uroce::port::service

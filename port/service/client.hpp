@@ -1,9 +1,11 @@
 // ServiceLink: this process's share of a device the uroce service owns (docs/service.md; the
 // daemon: port/service/daemon.hpp). The process is a DPDK secondary of the daemon: it sees the
 // daemon's mbufs at the same addresses and moves them through four rings of its own (frames in,
-// frames out, empty buffers in, used buffers out), each with one producer and one consumer; it
-// never calls the mbuf pool, so a process that dies cannot leave the pool locked. Control
-// (attach, listens, resolution, GID changes, the daemon's end) goes over a unix socket.
+// frames out, empty buffers in, used buffers out), each with one producer and one consumer.
+// Where the daemon allows it (memif), the process drives the port itself whenever it is free
+// (port/service/pump.hpp): it then moves every process's frames for that step, and only then
+// touches the mbuf pool. Control (attach, listens, resolution, GID changes, the daemon's end)
+// goes over a unix socket.
 //
 // Single-threaded like the engine (the shim's token serialises its callers).
 #pragma once
@@ -13,6 +15,7 @@
 
 #include "port/port_link.hpp"
 #include "port/service/protocol.hpp"
+#include "port/service/pump.hpp"
 
 struct rte_ring;
 
@@ -55,6 +58,9 @@ class ServiceLink : public PortLink {
   void take_gids(const Gids& g);
   void flush_free();
   void start_telemetry();
+  bool set_up_driving(const Welcome& w);  // false: this process goes through the rings only
+  bool may_drive();             // the daemon lets processes drive, in the link's epoch we began in
+  size_t drive_step(void** mine, size_t cap);  // one step of the port's, holding it (pump.hpp)
   std::string runtime_dir_;  // this process's telemetry socket's directory (empty: none)
 
   int fd_ = -1;
@@ -65,12 +71,23 @@ class ServiceLink : public PortLink {
   rte_ring *rx_ = nullptr, *tx_ = nullptr, *fill_ = nullptr, *free_ = nullptr;
   void* stash_[param::kServiceBurst] = {};   // empty buffers from the fill ring
   uint32_t stash_n_ = 0;
-  void* used_[param::kServiceBurst] = {};    // buffers for the free ring
+  void* used_[param::kServiceUsed] = {};     // buffers done with: to the pool while driving, else the free ring
   uint32_t used_n_ = 0;
   std::map<proto::Ip6, std::pair<proto::Mac, uint8_t>> neigh_;  // the daemon's answers
   bool have_answer_ = false;
   Resolved answer_;
   uint64_t rx_frames_ = 0, tx_frames_ = 0, alloc_failed_ = 0;
+  // Driving the port (empty pump_: never).
+  std::unique_ptr<Pump> pump_;
+  PumpShared* sh_ = nullptr;
+  uint16_t port_ = 0;
+  uint32_t epoch_ = UINT32_MAX;  // the link's epoch this process first drove in
+  Pump::OwnerFn owner_;
+  Pump::WireFn wire_;
+  Pump::Counts drive_counts_;
+  uint64_t drives_ = 0;
+  uint64_t marked_tsc_ = 0, mark_every_ = 0;  // the driving time marked (TSC cycles)
+  int doorbell_ = -1;           // the daemon's eventfd (Welcome)
 };
 
 }  // namespace uroce::port::service

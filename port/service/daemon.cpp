@@ -5,8 +5,10 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <rte_errno.h>
+#include <rte_memzone.h>
 #include <rte_mbuf.h>
 #include <rte_ring.h>
+#include <sys/eventfd.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -125,36 +127,97 @@ std::unique_ptr<Daemon> Daemon::open(const EndpointConfig& cfg_in, std::string& 
   if (!ensure_hugepages(std::max(mem_mb + 32, param::kServiceHugepagesMb), err)) return nullptr;
   d->link_ = DpdkLink::open(cfg, err);
   if (!d->link_) return nullptr;
-  for (uint32_t i = 0; i < d->slots_.size(); ++i)
-    if (!d->make_rings(i, err)) return nullptr;
+  d->drive_allowed_ = cfg.service_drive;
+  d->doorbell_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (!d->make_rings(err)) return nullptr;
+  d->update_drive();
   return d;
 }
 
 Daemon::~Daemon() {
-  for (uint32_t i = 0; i < slots_.size(); ++i)
-    if (slots_[i].live()) detach(i, "daemon stops");
+  if (pump_) {
+    sh_->drive.store(0);
+    Hold h(*this);
+    for (uint32_t i = 0; i < slots_.size(); ++i)
+      if (slots_[i].live()) detach(i, "daemon stops");
+  }
   if (listen_fd_ >= 0) ::close(listen_fd_);
+  if (doorbell_ >= 0) ::close(doorbell_);
 }
 
-bool Daemon::make_rings(uint32_t i, std::string& err) {
-  Slot& s = slots_[i];
+bool Daemon::make_rings(std::string& err) {
   const unsigned flags = RING_F_SP_ENQ | RING_F_SC_DEQ;
-  const char* kinds[4] = {"urx", "utx", "ufl", "ufr"};
-  rte_ring** rings[4] = {&s.rx, &s.tx, &s.fill, &s.free};
-  for (int k = 0; k < 4; ++k) {
-    const std::string name = kinds[k] + std::to_string(i);
-    *rings[k] = rte_ring_create(name.c_str(), param::kServiceRing, int(rte_socket_id()), flags);
-    if (!*rings[k]) {
-      err = "rte_ring_create(" + name + "): " + rte_strerror(rte_errno);
+  auto make = [&](const std::string& name) -> rte_ring* {
+    rte_ring* r = rte_ring_create(name.c_str(), param::kServiceRing, int(rte_socket_id()), flags);
+    if (!r) err = "rte_ring_create(" + name + "): " + rte_strerror(rte_errno);
+    return r;
+  };
+  std::vector<SlotRings> rings(slots_.size());
+  for (uint32_t i = 0; i < slots_.size(); ++i) {
+    SlotRings& r = rings[i];
+    const SlotRingNames n = slot_ring_names(i);
+    if (!(r.rx = make(n.rx)) || !(r.tx = make(n.tx)) || !(r.fill = make(n.fill)) || !(r.free = make(n.free)))
       return false;
-    }
   }
+  rte_ring* to_daemon = make(kDaemonRing);
+  if (!to_daemon) return false;
+  const rte_memzone* z = rte_memzone_reserve(kPumpZone, sizeof(PumpShared), int(rte_socket_id()), 0);
+  if (!z) {
+    err = std::string("rte_memzone_reserve(") + kPumpZone + "): " + rte_strerror(rte_errno);
+    return false;
+  }
+  sh_ = new (z->addr) PumpShared();
+  sh_->port = link_->port_id();
+  std::memcpy(sh_->mac, link_->mac().data(), 6);
+  pump_ = std::make_unique<Pump>(sh_, std::move(rings), to_daemon, link_->mempool());
+  owner_fn_ = {[](void* d, const uint8_t* f, uint32_t len) { return static_cast<Daemon*>(d)->owner_of(f, len); }, this};
   return true;
 }
 
-uint64_t Daemon::now_ns() const {
-  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::steady_clock::now().time_since_epoch()).count());
+// ---- The port ---------------------------------------------------------------------------------
+
+Daemon::Hold::Hold(Daemon& dm) : d(dm), mine(!dm.held_) {
+  if (mine) d.take_port();
+}
+Daemon::Hold::~Hold() {
+  if (!mine) return;
+  d.held_ = false;
+  d.pump_->give_back(kDaemonHolder);
+}
+
+// A process holding the port gives it back within a step; one that died holding it never will:
+// its socket says so (hang-up), and the daemon takes the port over, undoing what it was moving.
+void Daemon::take_port() {
+  for (uint32_t spins = 0; !pump_->try_take(kDaemonHolder); ++spins) {
+    const uint32_t h = sh_->holder.load(std::memory_order_acquire);
+    if (h != 0 && h != kDaemonHolder && h - 1 < slots_.size() && holder_gone(h - 1)) {
+      uint32_t expect = h;
+      if (sh_->holder.compare_exchange_strong(expect, kDaemonHolder, std::memory_order_acquire)) {
+        pump_->repair();
+        ++ctr_.driver_deaths;
+        std::fprintf(stderr, "uroced: slot %u died holding the port: taken back\n", h - 1);
+        break;
+      }
+    }
+    if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(10));
+  }
+  held_ = true;
+}
+
+bool Daemon::holder_gone(uint32_t i) const {
+  if (!slots_[i].live()) return true;  // detached already (its socket was closed)
+  pollfd p{slots_[i].fd, 0, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR));
+}
+
+// Processes may drive while the link is one a secondary can poll, nothing captures or injects
+// faults here, and the link stays up: a memif link that comes up again has new shared regions,
+// which processes that mapped the old ones must not touch (they go on through the rings).
+void Daemon::update_drive() {
+  const bool up = link_->link_up_now(link_was_up_);
+  if (up != link_was_up_) sh_->epoch.fetch_add(1, std::memory_order_relaxed);
+  link_was_up_ = up;
+  sh_->drive.store(drive_allowed_ && up && link_->secondaries_can_poll() ? 1 : 0, std::memory_order_relaxed);
 }
 
 // ---- Frames ---------------------------------------------------------------------------------
@@ -162,16 +225,16 @@ uint64_t Daemon::now_ns() const {
 int Daemon::owner_of(const uint8_t* f, uint32_t len) {
   const Route r = route_frame({f, len});
   switch (r.by) {
-    case Route::By::None: return -1;
+    case Route::By::None: return Pump::kNobody;
     case Route::By::Qp:
     case Route::By::CmId: {
-      if (r.id == 0) return -1;
+      if (r.id == 0) return Pump::kNobody;
       const int o = int(r.id & kOwnerMask);
-      return slots_[uint32_t(o)].live() ? o : -1;
+      return slots_[uint32_t(o)].live() ? o : Pump::kNobody;
     }
     case Route::By::CmService: break;
   }
-  int first = -1;
+  int first = Pump::kNobody;
   for (uint32_t i = 0; i < slots_.size(); ++i) {
     if (!slots_[i].live()) continue;
     if (slots_[i].listens.count(r.service_id)) return int(i);
@@ -183,66 +246,23 @@ int Daemon::owner_of(const uint8_t* f, uint32_t len) {
 }
 
 void Daemon::deliver(void** ms, size_t n) {
-  int owner[param::kLinkBurst];
-  static_assert(param::kServiceBurst <= param::kLinkBurst);
-  for (size_t i = 0; i < n; ++i) {
-    const rte_mbuf* m = static_cast<const rte_mbuf*>(ms[i]);
-    owner[i] = owner_of(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len);
-  }
-  for (size_t i = 0, j; i < n; i = j) {
-    for (j = i + 1; j < n && owner[j] == owner[i];) ++j;  // the run of frames for one owner
-    const unsigned run = unsigned(j - i);
-    unsigned put = 0;
-    if (owner[i] < 0) {
-      ctr_.no_owner += run;
-    } else {
-      Slot& s = slots_[uint32_t(owner[i])];
-      put = rte_ring_sp_enqueue_burst(s.rx, ms + i, run, nullptr);
-      s.rx_frames += put;
-      ctr_.delivered += put;
-      ctr_.ring_full += run - put;
-    }
-    if (put < run) rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(ms + i + put), run - put);
-  }
+  Pump::Counts c;
+  pump_->deliver(ms, n, owner_fn_, c);
+  ctr_.delivered += c.delivered;
+  ctr_.no_owner += c.no_owner;
+  ctr_.ring_full += c.ring_full;
 }
 
-void Daemon::move_slot_tx(Slot& s) {
-  void* ms[param::kServiceBurst];
-  const unsigned n = rte_ring_sc_dequeue_burst(s.tx, ms, param::kServiceBurst, nullptr);
-  if (!n) return;
-  s.tx_frames += n;
-  engine::PacketBuf out[param::kServiceBurst];
-  void* looped[param::kServiceBurst];
-  size_t k = 0, nl = 0;
-  for (unsigned i = 0; i < n; ++i) {
-    rte_mbuf* m = static_cast<rte_mbuf*>(ms[i]);
-    uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
-    if (m->data_len >= 6 && std::memcmp(f, link_->mac().data(), 6) == 0) {  // to this device
-      looped[nl++] = m;
-      continue;
-    }
-    out[k].data = f;
-    out[k].len = m->data_len;
-    out[k].cap = uint32_t(rte_pktmbuf_tailroom(m)) + m->data_len;
-    out[k].handle = m;
-    ++k;
-  }
-  ctr_.looped += nl;
-  deliver(looped, nl);
-  const size_t sent = k ? link_->send(out, k) : 0;
-  ctr_.sent += sent;
-  for (size_t i = sent; i < k; ++i) link_->release(out[i]);
-}
-
-void Daemon::refill(Slot& s) {
-  void* ms[param::kServiceBurst];
-  const unsigned done = rte_ring_sc_dequeue_burst(s.free, ms, param::kServiceBurst, nullptr);
-  if (done) rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(ms), done);
-  if (rte_ring_count(s.fill) + param::kServiceBurst > param::kServiceFill) return;
-  if (rte_pktmbuf_alloc_bulk(link_->mempool(), reinterpret_cast<rte_mbuf**>(ms), param::kServiceBurst) != 0) return;
-  const unsigned put = rte_ring_sp_enqueue_burst(s.fill, ms, param::kServiceBurst, nullptr);
-  if (put < param::kServiceBurst)
-    rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(ms) + put, param::kServiceBurst - put);
+bool Daemon::from_drivers() {
+  void* ms[param::kLinkBurst];
+  engine::PacketBuf bufs[param::kLinkBurst];
+  const unsigned n = rte_ring_sc_dequeue_burst(pump_->to_daemon(), ms, param::kLinkBurst, nullptr);
+  if (!n) return false;
+  ctr_.from_drivers += n;
+  const size_t k = link_->take_received(ms, n, bufs);  // ARP, ND, ICMP answered; RoCE for us kept
+  for (size_t i = 0; i < k; ++i) ms[i] = bufs[i].handle;
+  deliver(ms, k);
+  return true;
 }
 
 bool Daemon::step() {
@@ -252,31 +272,61 @@ bool Daemon::step() {
   for (size_t i = 0; i < n; ++i) ms[i] = bufs[i].handle;
   deliver(ms, n);
   bool busy = n != 0;
+  const Pump::WireFn wire = [this](void** out, size_t k) {
+    engine::PacketBuf b[param::kServiceBurst];
+    for (size_t i = 0; i < k; ++i) {
+      rte_mbuf* m = static_cast<rte_mbuf*>(out[i]);
+      b[i] = {rte_pktmbuf_mtod(m, uint8_t*), m->data_len, uint32_t(rte_pktmbuf_tailroom(m)) + m->data_len, m};
+    }
+    const size_t sent = link_->send(b, k);
+    ctr_.sent += sent;
+    return sent;
+  };
   for (uint32_t i = 0; i < slots_.size(); ++i) {
     Slot& s = slots_[i];
     if (!s.live()) continue;
-    const uint64_t before = s.tx_frames;
-    move_slot_tx(s);
-    refill(s);
-    busy |= s.tx_frames != before;
+    Pump::Counts c;
+    const size_t moved = pump_->move_tx(i, link_->mac().data(), wire, owner_fn_, c, &ctr_.looped);
+    ctr_.delivered += c.delivered;
+    ctr_.no_owner += c.no_owner;
+    ctr_.ring_full += c.ring_full;
+    s.tx_frames += moved;
+    pump_->refill(i);
+    busy |= moved != 0;
   }
   return busy;
 }
 
 void Daemon::run(const std::atomic<bool>& stop) {
-  uint64_t next_control = 0, last_busy = now_ns();
+  uint64_t next_control = 0, last_busy = monotonic_ns();
   while (!stop.load(std::memory_order_relaxed)) {
-    const bool busy = step();
-    const uint64_t now = now_ns();
+    const uint64_t now = monotonic_ns();
+    // While processes drive, the daemon only looks at what they hand it, and sleeps between
+    // looks; once none has driven for a while it polls the port again.
+    const bool driven = sh_->drive.load(std::memory_order_relaxed) &&
+                        now - sh_->driven_ns.load(std::memory_order_relaxed) < param::kServiceDrivenNs;
+    bool busy = false;
+    if (pump_->try_take(kDaemonHolder)) {
+      held_ = true;
+      busy = from_drivers();
+      if (!driven) busy |= step();
+      held_ = false;
+      pump_->give_back(kDaemonHolder);
+    }
     if (busy) last_busy = now;
-    if (now >= next_control) {
-      control();
+    // While driven, the daemon waits on its sockets (answering at once) instead of polling.
+    if (driven || now >= next_control) {
+      control(driven ? int(param::kServiceDrivenWaitMs) : 0);
+      update_drive();
       if (link_->poll_addresses()) send_gids();
       next_control = now + param::kServiceControlNs;
     }
+    if (driven) continue;
     if (!busy && now - last_busy > param::kServiceIdleSpinNs)
       std::this_thread::sleep_for(std::chrono::microseconds(param::kServiceIdleSleepUs));
   }
+  sh_->drive.store(0);
+  Hold h(*this);
   for (uint32_t i = 0; i < slots_.size(); ++i)
     if (slots_[i].live()) detach(i, "daemon stops");
   link_->flush_capture();
@@ -285,18 +335,23 @@ void Daemon::run(const std::atomic<bool>& stop) {
 
 // ---- Control ----------------------------------------------------------------------------------
 
-void Daemon::control() {
-  pollfd fds[1 + param::kServiceMaxProcs];
-  uint32_t idx[1 + param::kServiceMaxProcs];
+void Daemon::control(int wait_ms) {
+  pollfd fds[2 + param::kServiceMaxProcs];
+  uint32_t idx[2 + param::kServiceMaxProcs];
   nfds_t n = 0;
   fds[n++] = {listen_fd_, POLLIN, 0};
+  fds[n++] = {doorbell_, POLLIN, 0};
   for (uint32_t i = 0; i < slots_.size(); ++i)
     if (slots_[i].live()) {
       idx[n] = i;
       fds[n++] = {slots_[i].fd, POLLIN, 0};
     }
-  if (::poll(fds, n, 0) <= 0) return;
-  for (nfds_t k = 1; k < n; ++k) {
+  if (::poll(fds, n, wait_ms) <= 0) return;
+  if (fds[1].revents & POLLIN) {  // frames from drivers: the loop takes them next
+    uint64_t rings;
+    (void)!::read(doorbell_, &rings, sizeof rings);
+  }
+  for (nfds_t k = 2; k < n; ++k) {
     if (fds[k].revents & POLLIN) on_message(idx[k]);  // reads the last words, or finds EOF
     else if (fds[k].revents & (POLLHUP | POLLERR)) detach(idx[k], "hung up");
   }
@@ -314,10 +369,12 @@ void Daemon::fill_welcome(uint32_t i, Welcome& w) const {
   copy_str(w.file_prefix, sizeof w.file_prefix, prefix_);
   copy_str(w.netdev, sizeof w.netdev, link_->config().netdev);
   copy_str(w.describe, sizeof w.describe, link_->describe());
-  copy_str(w.rings.rx, sizeof w.rings.rx, slots_[i].rx->name);
-  copy_str(w.rings.tx, sizeof w.rings.tx, slots_[i].tx->name);
-  copy_str(w.rings.fill, sizeof w.rings.fill, slots_[i].fill->name);
-  copy_str(w.rings.free, sizeof w.rings.free, slots_[i].free->name);
+  const SlotRings& r = pump_->rings(i);
+  copy_str(w.rings.rx, sizeof w.rings.rx, r.rx->name);
+  copy_str(w.rings.tx, sizeof w.rings.tx, r.tx->name);
+  copy_str(w.rings.fill, sizeof w.rings.fill, r.fill->name);
+  copy_str(w.rings.free, sizeof w.rings.free, r.free->name);
+  copy_str(w.pool, sizeof w.pool, link_->mempool()->name);
   w.gids = gids_message();
 }
 
@@ -358,16 +415,18 @@ void Daemon::accept_one() {
   s.comm.assign(h.comm, strnlen(h.comm, sizeof h.comm));
   s.rx_frames = s.tx_frames = 0;
   s.listens.clear();
-  for (rte_ring* r : {s.rx, s.tx, s.fill, s.free}) rte_ring_reset(r);
-  refill(s);
+  Hold hold(*this);
+  pump_->drain(i);
+  pump_->refill(i);
   Welcome w;
   fill_welcome(i, w);
-  if (::send(fd, &w, sizeof w, MSG_NOSIGNAL) != ssize_t(sizeof w)) {
+  if (send_with_fd(fd, &w, sizeof w, doorbell_) != ssize_t(sizeof w)) {
     ::close(fd);
     return;
   }
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   s.fd = fd;
+  sh_->live.fetch_or(uint64_t(1) << i, std::memory_order_release);
   ++ctr_.attached;
   std::fprintf(stderr, "uroced: slot %u: pid %d (%s) attached\n", i, s.pid, s.comm.c_str());
 }
@@ -405,6 +464,7 @@ void Daemon::on_message(uint32_t i) {
       std::memcpy(r.gid, q.gid, 16);
       // Waiting for the answer here holds up every other process's control messages (never their
       // frames: the pump keeps the data path going), at most arp_timeout_ms.
+      Hold hold(*this);
       r.ok = link_->lookup(gid, mac) || link_->resolve(gid, mac, [this] { step(); });
       if (r.ok) std::memcpy(r.mac, mac.data(), 6);
       r.hop_limit = link_->route_hop_limit();
@@ -417,19 +477,16 @@ void Daemon::on_message(uint32_t i) {
 void Daemon::detach(uint32_t i, const char* why) {
   Slot& s = slots_[i];
   if (!s.live()) return;
+  sh_->live.fetch_and(~(uint64_t(1) << i), std::memory_order_release);  // drivers deliver to it no more
+  Hold hold(*this);  // after any driver's step that still saw it
   ::close(s.fd);
   s.fd = -1;
   s.listens.clear();
   execute_wills(s);
   // Buffers in the rings come back; those the process held in its own hands are lost with it
   // (at most a burst and a stash: docs/service.md).
-  void* ms[param::kServiceBurst];
-  for (rte_ring* r : {s.rx, s.tx, s.fill, s.free}) {
-    unsigned n;
-    while ((n = rte_ring_sc_dequeue_burst(r, ms, param::kServiceBurst, nullptr)) != 0)
-      rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(ms), n);
-    rte_ring_reset(r);  // a process killed inside an enqueue leaves its ring half-moved
-  }
+  pump_->drain(i);
+  pump_->flush_cache(i + 1);  // what it took from the pool while it drove (its lcore id: slot + 1)
   ++ctr_.detached;
   std::fprintf(stderr, "uroced: slot %u: pid %d (%s) detached (%s; %lu frames in, %lu out)\n", i, s.pid,
                s.comm.c_str(), why, (unsigned long)s.rx_frames, (unsigned long)s.tx_frames);

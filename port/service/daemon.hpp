@@ -1,8 +1,8 @@
 // The uroce service's daemon (uroced; docs/service.md): one device, its link (a DpdkLink in a
 // DPDK primary process with hugepage memory), shared by every process that attaches. Each
 // process keeps its own engine (QPs, CQs, MRs, PDs) and is a DPDK secondary that sees the
-// daemon's mbufs and four rings of its own (port/service/protocol.hpp); the daemon alone polls
-// the port, allocates and frees mbufs.
+// daemon's mbufs and four rings of its own (port/service/protocol.hpp). The daemon polls the
+// port, unless a process drives it (port/service/pump.hpp: memif, where a DPDK secondary can).
 //
 // What the daemon decides, frame by frame (deliver()):
 //   - a frame to QP n goes to the process whose id tag is n's low bits (kServiceTagBits);
@@ -27,6 +27,7 @@
 #include "port/config.hpp"
 #include "port/dpdk_link.hpp"
 #include "port/param.hpp"
+#include "port/service/pump.hpp"
 
 struct rte_ring;
 
@@ -50,7 +51,10 @@ class Daemon {
   struct Counters {
     uint64_t delivered = 0, looped = 0, sent = 0, no_owner = 0, ring_full = 0, cm_unowned = 0;
     uint64_t attached = 0, detached = 0, wills_sent = 0;
+    uint64_t from_drivers = 0, driver_deaths = 0;  // frames drivers handed over; drivers that died holding the port
   };
+  // What processes that drove the port did (zero when none could).
+  const PumpShared* driving() const { return sh_; }
   const Counters& counters() const { return ctr_; }
 
  private:
@@ -58,22 +62,31 @@ class Daemon {
     int fd = -1;
     int32_t pid = 0;
     std::string comm;
-    rte_ring *rx = nullptr, *tx = nullptr, *fill = nullptr, *free = nullptr;
     std::set<uint64_t> listens;
     std::map<uint32_t, std::vector<uint8_t>> wills;  // by CM ID: DREQs to send if the process dies
     uint64_t rx_frames = 0, tx_frames = 0;
     bool live() const { return fd >= 0; }
   };
   Daemon() = default;
-  bool make_rings(uint32_t i, std::string& err);
+  bool make_rings(std::string& err);
   bool step();                        // one pass over the port and every slot; true if busy
-  // Frames to their owners' rx rings, consecutive frames of one owner in one enqueue; those of
-  // nobody, or that find the ring full, freed (counted).
+  bool from_drivers();                // the frames drivers handed over, sorted as if received
+  // Frames to their owners' rx rings (Pump::deliver); those of nobody, or that find the ring
+  // full, freed (counted).
   void deliver(void** mbufs, size_t n);
-  int owner_of(const uint8_t* frame, uint32_t len);  // slot, or -1
-  void move_slot_tx(Slot& s);
-  void refill(Slot& s);
-  void control();                     // sockets: attach, messages, detach
+  int owner_of(const uint8_t* frame, uint32_t len);  // slot, or Pump::kNobody
+  // The port for the daemon: waits while a live process holds it (a step's time); takes it
+  // from one that died holding it. Hold nests.
+  struct Hold {
+    explicit Hold(Daemon& d);
+    ~Hold();
+    Daemon& d;
+    bool mine;
+  };
+  void take_port();
+  bool holder_gone(uint32_t slot) const;
+  void update_drive();
+  void control(int wait_ms = 0);      // sockets: attach, messages, detach (waiting up to wait_ms for one)
   void accept_one();
   void on_message(uint32_t i);
   void detach(uint32_t i, const char* why);
@@ -81,13 +94,19 @@ class Daemon {
   Gids gids_message() const;          // the link's GID table as sent to processes
   void send_gids();
   void execute_wills(Slot& s);
-  uint64_t now_ns() const;
 
   std::unique_ptr<DpdkLink> link_;
   std::string prefix_;
   int listen_fd_ = -1;
+  int doorbell_ = -1;                 // eventfd: drivers ring it when they hand us frames
   std::vector<Slot> slots_ = std::vector<Slot>(param::kServiceMaxProcs);
+  std::unique_ptr<Pump> pump_;
+  PumpShared* sh_ = nullptr;
+  bool held_ = false;
+  bool drive_allowed_ = true;         // config service_drive
+  bool link_was_up_ = false;
   Counters ctr_;
+  Pump::OwnerFn owner_fn_;
   static constexpr uint32_t kOwnerMask = param::kServiceMaxProcs - 1;  // a QPN's or CM ID's slot bits
 };
 

@@ -7,13 +7,14 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <sys/types.h>
 #include <string>
 
 #include "port/param.hpp"
 
 namespace uroce::port::service {
 
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;
 inline constexpr uint32_t kMaxGids = param::kGidTableMax;
 
 // The abstract socket the daemon of device `name` listens on (per network namespace, as the
@@ -66,6 +67,7 @@ struct Welcome {
   char netdev[16] = {};
   char describe[128] = {};
   RingNames rings;
+  char pool[32] = {};         // the mbuf pool (a process that drives the port takes from it)
   Gids gids;
 };
 
@@ -102,6 +104,11 @@ struct Will {
   uint32_t len = 0;
   uint8_t frame[param::kServiceWillMax] = {};
 };
+
+// A message with a file descriptor beside it (the Welcome carries the daemon's doorbell, an
+// eventfd a driver rings when it hands the daemon frames: port/service/pump.hpp).
+ssize_t send_with_fd(int sock, const void* msg, size_t len, int fd);
+ssize_t recv_with_fd(int sock, void* msg, size_t len, int& fd);  // fd: -1 if none came
 
 inline void copy_str(char* dst, size_t n, const std::string& s) {
   std::memset(dst, 0, n);

@@ -122,6 +122,27 @@ TEST(Config, ProgressModes) {
   EXPECT_EQ(c->progress, "thread");
 }
 
+TEST(Config, ServiceKeys) {
+  std::string err;
+  {
+    TempConfig t(kEal + "ip = 198.18.0.1/24\n");
+    auto c = load_config(t.path, err);
+    ASSERT_TRUE(c.has_value()) << err;
+    EXPECT_EQ(c->service, "auto");
+    EXPECT_TRUE(c->service_drive);
+  }
+  {
+    TempConfig t(kEal + "ip = 198.18.0.1/24\nservice = on\nservice_drive = off\n");
+    auto c = load_config(t.path, err);
+    ASSERT_TRUE(c.has_value()) << err;
+    EXPECT_EQ(c->service, "on");
+    EXPECT_FALSE(c->service_drive);
+  }
+  TempConfig bad(kEal + "ip = 198.18.0.1/24\nservice_drive = maybe\n");
+  EXPECT_FALSE(load_config(bad.path, err).has_value());
+  EXPECT_NE(err.find("service_drive"), std::string::npos) << err;
+}
+
 TEST(Config, UnknownKeyAndSyntax) {
   std::string path;
   std::string err = error_of(kEal + "mtuu = 1024\n", &path);

@@ -17,6 +17,13 @@ run through scripts/uroce-run, which attaches to the namespace's daemon. Scenari
   fatal  uroced stopped under a running program: ibv_asyncwatch gets IBV_EVENT_DEVICE_FATAL,
          ib_write_bw ends with an error instead of hanging; a second uroced for the same device
          is refused; a new uroced serves new processes.
+  drive  two devices on the two ends of a memif link (no namespaces: memif is a unix socket),
+         where the attached processes drive the port themselves (port/service/pump.hpp): two
+         ibv_rc_pingpong pairs across the link and one inside device a (--chk), an rping across
+         it (rdma_cm: REQs go through the daemon by service ID), while an ib_write_bw server,
+         driving too, is killed with SIGKILL mid-transfer. Everything else finishes with its
+         bytes checked, the daemons moved only a small part of the frames, and their counters say
+         what they took over.
 Every run is bounded; daemons, namespaces, hugepage files and processes are removed on any exit.
 """
 import glob
@@ -32,8 +39,9 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 import driver  # noqa: E402  (tests/support/driver.py)
 
-suite = driver.Suite(options=[(["--uroced"], {"required": True}), (["--xdp-prog"], {"required": True})],
-                     scenarios=["share", "loop", "fatal"], grace=2.0)
+suite = driver.Suite(options=[(["--uroced"], {"required": True}), (["--xdp-prog"], {"required": True}),
+                              (["--hold-and-die"], {"required": True})],
+                     scenarios=["share", "loop", "fatal", "drive"], grace=2.0)
 log, check = driver.log, driver.check
 NS = {"a": "uroce-sa", "b": "uroce-sb"}
 IF = {"a": "us-a", "b": "us-b"}
@@ -42,6 +50,10 @@ HUGE = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
 tmp = tempfile.mkdtemp(prefix="uroce-service-")
 state = {"mounted": False, "pages": None}
 daemons = {}
+
+
+MEMIF = {"a": "198.19.9.1", "b": "198.19.9.2"}
+MEMIF_SOCK = "/tmp/uroce-service-drive.sock"
 
 
 def ns(side):
@@ -65,9 +77,9 @@ def hugepages_up():
 
 
 def hugepages_down():
-    for f in glob.glob("/dev/hugepages/uroced-uroce_us-*"):
+    for f in glob.glob("/dev/hugepages/uroced-uroce_us-*") + glob.glob("/dev/hugepages/uroced-uroce-drive-*"):
         driver.remove(f)
-    for d in glob.glob("/var/run/dpdk/uroced-uroce_us-*"):
+    for d in glob.glob("/var/run/dpdk/uroced-uroce_us-*") + glob.glob("/var/run/dpdk/uroced-uroce-drive-*"):
         shutil.rmtree(d, ignore_errors=True)
     if state["mounted"]:
         subprocess.run(["umount", "/dev/hugepages"], capture_output=True)
@@ -327,6 +339,103 @@ def fatal():
     check(crc == 0 and src == 0 and ok and attached("uroced-a2", "ibv_rc_pingpong"), f"after a new daemon: {src}/{crc} {why}")
 
 
+def memif_config(side):
+    """Device uroce-drive-SIDE: side a the memif server, b its client."""
+    role = "server" if side == "a" else "client"
+    path = os.path.join(tmp, f"drive-{side}.conf")
+    with open(path, "w") as f:
+        f.write(f"name = uroce-drive-{side}\n"
+                f"eal = --no-pci --log-level=warning --vdev=net_memif0,role={role},id=0,socket={MEMIF_SOCK},bsize=8192,rsize=11\n"
+                f"ip = {MEMIF[side]}/24\nmac = 02:00:c6:13:09:0{1 if side == 'a' else 2}\nmtu = 4096\nlink_mtu = 8000\n"
+                f"mbufs = 16383\ngid_index = 1\n")
+    return path
+
+
+def start_cfg(side, args, name):
+    cmd = ["stdbuf", "-oL", "-eL", suite.run, "--lib", suite.args.lib, "--config", memif_config(side), "--"] + args
+    return suite.children.start(cmd, out=os.path.join(tmp, name + ".log"), env=env())
+
+
+def wait_port_host(port, proc, t=30):
+    return wait_for(lambda: proc.poll() is not None or re.search(r":%d\b" % port, sh("ss -ltnH")), t) and proc.poll() is None
+
+
+def stopped_line(name):
+    return next((l for l in output(name).splitlines() if l.startswith("uroced: stopped")), "")
+
+
+def drive():
+    hugepages_up()
+    for side in ("a", "b"):
+        name = f"uroced-{side}"
+        p = suite.children.start(["stdbuf", "-oL", "-eL", suite.args.uroced, "--config", memif_config(side)],
+                                 out=os.path.join(tmp, name + ".log"), env=env())
+        if not check(wait_for(lambda: p.poll() is not None or "uroced: serving" in output(name), 20) and p.poll() is None,
+                     f"{name} started: {output(name)[-600:]}"):
+            return
+        daemons[side] = (p, name)
+    iters = 3000
+    pp = ["ibv_rc_pingpong", "-g", "1", "-s", "4096", "-n", str(iters), "--chk"]
+    # Two pairs across the link now, one inside device a (its frames go round by the device's MAC)
+    # after the kills (it is quick: it would be over before them).
+    pairs = [("b", "a", 18721), ("b", "a", 18722)]
+    servers = [start_cfg(srv, pp + ["-p", str(port)], f"dpp{i}-server") for i, (srv, _, port) in enumerate(pairs)]
+    for i, (_, _, port) in enumerate(pairs):
+        check(wait_port_host(port, servers[i]), f"pingpong server {i} listening: {output(f'dpp{i}-server')[-400:]}")
+    victim = start_cfg("a", ["ib_write_bw", "-D", "60", "-p", "18730"], "dvictim-server")
+    check(wait_port_host(18730, victim), "victim ib_write_bw server listening")
+    rping_srv = start_cfg("b", ["rping", "-s", "-a", MEMIF["b"], "-C", "300", "-v"], "drping-server")
+    time.sleep(1)
+    victim_cli = start_cfg("b", ["ib_write_bw", "-D", "60", "-p", "18730", "127.0.0.1"], "dvictim-client")
+    check(wait_for(lambda: "BW peak" in output("dvictim-client"), 30), f"ib_write_bw writing: {output('dvictim-client')[-300:]}")
+    clients = [start_cfg(cli, pp + ["-p", str(port), "127.0.0.1"], f"dpp{i}-client") for i, (_, cli, port) in enumerate(pairs)]
+    rping_cli = start_cfg("a", ["rping", "-c", "-a", MEMIF["b"], "-C", "300", "-v"], "drping-client")
+    time.sleep(1.5)
+    running = sum(c.poll() is None for c in clients)
+    check(running >= 1, "a pingpong pair across the link runs when the writer's target is killed")
+    log(f"{running} of the 2 pingpong pairs across the link running at the kills")
+    vpid = pids_of("ib_write_bw", "uroced-a")
+    driver.kill_group(victim, signal.SIGKILL)
+    victim.wait()
+    check(wait_for(lambda: vpid and re.search(r"pid %s \(ib_write_bw\) detached" % vpid[0], output("uroced-a")), 5),
+          f"the killed process's slot freed: {output('uroced-a')[-400:]}")
+    log("SIGKILL of the ib_write_bw server (driving the port): " +
+        "; ".join(l for l in output("uroced-a").splitlines() if "ib_write_bw" in l or "died holding" in l))
+    # The worst moment: a process killed while it holds the port.
+    hd = suite.children.start([suite.args.hold_and_die, memif_config("a")], out=os.path.join(tmp, "hold.log"), env=env())
+    hrc = suite.children.finish(hd, 30)
+    check(hrc == -signal.SIGKILL and "holds the port" in output("hold"), f"hold_and_die died holding the port: {hrc} {output('hold')}")
+    check(wait_for(lambda: "died holding the port: taken back" in output("uroced-a"), 5),
+          f"the daemon took the port back: {output('uroced-a')[-400:]}")
+    log("a process killed holding the port: " + "; ".join(l for l in output("uroced-a").splitlines() if "hold_and_die" in l or "died holding" in l))
+    loop = ("a", "a", 18723)
+    servers.append(start_cfg("a", pp + ["-p", str(loop[2])], "dpp2-server"))
+    check(wait_port_host(loop[2], servers[2]), f"pingpong server 2 listening: {output('dpp2-server')[-400:]}")
+    clients.append(start_cfg("a", pp + ["-p", str(loop[2]), "127.0.0.1"], "dpp2-client"))
+    pairs.append(loop)
+    for i, (srv, cli, _) in enumerate(pairs):
+        crc = suite.children.finish(clients[i], 180)
+        src = suite.children.finish(servers[i], 30)
+        ok, why = pingpong_ok(f"pair {i}", output(f"dpp{i}-server"), output(f"dpp{i}-client"), iters)
+        log(f"pingpong {cli} -> {srv} (4096 B, --chk), both driving: exits {src}/{crc}: {why}")
+        check(crc == 0 and src == 0 and ok, f"pingpong pair {i}: {src}/{crc} {why}\n{output(f'dpp{i}-client')[-500:]}")
+    crc, src = suite.children.finish(rping_cli, 90), suite.children.finish(rping_srv, 30)
+    c = len(re.findall(r"^ping data", output("drping-client"), re.M))
+    log(f"rping a -> b over rdma_cm: {c}/300 verified, exits {src}/{crc}")
+    check(crc == 0 and src == 0 and c == 300, f"rping: {src}/{crc} {c} {output('drping-client')[-300:]}")
+    driver.kill_group(victim_cli, signal.SIGKILL)
+    victim_cli.wait()
+    for side in ("a", "b"):
+        rc = daemon_down(side)
+        line = stopped_line(f"uroced-{side}")
+        log(line)
+        check(rc == 0 and line, f"uroced-{side} stopped cleanly: {rc} {output(f'uroced-{side}')[-300:]}")
+        # The pingpongs alone were 2 x 2 x 3000 frames at least on each device: the drivers moved them.
+        moved = re.search(r"frames delivered (\d+)", line)
+        check(moved and int(moved.group(1)) < 3000, f"device {side}'s processes drove its port (the daemon delivered "
+              f"{moved.group(1) if moved else '?'} frames)")
+
+
 def cleanup():
     suite.cleanup()
     topology_down()
@@ -335,4 +444,4 @@ def cleanup():
 
 
 driver.on_signals(cleanup)
-driver.run_scenario({"share": share, "loop": loop, "fatal": fatal}, suite.args.scenario, cleanup)
+driver.run_scenario({"share": share, "loop": loop, "fatal": fatal, "drive": drive}, suite.args.scenario, cleanup)

@@ -1,0 +1,220 @@
+// Pump (port/service/pump.hpp): the moves of frames and buffers between the port and the
+// processes' rings.
+#include "port/service/pump.hpp"
+
+#include "port/service/protocol.hpp"
+
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+#include <rte_ring_peek.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace uroce::port::service {
+
+uint64_t monotonic_ns() {
+  timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return uint64_t(t.tv_sec) * 1'000'000'000u + uint64_t(t.tv_nsec);
+}
+
+ssize_t send_with_fd(int sock, const void* msg, size_t len, int fd) {
+  iovec iov{const_cast<void*>(msg), len};
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  if (fd >= 0) {
+    mh.msg_control = ctl;
+    mh.msg_controllen = sizeof ctl;
+    cmsghdr* c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  }
+  return ::sendmsg(sock, &mh, MSG_NOSIGNAL);
+}
+
+ssize_t recv_with_fd(int sock, void* msg, size_t len, int& fd) {
+  fd = -1;
+  iovec iov{msg, len};
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  mh.msg_control = ctl;
+  mh.msg_controllen = sizeof ctl;
+  const ssize_t n = ::recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+  for (cmsghdr* c = CMSG_FIRSTHDR(&mh); n >= 0 && c; c = CMSG_NXTHDR(&mh, c))
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
+      std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+  return n;
+}
+
+void ring_doorbell(int fd) {
+  const uint64_t one = 1;
+  if (fd >= 0) (void)!::write(fd, &one, sizeof one);
+}
+
+SlotRingNames slot_ring_names(uint32_t i) {
+  const std::string n = std::to_string(i);
+  return {"urx" + n, "utx" + n, "ufl" + n, "ufr" + n};
+}
+
+bool Pump::try_take(uint32_t who) {
+  uint32_t free_now = 0;
+  if (sh_->holder.load(std::memory_order_relaxed) != 0) return false;
+  return sh_->holder.compare_exchange_strong(free_now, who, std::memory_order_acquire, std::memory_order_relaxed);
+}
+
+// Only a holder gives back (nobody takes the port from a live one), so a plain store will do.
+void Pump::give_back(uint32_t who) {
+  if (sh_->holder.load(std::memory_order_relaxed) == who) sh_->holder.store(0, std::memory_order_release);
+}
+
+void Pump::deliver(void** ms, size_t n, const OwnerFn& owner_of, Counts& c, Mine self) {
+  int owner[param::kLinkBurst];
+  while (n > param::kLinkBurst) {  // in bursts of the link's size
+    deliver(ms, param::kLinkBurst, owner_of, c, self);
+    ms += param::kLinkBurst;
+    n -= param::kLinkBurst;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const rte_mbuf* m = static_cast<const rte_mbuf*>(ms[i]);
+    owner[i] = owner_of(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len);
+  }
+  for (size_t i = 0, j; i < n; i = j) {
+    for (j = i + 1; j < n && owner[j] == owner[i];) ++j;  // the run of frames for one owner
+    unsigned run = unsigned(j - i);
+    unsigned put = 0;
+    if (owner[i] == self.slot && self.mine && *self.got < self.cap) {
+      const unsigned k = unsigned(std::min<size_t>(run, self.cap - *self.got));
+      std::memcpy(self.mine + *self.got, ms + i, k * sizeof(void*));
+      *self.got += k;
+      c.delivered += k;
+      if (k == run) continue;
+      i += k;  // the rest of the run behind them, in the ring
+      run -= k;
+    }
+    if (owner[i] == kNobody) {
+      c.no_owner += run;
+    } else {
+      rte_ring* r = owner[i] == kDaemon ? to_daemon_ : slots_[uint32_t(owner[i])].rx;
+      put = rte_ring_sp_enqueue_burst(r, ms + i, run, nullptr);
+      (owner[i] == kDaemon ? c.to_daemon : c.delivered) += put;
+      if (owner[i] == kDaemon && put) rang_ = true;
+      c.ring_full += run - put;
+    }
+    if (put < run) rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(ms + i + put), run - put);
+  }
+}
+
+size_t Pump::move_tx(uint32_t i, const uint8_t* dev_mac, const WireFn& wire, const OwnerFn& owner, Counts& c,
+                     uint64_t* looped) {
+  size_t moved = 0;
+  for (uint32_t k = 0; k < param::kServiceTxBursts; ++k) {
+    const size_t n = move_tx_burst(i, dev_mac, wire, owner, c, looped);
+    moved += n;
+    if (n < param::kServiceBurst) break;
+  }
+  return moved;
+}
+
+size_t Pump::move_tx_burst(uint32_t i, const uint8_t* dev_mac, const WireFn& wire, const OwnerFn& owner, Counts& c,
+                           uint64_t* looped) {
+  void* ms[param::kServiceBurst];
+  rte_ring* r = slots_[i].tx;
+  const unsigned n = rte_ring_dequeue_burst_start(r, ms, param::kServiceBurst, nullptr);
+  if (!n) return 0;
+  const size_t done = out(ms, n, dev_mac, wire, owner, c, looped);
+  rte_ring_dequeue_finish(r, unsigned(done));
+  return done;
+}
+
+size_t Pump::out(void** ms, size_t n, const uint8_t* dev_mac, const WireFn& wire, const OwnerFn& owner, Counts& c,
+                 uint64_t* looped) {
+  auto to_self = [&](size_t k) {
+    const rte_mbuf* m = static_cast<const rte_mbuf*>(ms[k]);
+    return m->data_len >= 6 && std::memcmp(rte_pktmbuf_mtod(m, const uint8_t*), dev_mac, 6) == 0;
+  };
+  // Runs of frames to the wire and to this device, in order; a run the wire takes only part of
+  // ends the pass, and what it left is still the ring's.
+  size_t done = 0;
+  while (done < n) {
+    const bool self = to_self(done);
+    size_t end = done + 1;
+    while (end < n && to_self(end) == self) ++end;
+    if (self) {
+      deliver(ms + done, end - done, owner, c);
+      if (looped) *looped += end - done;
+      done = end;
+      continue;
+    }
+    const size_t run = end - done;
+    const size_t took = wire(ms + done, run);
+    done += took;
+    if (took < run) break;
+  }
+  return done;
+}
+
+void Pump::refill(uint32_t i) {
+  SlotRings& s = slots_[i];
+  void* ms[param::kServiceBurst];
+  if (rte_ring_count(s.free) < param::kServiceBurst && rte_ring_count(s.fill) > param::kServiceFill / 2) return;
+  for (unsigned k = 0; k < param::kServiceFill / param::kServiceBurst; ++k) {
+    const unsigned done = rte_ring_sc_dequeue_burst(s.free, ms, param::kServiceBurst, nullptr);
+    if (!done) break;
+    rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(ms), done);
+  }
+  while (rte_ring_count(s.fill) + param::kServiceBurst <= param::kServiceFill) {
+    if (rte_pktmbuf_alloc_bulk(pool_, reinterpret_cast<rte_mbuf**>(ms), param::kServiceBurst) != 0) return;
+    const unsigned put = rte_ring_sp_enqueue_burst(s.fill, ms, param::kServiceBurst, nullptr);
+    if (put < param::kServiceBurst) {
+      rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(ms) + put, param::kServiceBurst - put);
+      return;
+    }
+  }
+}
+
+void Pump::drain(uint32_t i) {
+  SlotRings& s = slots_[i];
+  void* ms[param::kServiceBurst];
+  for (rte_ring* r : {s.rx, s.tx, s.fill, s.free}) {
+    unsigned n;
+    while ((n = rte_ring_sc_dequeue_burst(r, ms, param::kServiceBurst, nullptr)) != 0)
+      rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(ms), n);
+    rte_ring_reset(r);  // a process killed inside an enqueue leaves its ring half-moved
+  }
+}
+
+namespace {
+// A ring a dead process was moving (as producer or consumer) when it died: the move it began is
+// undone (what it had reserved stays where it was; buffers it was putting in are lost). Only
+// while nobody else can touch the ring: everything that moves buffers holds the port.
+void repair_ring(rte_ring* r) {
+  if (!r) return;
+  if (r->prod.sync_type == RTE_RING_SYNC_ST || r->prod.sync_type == RTE_RING_SYNC_MT) r->prod.head = r->prod.tail;
+  if (r->cons.sync_type == RTE_RING_SYNC_ST || r->cons.sync_type == RTE_RING_SYNC_MT) r->cons.head = r->cons.tail;
+}
+}  // namespace
+
+void Pump::repair() {
+  for (SlotRings& s : slots_)
+    for (rte_ring* r : {s.rx, s.tx, s.fill, s.free}) repair_ring(r);
+  repair_ring(to_daemon_);
+  if (std::strncmp(rte_mempool_get_ops(pool_->ops_index)->name, "ring_", 5) == 0)
+    repair_ring(static_cast<rte_ring*>(pool_->pool_data));
+}
+
+void Pump::flush_cache(uint32_t lcore) {
+  if (lcore >= RTE_MAX_LCORE) return;
+  if (rte_mempool_cache* c = rte_mempool_default_cache(pool_, lcore)) rte_mempool_cache_flush(c, pool_);
+}
+
+}  // namespace uroce::port::service

@@ -1,0 +1,130 @@
+// The data path of a shared device (the uroce service, docs/service.md), in one place for the
+// daemon and for an attached process that drives the port itself.
+//
+// Every process on the device has four rings in the daemon's memory (protocol.hpp RingNames).
+// Whoever holds the device's port (PumpShared::holder) moves the frames: it receives from the
+// port and hands each frame to its owner's rx ring, sends what the processes' tx rings hold (a
+// frame to the device's own MAC goes to its owner instead of the wire), frees what their free
+// rings hold and refills their fill rings. The daemon is the holder unless a process drives:
+//   - Driving (Welcome::drive, only for ports a DPDK secondary can poll: memif): a process that
+//     polls takes the port when it is free, runs one step, and gives it back. While processes
+//     drive, the daemon sleeps instead of polling, so a device with one busy process costs one
+//     busy thread, as a link of the process's own does. Frames the driver cannot place by their
+//     bytes alone (ARP, ND, ICMP, a REQ for a listening service ID, frames for another MAC) go
+//     to the daemon's ring, and the daemon sorts them as if it had received them.
+//   - A process that dies holding the port: the daemon takes the port back when it sees the
+//     process's socket close, and returns the buffers left in that process's mbuf cache.
+// Single-threaded per process (one Pump per process; the holder word orders them).
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "port/param.hpp"
+
+struct rte_ring;
+struct rte_mempool;
+
+namespace uroce::port::service {
+
+// In a memzone of the daemon's (kPumpZone), seen by every attached process.
+struct PumpShared {
+  std::atomic<uint32_t> holder{0};     // 0: free; slot + 1: that process; kDaemonHolder: the daemon
+  std::atomic<uint32_t> drive{0};      // processes may drive now (the daemon says; capture, faults: no)
+  std::atomic<uint64_t> live{0};       // a bit per attached slot
+  std::atomic<uint64_t> driven_ns{0};  // CLOCK_MONOTONIC when a process last drove
+  std::atomic<uint32_t> epoch{0};      // the link's ups and downs (a process drives only in the epoch it began in)
+  uint16_t port = 0;                   // the DPDK port and queue 0 of it
+  uint8_t mac[6] = {};
+};
+inline constexpr uint32_t kDaemonHolder = 0xFFFFFFFFu;
+inline constexpr const char* kPumpZone = "uroced_pump";
+inline constexpr const char* kDaemonRing = "udmn";  // frames a driver hands the daemon
+
+uint64_t monotonic_ns();
+void ring_doorbell(int eventfd);  // wakes the daemon (-1: nothing)
+
+struct SlotRings {
+  rte_ring *rx = nullptr, *tx = nullptr, *fill = nullptr, *free = nullptr;
+};
+// The names of slot i's rings in the daemon's memory.
+struct SlotRingNames {
+  std::string rx, tx, fill, free;
+};
+SlotRingNames slot_ring_names(uint32_t i);
+
+class Pump {
+ public:
+  // Frames go to a slot (>= 0), to nobody (kNobody: freed, counted) or to the daemon (kDaemon).
+  static constexpr int kNobody = -1, kDaemon = -2;
+  // Per frame, so a plain function and its context rather than a std::function.
+  struct OwnerFn {
+    int (*fn)(void* ctx, const uint8_t* frame, uint32_t len) = nullptr;
+    void* ctx = nullptr;
+    int operator()(const uint8_t* f, uint32_t len) const { return fn(ctx, f, len); }
+  };
+  // Sends frames to the wire; returns how many it took (the rest stay in their tx ring).
+  using WireFn = std::function<size_t(void** mbufs, size_t n)>;
+
+  Pump(PumpShared* shared, std::vector<SlotRings> slots, rte_ring* to_daemon, rte_mempool* pool)
+      : sh_(shared), slots_(std::move(slots)), to_daemon_(to_daemon), pool_(pool) {}
+
+  // The port for `who` (slot + 1, or kDaemonHolder), if nobody has it.
+  bool try_take(uint32_t who);
+  void give_back(uint32_t who);
+
+  // Frames to their owners' rx rings by `owner`, consecutive frames of one owner in one enqueue;
+  // those that find no owner or a full ring are freed. Counts into `c`.
+  struct Counts {
+    uint64_t delivered = 0, no_owner = 0, ring_full = 0, to_daemon = 0;
+  };
+  // The frames of slot `slot` into `mine` instead of its ring, while `cap` allows (a driver's own).
+  struct Mine {
+    int slot = kNobody;
+    void** mine = nullptr;
+    size_t cap = 0;
+    size_t* got = nullptr;
+  };
+  void deliver(void** mbufs, size_t n, const OwnerFn& owner, Counts& c, Mine self);
+  void deliver(void** mbufs, size_t n, const OwnerFn& owner, Counts& c) { deliver(mbufs, n, owner, c, Mine()); }
+  // Slot i's tx ring: frames to this device's MAC to their owners, the rest to `wire`, in order;
+  // what `wire` does not take stays in the ring, first in line. Returns the frames moved.
+  size_t move_tx(uint32_t i, const uint8_t* dev_mac, const WireFn& wire, const OwnerFn& owner, Counts& c,
+                 uint64_t* looped = nullptr);
+  // Frames a process sends, straight from its hands (it holds the port, its tx ring is empty):
+  // as move_tx does with the ring's; returns how many were taken.
+  size_t out(void** mbufs, size_t n, const uint8_t* dev_mac, const WireFn& wire, const OwnerFn& owner, Counts& c,
+             uint64_t* looped = nullptr);
+  // Slot i's free ring back to the pool, its fill ring topped up (to param::kServiceFill).
+  void refill(uint32_t i);
+  // Empties slot i's rings into the pool and resets them (the process is gone).
+  void drain(uint32_t i);
+  // After a process died holding the port: every ring's and the pool's half-done move undone.
+  void repair();
+  // The buffers in the mempool cache of EAL lcore `lcore` (a process that is gone) back in the pool.
+  void flush_cache(uint32_t lcore);
+
+  // Whether frames went to the daemon since the last call (then ring its doorbell).
+  bool take_rang() {
+    const bool r = rang_;
+    rang_ = false;
+    return r;
+  }
+  PumpShared& shared() { return *sh_; }
+  rte_ring* to_daemon() const { return to_daemon_; }
+  const SlotRings& rings(uint32_t i) const { return slots_[i]; }
+  size_t size() const { return slots_.size(); }
+
+ private:
+  size_t move_tx_burst(uint32_t i, const uint8_t* dev_mac, const WireFn& wire, const OwnerFn& owner, Counts& c,
+                       uint64_t* looped);
+  PumpShared* sh_;
+  std::vector<SlotRings> slots_;
+  rte_ring* to_daemon_;
+  rte_mempool* pool_;
+  bool rang_ = false;
+};
+
+}  // namespace uroce::port::service
