@@ -2,12 +2,9 @@
 // processes' rings.
 #include "port/service/pump.hpp"
 
-#include "port/service/protocol.hpp"
-
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 #include <rte_ring_peek.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -20,40 +17,6 @@ uint64_t monotonic_ns() {
   timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return uint64_t(t.tv_sec) * 1'000'000'000u + uint64_t(t.tv_nsec);
-}
-
-ssize_t send_with_fd(int sock, const void* msg, size_t len, int fd) {
-  iovec iov{const_cast<void*>(msg), len};
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-  msghdr mh{};
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  if (fd >= 0) {
-    mh.msg_control = ctl;
-    mh.msg_controllen = sizeof ctl;
-    cmsghdr* c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  }
-  return ::sendmsg(sock, &mh, MSG_NOSIGNAL);
-}
-
-ssize_t recv_with_fd(int sock, void* msg, size_t len, int& fd) {
-  fd = -1;
-  iovec iov{msg, len};
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-  msghdr mh{};
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  mh.msg_control = ctl;
-  mh.msg_controllen = sizeof ctl;
-  const ssize_t n = ::recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-  for (cmsghdr* c = CMSG_FIRSTHDR(&mh); n >= 0 && c; c = CMSG_NXTHDR(&mh, c))
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
-      std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
-  return n;
 }
 
 void ring_doorbell(int fd) {
