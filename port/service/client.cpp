@@ -114,11 +114,12 @@ std::unique_ptr<ServiceLink> ServiceLink::attach(const EndpointConfig& cfg, std:
   }
   l->start_telemetry();
   rte_ring** rings[4] = {&l->rx_, &l->tx_, &l->fill_, &l->free_};
-  const char* names[4] = {w.rings.rx, w.rings.tx, w.rings.fill, w.rings.free};
+  const SlotRingNames n = slot_ring_names(w.slot);
+  const std::string* names[4] = {&n.rx, &n.tx, &n.fill, &n.free};
   for (int k = 0; k < 4; ++k) {
-    *rings[k] = rte_ring_lookup(names[k]);
+    *rings[k] = rte_ring_lookup(names[k]->c_str());
     if (!*rings[k]) {
-      err = std::string("uroced's ring ") + names[k] + " not found";
+      err = "uroced's ring " + *names[k] + " not found";
       return nullptr;
     }
   }

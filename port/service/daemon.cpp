@@ -171,6 +171,18 @@ bool Daemon::make_rings(std::string& err) {
   std::memcpy(sh_->mac, link_->mac().data(), 6);
   pump_ = std::make_unique<Pump>(sh_, std::move(rings), to_daemon, link_->mempool());
   owner_fn_ = {[](void* d, const uint8_t* f, uint32_t len) { return static_cast<Daemon*>(d)->owner_of(f, len); }, this};
+  // The processes' frames go out through the link (its capture, fault stages and backlog).
+  wire_fn_ = [this](void** out, size_t k) {
+    engine::PacketBuf b[param::kServiceBurst];
+    k = std::min<size_t>(k, param::kServiceBurst);
+    for (size_t i = 0; i < k; ++i) {
+      rte_mbuf* m = static_cast<rte_mbuf*>(out[i]);
+      b[i] = {rte_pktmbuf_mtod(m, uint8_t*), m->data_len, uint32_t(rte_pktmbuf_tailroom(m)) + m->data_len, m};
+    }
+    const size_t sent = link_->send(b, k);
+    ctr_.sent += sent;
+    return sent;
+  };
   return true;
 }
 
@@ -245,12 +257,16 @@ int Daemon::owner_of(const uint8_t* f, uint32_t len) {
   return first;
 }
 
-void Daemon::deliver(void** ms, size_t n) {
-  Pump::Counts c;
-  pump_->deliver(ms, n, owner_fn_, c);
+void Daemon::count(const Pump::Counts& c) {
   ctr_.delivered += c.delivered;
   ctr_.no_owner += c.no_owner;
   ctr_.ring_full += c.ring_full;
+}
+
+void Daemon::deliver(void** ms, size_t n) {
+  Pump::Counts c;
+  pump_->deliver(ms, n, owner_fn_, c);
+  count(c);
 }
 
 bool Daemon::from_drivers() {
@@ -272,24 +288,12 @@ bool Daemon::step() {
   for (size_t i = 0; i < n; ++i) ms[i] = bufs[i].handle;
   deliver(ms, n);
   bool busy = n != 0;
-  const Pump::WireFn wire = [this](void** out, size_t k) {
-    engine::PacketBuf b[param::kServiceBurst];
-    for (size_t i = 0; i < k; ++i) {
-      rte_mbuf* m = static_cast<rte_mbuf*>(out[i]);
-      b[i] = {rte_pktmbuf_mtod(m, uint8_t*), m->data_len, uint32_t(rte_pktmbuf_tailroom(m)) + m->data_len, m};
-    }
-    const size_t sent = link_->send(b, k);
-    ctr_.sent += sent;
-    return sent;
-  };
   for (uint32_t i = 0; i < slots_.size(); ++i) {
     Slot& s = slots_[i];
     if (!s.live()) continue;
     Pump::Counts c;
-    const size_t moved = pump_->move_tx(i, link_->mac().data(), wire, owner_fn_, c, &ctr_.looped);
-    ctr_.delivered += c.delivered;
-    ctr_.no_owner += c.no_owner;
-    ctr_.ring_full += c.ring_full;
+    const size_t moved = pump_->move_tx(i, link_->mac().data(), wire_fn_, owner_fn_, c, &ctr_.looped);
+    count(c);
     s.tx_frames += moved;
     pump_->refill(i);
     busy |= moved != 0;
@@ -369,11 +373,6 @@ void Daemon::fill_welcome(uint32_t i, Welcome& w) const {
   copy_str(w.file_prefix, sizeof w.file_prefix, prefix_);
   copy_str(w.netdev, sizeof w.netdev, link_->config().netdev);
   copy_str(w.describe, sizeof w.describe, link_->describe());
-  const SlotRings& r = pump_->rings(i);
-  copy_str(w.rings.rx, sizeof w.rings.rx, r.rx->name);
-  copy_str(w.rings.tx, sizeof w.rings.tx, r.tx->name);
-  copy_str(w.rings.fill, sizeof w.rings.fill, r.fill->name);
-  copy_str(w.rings.free, sizeof w.rings.free, r.free->name);
   copy_str(w.pool, sizeof w.pool, link_->mempool()->name);
   w.gids = gids_message();
 }
@@ -413,7 +412,7 @@ void Daemon::accept_one() {
   Slot& s = slots_[i];
   s.pid = h.pid;
   s.comm.assign(h.comm, strnlen(h.comm, sizeof h.comm));
-  s.rx_frames = s.tx_frames = 0;
+  s.tx_frames = 0;
   s.listens.clear();
   Hold hold(*this);
   pump_->drain(i);
@@ -485,11 +484,12 @@ void Daemon::detach(uint32_t i, const char* why) {
   execute_wills(s);
   // Buffers in the rings come back; those the process held in its own hands are lost with it
   // (at most a burst and a stash: docs/service.md).
+  const uint64_t frames_in = pump_->frames_in(i);
   pump_->drain(i);
   pump_->flush_cache(i + 1);  // what it took from the pool while it drove (its lcore id: slot + 1)
   ++ctr_.detached;
   std::fprintf(stderr, "uroced: slot %u: pid %d (%s) detached (%s; %lu frames in, %lu out)\n", i, s.pid,
-               s.comm.c_str(), why, (unsigned long)s.rx_frames, (unsigned long)s.tx_frames);
+               s.comm.c_str(), why, (unsigned long)frames_in, (unsigned long)s.tx_frames);
 }
 
 // The process's rdma_cm connections that were up: their DREQs go out (the peer answers with a

@@ -64,7 +64,7 @@ class Daemon {
     std::string comm;
     std::set<uint64_t> listens;
     std::map<uint32_t, std::vector<uint8_t>> wills;  // by CM ID: DREQs to send if the process dies
-    uint64_t rx_frames = 0, tx_frames = 0;
+    uint64_t tx_frames = 0;  // moved by the daemon (frames in: Pump::frames_in)
     bool live() const { return fd >= 0; }
   };
   Daemon() = default;
@@ -107,6 +107,8 @@ class Daemon {
   bool link_was_up_ = false;
   Counters ctr_;
   Pump::OwnerFn owner_fn_;
+  Pump::WireFn wire_fn_;
+  void count(const Pump::Counts& c);
   static constexpr uint32_t kOwnerMask = param::kServiceMaxProcs - 1;  // a QPN's or CM ID's slot bits
 };
 

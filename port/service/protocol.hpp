@@ -39,14 +39,6 @@ struct Hello {
   char comm[16] = {};
 };
 
-// The rings of a slot, named in the daemon's DPDK memory (rte_ring_lookup), each with one
-// producer and one consumer: rx (daemon -> process: frames for the process's QPs), tx (process
-// -> daemon: frames to send), fill (daemon -> process: empty buffers to build frames in), free
-// (process -> daemon: buffers done with). The process never touches the mbuf pool itself.
-struct RingNames {
-  char rx[32] = {}, tx[32] = {}, fill[32] = {}, free[32] = {};
-};
-
 struct Gids {
   Msg type = Msg::Gids;
   uint32_t n = 0;
@@ -66,8 +58,7 @@ struct Welcome {
   char file_prefix[64] = {};  // the daemon's EAL --file-prefix (the secondary's must match)
   char netdev[16] = {};
   char describe[128] = {};
-  RingNames rings;
-  char pool[32] = {};         // the mbuf pool (a process that drives the port takes from it)
+  char pool[32] = {};         // (the slot's rings: pump.hpp slot_ring_names)         // the mbuf pool (a process that drives the port takes from it)
   Gids gids;
 };
 

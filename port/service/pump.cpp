@@ -60,6 +60,7 @@ void Pump::deliver(void** ms, size_t n, const OwnerFn& owner_of, Counts& c, Mine
       std::memcpy(self.mine + *self.got, ms + i, k * sizeof(void*));
       *self.got += k;
       c.delivered += k;
+      in_[uint32_t(self.slot)] += k;
       if (k == run) continue;
       i += k;  // the rest of the run behind them, in the ring
       run -= k;
@@ -70,6 +71,7 @@ void Pump::deliver(void** ms, size_t n, const OwnerFn& owner_of, Counts& c, Mine
       rte_ring* r = owner[i] == kDaemon ? to_daemon_ : slots_[uint32_t(owner[i])].rx;
       put = rte_ring_sp_enqueue_burst(r, ms + i, run, nullptr);
       (owner[i] == kDaemon ? c.to_daemon : c.delivered) += put;
+      if (owner[i] >= 0) in_[uint32_t(owner[i])] += put;
       if (owner[i] == kDaemon && put) rang_ = true;
       c.ring_full += run - put;
     }
@@ -147,6 +149,7 @@ void Pump::refill(uint32_t i) {
 
 void Pump::drain(uint32_t i) {
   SlotRings& s = slots_[i];
+  in_[i] = 0;
   void* ms[param::kServiceBurst];
   for (rte_ring* r : {s.rx, s.tx, s.fill, s.free}) {
     unsigned n;

@@ -1,7 +1,7 @@
 // The data path of a shared device (the uroce service, docs/service.md), in one place for the
 // daemon and for an attached process that drives the port itself.
 //
-// Every process on the device has four rings in the daemon's memory (protocol.hpp RingNames).
+// Every process on the device has four rings in the daemon's memory (SlotRings below).
 // Whoever holds the device's port (PumpShared::holder) moves the frames: it receives from the
 // port and hands each frame to its owner's rx ring, sends what the processes' tx rings hold (a
 // frame to the device's own MAC goes to its owner instead of the wire), frees what their free
@@ -46,6 +46,9 @@ inline constexpr const char* kDaemonRing = "udmn";  // frames a driver hands the
 uint64_t monotonic_ns();
 void ring_doorbell(int eventfd);  // wakes the daemon (-1: nothing)
 
+// The rings of a slot in the daemon's DPDK memory (rte_ring_lookup), each with one producer and
+// one consumer at a time: rx (frames for the process's QPs), tx (frames it sends), fill (empty
+// buffers to build frames in), free (buffers it is done with).
 struct SlotRings {
   rte_ring *rx = nullptr, *tx = nullptr, *fill = nullptr, *free = nullptr;
 };
@@ -69,7 +72,7 @@ class Pump {
   using WireFn = std::function<size_t(void** mbufs, size_t n)>;
 
   Pump(PumpShared* shared, std::vector<SlotRings> slots, rte_ring* to_daemon, rte_mempool* pool)
-      : sh_(shared), slots_(std::move(slots)), to_daemon_(to_daemon), pool_(pool) {}
+      : sh_(shared), slots_(std::move(slots)), in_(slots_.size()), to_daemon_(to_daemon), pool_(pool) {}
 
   // The port for `who` (slot + 1, or kDaemonHolder), if nobody has it.
   bool try_take(uint32_t who);
@@ -114,7 +117,7 @@ class Pump {
   }
   PumpShared& shared() { return *sh_; }
   rte_ring* to_daemon() const { return to_daemon_; }
-  const SlotRings& rings(uint32_t i) const { return slots_[i]; }
+  uint64_t frames_in(uint32_t i) const { return in_[i]; }  // delivered to slot i by this pump since drain(i)
   size_t size() const { return slots_.size(); }
 
  private:
@@ -122,6 +125,7 @@ class Pump {
                        uint64_t* looped);
   PumpShared* sh_;
   std::vector<SlotRings> slots_;
+  std::vector<uint64_t> in_;
   rte_ring* to_daemon_;
   rte_mempool* pool_;
   bool rang_ = false;
