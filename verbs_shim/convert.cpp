@@ -134,7 +134,10 @@ void to_ibv_wc(const E::Wc& s, ibv_wc& d) {
   d.opcode = ibv_wc_opcode(s.opcode);
   d.vendor_err = s.vendor_err;
   d.byte_len = s.byte_len;
-  d.imm_data = htobe32(s.imm_data);
+  // imm_data and invalidated_rkey share a union in ibv_wc: the immediate is big-endian (as on the
+  // wire), the invalidated R_Key a host number.
+  if (s.wc_flags & IBV_WC_WITH_INV) d.invalidated_rkey = s.invalidated_rkey;
+  else d.imm_data = htobe32(s.imm_data);
   d.qp_num = s.qp_num;
   d.src_qp = s.src_qp;
   d.wc_flags = s.wc_flags;
