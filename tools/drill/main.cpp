@@ -71,7 +71,7 @@ void find_files(const std::string& dir, std::vector<std::string>& out) {
 
 // Chapter order in listings and reports: the order the spec's chapters come in the issue.
 int chapter_rank(const std::string& c) {
-  static const char* order[] = {"psn", "ack", "rnr", "read", "atomic", "error", "mtu", "pkey", "ecn", "uc", "ud"};
+  static const char* order[] = {"psn", "ack", "rnr", "send", "read", "atomic", "error", "mtu", "pkey", "ecn", "uc", "ud"};
   for (size_t i = 0; i < sizeof order / sizeof *order; ++i)
     if (c == order[i]) return int(i);
   return 100;

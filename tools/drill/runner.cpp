@@ -223,7 +223,7 @@ bool Runner::setup(const Scenario& sc, std::string& why, bool& na) {
                      " sq_psn=" + std::to_string(peer_psn_);
   bool has_timeout = false;
   for (const Field& f : sc.qp_options)
-    if (f.key != "psn" && f.key != "qkey" && f.key != "mtu") {
+    if (f.key != "psn" && f.key != "qkey" && f.key != "mtu" && f.key != "drill_psn") {
       if (sc.qp_type != "rc" && f.key != "timeout") continue;
       conn += " " + f.key + "=" + f.value;
       has_timeout |= f.key == "timeout";
@@ -371,15 +371,7 @@ bool Runner::do_send(const Step& st, std::string& why) {
   return true;
 }
 
-bool Runner::do_expect(const Step& st, std::string& why, std::string& seen) {
-  Rx f;
-  const uint64_t window = scaled(st.within_us);
-  const uint64_t t0 = now_us();
-  if (!next_frame(t0 + window, f)) {
-    why = "nothing came within " + std::to_string(window / 1000) + " ms";
-    seen = "nothing";
-    return false;
-  }
+bool Runner::match_frame(const Step& st, const Rx& f, uint64_t t0, std::string& why, std::string& seen) {
   Packet p;
   proto::ParseResult pr = proto::parse(f.bytes, p);
   const bool icrc_ok = pr.ok();
@@ -404,7 +396,7 @@ bool Runner::do_expect(const Step& st, std::string& why, std::string& seen) {
   if (o.request) last_peer_req_ = got_rel;
   for (const Field& fl : st.fields) {
     const std::string& k = fl.key;
-    if (k == "icrc") continue;
+    if (k == "icrc" || k == "skip") continue;
     if (k == "psn") {
       int64_t want = 0;
       parse_i64(fl.value, want);
@@ -472,6 +464,37 @@ bool Runner::do_expect(const Step& st, std::string& why, std::string& seen) {
   std::snprintf(t, sizeof t, " (%.1f ms)", double(f.t_us > t0 ? f.t_us - t0 : 0) / 1000.0);
   seen += t;
   return true;
+}
+
+bool Runner::do_expect(const Step& st, std::string& why, std::string& seen) {
+  const uint64_t window = scaled(st.within_us);
+  const uint64_t t0 = now_us();
+  // skip=OPCODE: frames of that opcode that do not match come and go (an ACK the peer may or may
+  // not send before the one the scenario is about).
+  uint8_t skip = 0;
+  bool have_skip = false;
+  if (const Field* k = st.find("skip")) have_skip = opcode_by_name(sc_->qp_type, k->value, skip);
+  std::string skipped;
+  for (;;) {
+    Rx f;
+    if (!next_frame(t0 + window, f)) {
+      why = "nothing came within " + std::to_string(window / 1000) + " ms";
+      seen = skipped + "nothing";
+      return false;
+    }
+    if (match_frame(st, f, t0, why, seen)) {
+      seen = skipped + seen;
+      return true;
+    }
+    if (!have_skip || f.bytes.size() < 14 + 20 + 8 + 1) return false;
+    Packet p;
+    proto::ParseResult pr = proto::parse(f.bytes, p);
+    if (!(pr.ok() && p.opcode == skip)) {
+      seen = skipped + seen;
+      return false;
+    }
+    skipped += "(skipped " + describe(p, true) + ") ";
+  }
 }
 
 bool Runner::do_nothing(const Step& st, std::string& why, std::string& seen) {
@@ -558,20 +581,27 @@ bool Runner::do_peer_mem(const Step& st, std::string& why, std::string& seen) {
   uint64_t off = 0, len = 0;
   if (const Field* f = st.find("off")) parse_u64(f->value, off);
   parse_u64(st.find("len")->value, len);
-  Reply r;
-  if (!agent("read " + st.verb + " off=" + std::to_string(off) + " len=" + std::to_string(len), r, why)) return false;
-  if (!r.ok) {
-    why = "the peer could not read its memory: " + r.text;
-    return false;
+  // The agent reads at most 1024 bytes at a time.
+  std::string h;
+  for (uint64_t done = 0; done < len;) {
+    const uint64_t n = std::min<uint64_t>(1024, len - done);
+    Reply r;
+    if (!agent("read " + st.verb + " off=" + std::to_string(off + done) + " len=" + std::to_string(n), r, why))
+      return false;
+    if (!r.ok) {
+      why = "the peer could not read its memory: " + r.text;
+      return false;
+    }
+    h += r.kv["hex"];
+    done += n;
   }
-  std::vector<uint8_t> got = unhex(r.kv["hex"]), want;
+  std::vector<uint8_t> got = unhex(h), want;
   if (const Field* d = st.find("data")) want = unhex(d->value);
   else {
     uint64_t b = 0;
     parse_u64(st.find("fill")->value, b);
     want.assign(len, uint8_t(b));
   }
-  std::string h = r.kv["hex"];
   seen = "mem " + st.verb + "+" + std::to_string(off) + " = " + (h.size() > 32 ? h.substr(0, 32) + "..." : h);
   if (got != want) {
     size_t i = 0;
@@ -592,6 +622,10 @@ ScenarioResult Runner::run(const Scenario& sc) {
   drill_qpn_ = kDrillQpnBase + scenario_no_;
   static std::mt19937 rng(std::random_device{}());
   drill_psn_ = rng() & kPsnMask;
+  for (const Field& f : sc.qp_options) {
+    uint64_t v;
+    if (f.key == "drill_psn" && parse_u64(f.value, v)) drill_psn_ = uint32_t(v) & kPsnMask;
+  }
   next_req_ = 0, last_peer_req_ = 0, peer_msgs_ = 0;
   rx_.clear();
   cap_.reset();

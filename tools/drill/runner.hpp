@@ -65,6 +65,7 @@ class Runner {
   bool setup(const Scenario& sc, std::string& why, bool& not_applicable);
   bool do_send(const Step& st, std::string& why);
   bool do_expect(const Step& st, std::string& why, std::string& seen);
+  bool match_frame(const Step& st, const Rx& f, uint64_t t0, std::string& why, std::string& seen);
   bool do_nothing(const Step& st, std::string& why, std::string& seen);
   bool do_peer(const Step& st, std::string& why, bool& not_applicable);
   bool do_peer_wc(const Step& st, std::string& why, std::string& seen);

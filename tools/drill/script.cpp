@@ -149,7 +149,7 @@ std::string syndrome_name(uint8_t s) {
 namespace {
 
 // What a frame field needs: its kind of value and the extension header that carries it.
-enum class Kind : uint8_t { Rel, U64, Byte, Hex, Expr, Bool, Syndrome, Icrc, Time };
+enum class Kind : uint8_t { Rel, U64, Byte, Hex, Expr, Bool, Syndrome, Icrc, Time, Opcode };
 struct FieldDef {
   const char* key;
   Kind kind;
@@ -190,6 +190,7 @@ constexpr FieldDef kFrameFields[] = {
     {"qpn", Kind::Expr, 0, false, 0, false},
     {"icrc", Kind::Icrc, 0, false, 0, false},
     {"within", Kind::Time, 0, false, 0, true},
+    {"skip", Kind::Opcode, 0, false, 0, true},
 };
 
 const FieldDef* field_def(const std::string& key) {
@@ -286,6 +287,11 @@ bool check_frame_fields(const Scenario& sc, Step& st, bool expect, std::string& 
       case Kind::Icrc:
         if (f.value != "good" && f.value != "bad") return bad("'" + f.value + "' is neither good nor bad");
         break;
+      case Kind::Opcode: {
+        uint8_t op;
+        if (!opcode_by_name(sc.qp_type, f.value, op)) return bad("'" + f.value + "' is not an opcode");
+        break;
+      }
       case Kind::Time:
         if (!parse_time_us(f.value, st.within_us)) return bad("'" + f.value + "' is not a time (200ms, 1s, 500us)");
         break;
@@ -320,7 +326,7 @@ bool take_within(Step& st, std::string& err) {
 
 const std::set<std::string> kPeerVerbs = {"recv", "post", "modify", "fill"};
 const std::set<std::string> kQpOptions = {"mtu", "timeout", "retry", "rnr_retry", "min_rnr", "rd_atomic",
-                                          "dest_rd_atomic", "psn", "qkey"};
+                                          "dest_rd_atomic", "psn", "qkey", "drill_psn"};
 const std::set<std::string> kWcKeys = {"wr", "status", "opcode", "len", "imm", "inv_rkey", "src_qp", "qp"};
 
 bool parse_line(Scenario& sc, const std::vector<std::string>& w, Step& st, bool& is_step, std::string& err) {
@@ -351,7 +357,7 @@ bool parse_line(Scenario& sc, const std::vector<std::string>& w, Step& st, bool&
       uint64_t v;
       if (!kQpOptions.count(f.key)) {
         err = "field '" + f.key + "': not a qp option (mtu, timeout, retry, rnr_retry, min_rnr, rd_atomic, "
-              "dest_rd_atomic, psn, qkey)";
+              "dest_rd_atomic, psn, qkey, drill_psn)";
         return false;
       }
       if (!parse_u64(f.value, v)) {
