@@ -206,6 +206,15 @@ bool Runner::setup(const Scenario& sc, std::string& why, bool& na) {
     na = true;
     return false;
   }
+  // A full-MTU RC packet with the largest extension headers over IPv4 (the drill's own link must
+  // carry it too).
+  const uint32_t biggest = sc.mtu + 14 + 20 + 8 + 12 + 16 + 4 + 4;
+  if (biggest > link_.max_frame()) {
+    why = "the drill's link carries frames of at most " + std::to_string(link_.max_frame()) + " bytes, not " +
+          std::to_string(biggest) + " (path MTU " + std::to_string(sc.mtu) + ")";
+    na = true;
+    return false;
+  }
   mrs_.clear();
   for (const MrDecl& m : sc.mrs) {
     std::string line = "mr " + m.name + " len=" + std::to_string(m.len) + " access=" + m.access;
@@ -681,7 +690,7 @@ ScenarioResult Runner::run(const Scenario& sc) {
         res.verdict = na ? Verdict::NotApplicable : Verdict::Differs;
         res.failed_line = st.line;
         res.why = sc.path + ":" + std::to_string(st.line) + ": " + why;
-        std::fprintf(opt_.out, "       %s\n", why.c_str());
+        std::fprintf(opt_.out, "       %s\n", res.why.c_str());
         break;
       }
     }
