@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import driver  # noqa: E402  (tests/support/driver.py)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LESSONS = ["write-send", "go-back-n", "rnr", "read-atomic", "qp-states"]
+LESSONS = ["write-send", "go-back-n", "rnr", "read-atomic", "qp-states", "drill-psn-gap"]
 SOCK = "/tmp/uroce-learn.sock"   # not the suites' memif socket: lessons may run beside them
 PORT = 18620
 TIMEOUT = 60                     # seconds any one lesson may take
@@ -45,6 +45,8 @@ LIB = os.path.join(BUILD, "verbs_shim", "liburoce-verbs.so")
 LESSON = os.path.join(BUILD, "tools", "lesson", "uroce-lesson")
 DISSECT = os.path.join(BUILD, "tools", "dissect", "uroce-dissect")
 STAT = os.path.join(ROOT, "tools", "stat", "uroce-stat")
+DRILL = os.path.join(BUILD, "tools", "drill", "uroce-drill")
+AGENT = os.path.join(BUILD, "tools", "drill", "uroce-drill-agent")
 children = driver.Children()
 procs = children.procs   # start() below appends its own Popen (it needs stdin)
 problems = []
@@ -162,7 +164,7 @@ def ladder(cap, name, *opts):
     svg = os.path.join(args.out, "img", name + ".svg")
     r = subprocess.run([DISSECT, "--ladder", svg, *opts, cap], capture_output=True, text=True, timeout=60)
     expect(r.returncode in (0, 1) and os.path.exists(svg), f"ladder {name}: {r.stderr.strip()}")
-    return f"![ladder](img/{name}.svg)\n\n(`uroce-dissect --ladder img/{name}.svg {' '.join(opts)} client.pcapng`: {r.stdout.strip()})"
+    return f"![ladder](img/{name}.svg)\n\n(`uroce-dissect --ladder img/{name}.svg {' '.join(opts)} {os.path.basename(cap)}`: {r.stdout.strip()})"
 
 
 def first_gap(lines_text, src):
@@ -299,7 +301,32 @@ def qp_states(tmp):
     return d
 
 
-MAKERS = {"write-send": write_send, "go-back-n": go_back_n, "rnr": rnr, "read-atomic": read_atomic,
+def drill_psn_gap(tmp):
+    """One rule taught by running its uroce-drill scenario (psn/gap) against uroce: the agent
+    through the shim on the memif client end, the drill on the server end."""
+    scenario = os.path.join(ROOT, "tools", "drill", "scenarios", "psn", "gap.drill")
+    log = open(os.path.join(tmp, "agent.out"), "w")
+    agent = subprocess.Popen([RUN, "--config", os.path.join(tmp, "client.conf"), "--lib", LIB, "--", AGENT,
+                              "-l", "127.0.0.1", "-p", str(PORT), "--once"], stdout=log, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+    procs.append(agent)
+    caps = os.path.join(tmp, "caps")
+    r = subprocess.run([DRILL, "--config", os.path.join(tmp, "server.conf"), "--agent", f"127.0.0.1:{PORT}",
+                        "--capture-dir", caps, "psn/gap"], capture_output=True, text=True, timeout=TIMEOUT)
+    cleanup()
+    out = "\n".join(l for l in r.stdout.splitlines() if not l.startswith("uroce-drill: the link"))
+    expect(r.returncode == 0 and "verdict: conforms" in out, f"drill-psn-gap: the scenario conforms (rc {r.returncode})")
+    cap = os.path.join(caps, "psn-gap.pcapng")
+    lines = dissect(cap) if os.path.exists(cap) else ""
+    naks = [n for n, l in frames_of(lines) if "NAK 0" in l]
+    expect(len(naks) == 1, f"drill-psn-gap: one sequence NAK on the wire ({len(naks)})")
+    text = open(scenario).read().rstrip()
+    return {"scenario": text, "run": out.strip(), "frames": lines.rstrip(),
+            "nak_bytes": bytes_of(cap, naks[:1]) if naks else "",
+            "ladder": ladder(cap, "drill-psn-gap")}
+
+
+MAKERS = {"drill-psn-gap": drill_psn_gap, "write-send": write_send, "go-back-n": go_back_n, "rnr": rnr, "read-atomic": read_atomic,
           "qp-states": qp_states}
 
 
@@ -324,7 +351,7 @@ def main():
     for n in names:
         if n not in MAKERS:
             sys.exit(f"learn: no lesson '{n}' (one of: {', '.join(LESSONS)}, all)")
-    for exe in (LESSON, DISSECT, LIB):
+    for exe in (LESSON, DISSECT, LIB, DRILL, AGENT):
         if not os.path.exists(exe):
             sys.exit(f"learn: {exe} is missing: build first (meson compile -C {BUILD})")
     os.makedirs(args.out, exist_ok=True)

@@ -127,7 +127,7 @@ def peer_uroce(args, drill, names):
     agent = uroce_agent(args.build)
     try:
         cmd = [drill, "--config", os.path.join(ROOT, "config", "memif-server.conf"), "--agent",
-               f"127.0.0.1:{AGENT_PORT}", "--peer", "uroce", "--report", report,
+               f"127.0.0.1:{AGENT_PORT}", "--peer", "uroce (its verbs shim over memif)", "--report", report,
                "--capture-dir", os.path.join(args.build, "drill-captures-uroce")]
         if args.report_dir:
             cmd += ["--markdown", os.path.join(args.report_dir, "uroce.md"),

@@ -86,13 +86,14 @@ multi=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 grep -qE '^(/usr)?/lib/systemd/system/uroced@\.service$' "$work/files" || fail "package lacks the unit uroced@.service"
 for f in /usr/sbin/uroced /usr/share/man/man8/uroced.8.gz \
          /usr/bin/uroce-run /usr/bin/uroce-perf /usr/bin/uroce-pktgen /usr/bin/uroce-dissect /usr/bin/uroce-stat \
+         /usr/bin/uroce-drill /usr/bin/uroce-drill-agent /usr/share/uroce/drill/psn/gap.drill \
          /usr/lib/$multi/uroce/liburoce-verbs.so /usr/lib/$multi/uroce/roce_redirect.bpf.o /usr/libexec/uroce/uroce-check-config \
          /usr/share/uroce/examples/memif-server.conf /usr/share/uroce/examples/memif-client.conf \
          /usr/share/uroce/examples/README.md /usr/share/doc/uroce/copyright; do
   grep -qx "$f" "$work/files" || fail "package lacks $f"
 done
 grep -q '^/usr/share/doc/uroce/install.md' "$work/files" || fail "package lacks docs/install.md"
-for c in uroce-run uroce-perf uroce-pktgen uroce-dissect uroce-stat; do
+for c in uroce-run uroce-perf uroce-pktgen uroce-dissect uroce-stat uroce-drill uroce-drill-agent; do
   grep -qx "/usr/share/man/man1/$c.1.gz" "$work/files" || fail "package lacks the manual page of $c"
 done
 if grep -E 'bench$|_test$|/interop|/include/' "$work/files"; then fail "package has test, bench or header files"; fi
@@ -118,7 +119,7 @@ ok "installed"
 # ---- 3. from the installed files ----------------------------------------------------------
 cd "$work"   # outside any source tree: nothing may come from $root
 ex=/usr/share/uroce/examples
-for c in uroce-run uroce-perf uroce-pktgen uroce-dissect uroce-stat; do
+for c in uroce-run uroce-perf uroce-pktgen uroce-dissect uroce-stat uroce-drill uroce-drill-agent; do
   out=$(timeout 10 "/usr/bin/$c" --help 2>&1)
   rc=$?
   [ $rc -eq 0 ] && [[ "$out" == *usage*"$c"* || "$out" == *"$c ["* ]] || fail "$c --help (rc $rc): $out"
@@ -126,6 +127,9 @@ done
 out=$(timeout 10 /usr/libexec/uroce/uroce-check-config --help 2>&1) || fail "uroce-check-config --help: $out"
 out=$(timeout 10 /usr/sbin/uroced --help 2>&1) && [[ "$out" == *"usage: uroced"* ]] || fail "uroced --help: $out"
 ok "--help of every command"
+# uroce-drill finds its installed scenarios (share/uroce/drill) outside the source tree.
+out=$(timeout 10 /usr/bin/uroce-drill --list 2>&1) && [[ "$out" == *"psn/gap"*" scenarios"* ]] || fail "uroce-drill --list: $out"
+ok "uroce-drill --list: $(tail -1 <<<"$out")"
 
 # uroce-run without a config anywhere: one line naming the default location.
 out=$(env -u UROCE_CONFIG timeout 10 /usr/bin/uroce-run -- true 2>&1)

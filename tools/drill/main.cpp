@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <map>
 #include <string>
@@ -265,9 +266,15 @@ int main(int argc, char** argv) {
       return;
     }
     if (md) {
-      std::fprintf(f, "# Conformance of %s (uroce-drill)\n\n", peer.c_str());
-      std::fprintf(f, "%zu scenarios: %d conform, %d differ, %d not applicable.\n\n", rows.size(), counts[0],
-                   counts[1], counts[2]);
+      char day[16];
+      time_t now = time(nullptr);
+      strftime(day, sizeof day, "%Y-%m-%d", gmtime(&now));
+      std::fprintf(f, "# Conformance: %s\n\n", peer.c_str());
+      std::fprintf(f,
+                   "What uroce-drill saw on %s: %zu scenarios, %d conform, %d differ, %d not applicable. The "
+                   "scenarios are tools/drill/scenarios; docs/drill.md says how this report is made and how to "
+                   "read it. Each difference is explained below the table.\n\n",
+                   day, rows.size(), counts[0], counts[1], counts[2]);
       std::fprintf(f, "| scenario | spec rule | what %s did | verdict |\n|---|---|---|---|\n", md_cell(peer).c_str());
       for (const Row& r : rows)
         std::fprintf(f, "| `%s` | %s | %s | **%s** |\n", r.sc->name.c_str(), md_cell(r.sc->rule).c_str(),
@@ -279,8 +286,10 @@ int main(int argc, char** argv) {
           if (!any) std::fprintf(f, "\n## Differences explained\n\n");
           any = true;
           auto e = explained.find(r.sc->name);
-          std::fprintf(f, "- **`%s`** (%s): %s\n", r.sc->name.c_str(), verdict_name(r.r.verdict),
-                       e == explained.end() ? "(not explained yet)" : e->second.c_str());
+          std::string text = e != explained.end() ? e->second
+                             : r.r.verdict == Verdict::NotApplicable ? r.r.why
+                                                                      : "(not explained yet)";
+          std::fprintf(f, "- **`%s`** (%s): %s\n", r.sc->name.c_str(), verdict_name(r.r.verdict), text.c_str());
         }
     } else {
       for (const Row& r : rows) {

@@ -645,7 +645,10 @@ ScenarioResult Runner::run(const Scenario& sc) {
     res.capture = opt_.capture_dir + "/" + name + ".pcapng";
     cap_ = std::make_unique<port::Capture>();
     std::string err;
-    if (!cap_->open(res.capture, port::CaptureOptions{}, err)) {
+    port::CaptureOptions co;
+    co.if_name = "uroce-drill";
+    co.snaplen = 65535;  // whole frames: a scenario's frames are few, and their ICRCs are checked when read
+    if (!cap_->open(res.capture, co, err)) {
       std::fprintf(opt_.out, "  (no capture: %s)\n", err.c_str());
       cap_.reset();
       res.capture.clear();
