@@ -83,7 +83,13 @@ bool Device::to_us(const proto::Packet& p) const {
 void Device::rx_frame(PacketBuf& b) {
   proto::Packet& p = rx_pkt_;
   const proto::ParseResult r = proto::parse(std::span<const uint8_t>(b.data, b.len), p);
-  if (!r.ok()) {
+  // An RC request with an opcode RC does not have (0x15, 0x18-0x1f) and a good ICRC is an invalid
+  // request, which the responder NAKs at the expected PSN (IBA 9.7.5.2); everything else that does
+  // not parse is dropped and counted. Its fields up to the BTH are in `p`; nothing after it is.
+  const bool reserved_rc = r.error == proto::ParseError::OpcodeInvalidForTransport &&
+                           proto::transport_bits(p.opcode) == proto::Transport::RC &&
+                           proto::icrc_verifies(std::span<const uint8_t>(b.data, b.len));
+  if (!r.ok() && !reserved_rc) {
     if (r.error == proto::ParseError::BadIcrc) ++dev_ctr_.icrc_errors;
     else ++dev_ctr_.malformed;
     return;
@@ -99,7 +105,7 @@ void Device::rx_frame(PacketBuf& b) {
     return;
   }
   Qp* qp = qp_by_num(p.dest_qp);
-  const proto::Transport tr = p.info().transport;
+  const proto::Transport tr = reserved_rc ? proto::Transport::RC : p.info().transport;
   const bool cnp = tr == proto::Transport::CNP;  // to any QP type: its sender's rate, not a message
   if (!qp || (tr != transport_of(qp->init.qp_type) && !cnp)) {
     ++dev_ctr_.dropped_unknown_qp;  // no such QP, or one of another transport
@@ -120,6 +126,11 @@ void Device::rx_frame(PacketBuf& b) {
   if (qp->init.qp_type != QpType::UD &&
       (p.ip_version != qp->tmpl.ip_version || !same16(p.ip_src, qp->tmpl.ip_dst) || !same16(p.ip_dst, qp->tmpl.ip_src))) {
     ++qp->ctr.dropped_source;
+    return;
+  }
+  if (reserved_rc) {
+    ++qp->ctr.rcvd_pkts;
+    responder::on_reserved_opcode(*this, *qp, p);
     return;
   }
   // A CNP is counted, nothing else: no NAK, no state change (a rate reaction is not there yet).

@@ -127,6 +127,7 @@ const CounterField kCounterFields[] = {
     {"implied_naks", &Counters::implied_naks},
     {"stale_duplicates", &Counters::stale_duplicates},
     {"bad_responses", &Counters::bad_responses},
+    {"reserved_opcode", &Counters::reserved_opcode},
     {"ghost_responses", &Counters::ghost_responses},
     {"dropped_source", &Counters::dropped_source},
     {"replayed_responses", &Counters::replayed_responses},

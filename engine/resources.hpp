@@ -260,6 +260,7 @@ struct Counters {
   uint64_t acks_sent = 0, acks_rcvd = 0, implied_naks = 0;
   uint64_t stale_duplicates = 0;   // duplicate READ/atomic requests older than the saved state
   uint64_t bad_responses = 0;      // ACKs with a reserved AETH syndrome
+  uint64_t reserved_opcode = 0;    // RC requests with a reserved opcode at the expected PSN (NAKed: invalid request)
   uint64_t ghost_responses = 0;    // responses that answer nothing outstanding (stale or forged)
   uint64_t dropped_source = 0;     // requests/responses from an address that is not the QP's peer
   uint64_t replayed_responses = 0; // READ response packets sent again for duplicate requests

@@ -285,6 +285,24 @@ void on_request(Device& dev, Qp& qp, const proto::Packet& p) {
   else r.store_overflow = false;  // nothing kept to replay: the gap's own NAK covers it
 }
 
+void on_reserved_opcode(Device& dev, Qp& qp, const proto::Packet& p) {
+  RecvSide& r = qp.rx;
+  if (r.state == RespState::Error) return;
+  const int32_t d = psn_diff(p.psn, r.epsn);
+  if (d == 0) {
+    ++qp.ctr.reserved_opcode;
+    nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);
+  } else if (d > 0) {
+    ++qp.ctr.out_of_sequence;
+    if (!r.seq_nak_sent) {
+      r.seq_nak_sent = true;
+      send_ack(dev, qp, Syndrome::nak(NakCode::PsnSequenceError), r.epsn);
+    }
+  } else {
+    ++qp.ctr.duplicate_request;
+  }
+}
+
 namespace {
 
 void process(Device& dev, Qp& qp, const proto::Packet& p) {

@@ -67,6 +67,10 @@ void on_response(Device& dev, Qp& qp, const proto::Packet& p);  // ACK/NAK, READ
 namespace responder {
 void on_request(Device& dev, Qp& qp, const proto::Packet& p);    // RC and UC
 void on_datagram(Device& dev, Qp& qp, const proto::Packet& p);   // UD
+// An RC packet whose opcode is reserved (its ICRC good; only its BTH and the headers before it
+// are in `p`): at the expected PSN a NAK-invalid request and the QP to ERR; ahead of it the one
+// sequence NAK of a gap; behind it (a duplicate of something it never was) nothing.
+void on_reserved_opcode(Device& dev, Qp& qp, const proto::Packet& p);
 void send_responses(Device& dev, Qp& qp);      // READ responses and atomic ACKs owed, in order
 bool flush_ack(Device& dev, Qp& qp);           // a coalesced ACK, once no response is owed
 }  // namespace responder

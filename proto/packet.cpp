@@ -4,6 +4,7 @@
 
 #include "proto/checksum.hpp"
 #include "proto/icrc.hpp"
+#include "proto/locate.hpp"
 
 namespace uroce::proto {
 
@@ -165,6 +166,17 @@ size_t ip_hdr_len(const Packet& p) {
 }
 
 }  // namespace
+
+bool icrc_verifies(std::span<const uint8_t> frame) {
+  const Located loc = locate(frame);
+  if (!loc.ok() || !loc.roce_v2() || loc.ip_version == 0) return false;
+  const uint8_t* l3 = frame.data() + loc.l3;
+  const size_t ip_total =
+      loc.ip_version == 4 ? size_t(load_be16(l3 + 2)) : Ipv6View<const uint8_t>::kSize + load_be16(l3 + 4);
+  const size_t least = loc.ip_header_len + UdpView<const uint8_t>::kSize + BthView<const uint8_t>::kSize + kIcrcSize;
+  if (ip_total < least || ip_total > frame.size() - loc.l3) return false;
+  return icrc_compute(l3, ip_total - kIcrcSize, loc.ip_header_len) == load_le32(l3 + ip_total - kIcrcSize);
+}
 
 ParseResult parse(std::span<const uint8_t> frame, Packet& out, const ParseOptions& opt) {
   // Not `out = Packet{}`: zeroing the whole struct per frame was a visible share of the

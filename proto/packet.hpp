@@ -144,6 +144,12 @@ struct ParseOptions {
 // values there): read them only when info().has() says the header is present.
 ParseResult parse(std::span<const uint8_t> frame, Packet& out, const ParseOptions& opt = {});
 
+// Whether the frame's IP packet ends in the ICRC of its own bytes, the headers located as parse()
+// locates them. For a frame parse() refused after reading its BTH (an opcode outside the table),
+// which a responder must still answer when it is not corrupt (NAK-invalid request). False when
+// the frame is too short to hold an IP, UDP and BTH header and an ICRC.
+bool icrc_verifies(std::span<const uint8_t> frame);
+
 // Byte lengths of what build() writes.
 // The Layer a truncated extension header is reported at.
 Layer ext_layer(Ext e);

@@ -6,9 +6,11 @@
 #include <sys/mman.h>
 
 #include <cerrno>
+#include <cstring>
 #include <set>
 #include <string>
 
+#include "proto/icrc.hpp"
 #include "tests/support/harness.hpp"
 
 namespace uroce::test {
@@ -383,6 +385,58 @@ TEST(Security9, RequestAheadOfTheExpectedPsnGetsOneSequenceNak) {
   EXPECT_EQ(tb.frames[0].aeth.syndrome, 0x60);
   EXPECT_NE(pr.b.buf()[0], 0x55);
   EXPECT_EQ(pr.b.qp->state(), QpState::Rts);
+}
+
+// A reserved RC opcode (0x15, here with a SEND ONLY's bytes) with a good ICRC at the expected PSN
+// is an invalid request: one NAK (0x61) at its PSN, the QP to ERR, nothing delivered. The same
+// frame with a bad ICRC is dropped and counted, and gets no answer; ahead of the expected PSN it is
+// a gap's sequence NAK.
+std::vector<uint8_t> reserved_opcode_frame(Pair& pr, uint32_t psn, const std::vector<uint8_t>& payload,
+                                           bool good_icrc) {
+  proto::Packet p = forge(pr.a, pr.b, op::kSendOnly, psn);
+  p.payload = {payload.data(), payload.size()};
+  std::vector<uint8_t> f(proto::frame_len(p));
+  EXPECT_TRUE(proto::build(p, f).ok());
+  f[14 + 20 + 8] = 0x15;  // the opcode byte (IPv4, no tags)
+  const uint32_t icrc = proto::icrc_compute_inplace(f.data() + 14, f.size() - 14 - proto::kIcrcSize, 20);
+  std::memcpy(f.data() + f.size() - proto::kIcrcSize, &icrc, 4);
+  if (!good_icrc) f.back() ^= 0xFF;
+  return f;
+}
+
+TEST(Security10, ReservedOpcodeIsAnInvalidRequestUnlessCorrupt) {
+  std::vector<uint8_t> payload(16, 0x55);
+  {
+    Pair pr(small());
+    Tap tb(pr.wire.b());
+    const uint32_t epsn = pr.b.qp->expected_psn();
+    auto bad = reserved_opcode_frame(pr, epsn, payload, false);
+    pr.wire.b().inject(bad.data(), uint32_t(bad.size()));
+    pr.b.dev->progress();
+    EXPECT_EQ(tb.frames.size(), 0u) << "a corrupt frame was answered";
+    EXPECT_EQ(pr.b.qp->state(), QpState::Rts);
+    auto good = reserved_opcode_frame(pr, epsn, payload, true);
+    pr.wire.b().inject(good.data(), uint32_t(good.size()));
+    pr.b.dev->progress();
+    ASSERT_EQ(tb.frames.size(), 1u);
+    EXPECT_EQ(tb.frames[0].opcode, op::kAck);
+    EXPECT_EQ(tb.frames[0].aeth.syndrome, 0x61);
+    EXPECT_EQ(tb.frames[0].psn, epsn);
+    EXPECT_EQ(pr.b.qp->state(), QpState::Err);
+    EXPECT_EQ(pr.b.qp->ctr.reserved_opcode, 1u);
+  }
+  {
+    Pair pr(small());
+    Tap tb(pr.wire.b());
+    const uint32_t epsn = pr.b.qp->expected_psn();
+    auto ahead = reserved_opcode_frame(pr, proto::psn_add(epsn, 3), payload, true);
+    pr.wire.b().inject(ahead.data(), uint32_t(ahead.size()));
+    pr.b.dev->progress();
+    ASSERT_EQ(tb.frames.size(), 1u);
+    EXPECT_EQ(tb.frames[0].aeth.syndrome, 0x60);
+    EXPECT_EQ(tb.frames[0].psn, epsn);
+    EXPECT_EQ(pr.b.qp->state(), QpState::Rts);
+  }
 }
 
 }  // namespace

@@ -44,7 +44,8 @@ const char* kUsage =
     "(docs/drill.md). NAME is a scenario as --list prints it (psn/gap), CHAPTER/ every scenario of a\n"
     "chapter, FILE a .drill file; none: every scenario of --scenarios.\n"
     "  --time-scale X   multiply every window and wait (a slow peer: an emulated guest)\n"
-    "  --capture-dir D  a pcapng file per scenario; --ladder D: its ladder (uroce-dissect --ladder)\n"
+    "  --capture-dir D  a pcapng file per scenario (default uroce-drill-runs/DATE-TIME; none: no captures)\n"
+    "  --ladder D       its ladder diagram too (SVG, uroce-dissect --ladder)\n"
     "  --report F       the text report; --markdown F the same as a markdown table\n"
     "  --explain F      lines 'NAME: text' explaining the peer's differences (for the report)\n";
 
@@ -229,11 +230,21 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "uroce-drill: %s\n", err.c_str());
     return 1;
   }
-  if (!capture_dir.empty() || !ladder_dir.empty()) {
-    opt.capture_dir = capture_dir.empty() ? ladder_dir : capture_dir;
-    mkdir(opt.capture_dir.c_str(), 0755);
-    if (!ladder_dir.empty()) mkdir(ladder_dir.c_str(), 0755);
+  // Every run keeps its captures: in --capture-dir, else in uroce-drill-runs/YYYYmmdd-HHMMSS of the
+  // current directory (--capture-dir none: no captures).
+  if (capture_dir.empty()) {
+    char stamp[32];
+    time_t now = time(nullptr);
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&now));
+    mkdir("uroce-drill-runs", 0755);
+    capture_dir = std::string("uroce-drill-runs/") + stamp;
   }
+  if (capture_dir != "none") {
+    opt.capture_dir = capture_dir;
+    mkdir(opt.capture_dir.c_str(), 0755);
+    std::printf("uroce-drill: captures in %s/\n", capture_dir.c_str());
+  }
+  if (!ladder_dir.empty()) mkdir(ladder_dir.c_str(), 0755);
   Runner runner(*link, agent, opt);
   struct Row {
     const Scenario* sc;
