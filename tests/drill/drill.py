@@ -174,7 +174,7 @@ def broken(args, drill):
         for f in files:
             want = [l.split(":", 1)[1].strip() for l in open(f) if l.startswith("# expect-error:")]
             rc, out = run_drill([drill, "--config", os.path.join(ROOT, "config", "memif-server.conf"), "--agent",
-                                 f"127.0.0.1:{AGENT_PORT}", "--peer", "uroce", f], 120)
+                                 f"127.0.0.1:{AGENT_PORT}", "--peer", "uroce", "--capture-dir", "none", f], 120)
             good = rc != 0 and want and all(w in out for w in want)
             print(f"drill.py broken {os.path.basename(f)}: exit {rc}, "
                   f"{'the message names' if good else 'FAIL: the output lacks'} {want}", flush=True)

@@ -284,8 +284,9 @@ int main(int argc, char** argv) {
       std::fprintf(f,
                    "What uroce-drill saw on %s: %zu scenarios, %d conform, %d differ, %d not applicable. The "
                    "scenarios are tools/drill/scenarios; docs/drill.md says how this report is made and how to "
-                   "read it. Each difference is explained below the table.\n\n",
-                   day, rows.size(), counts[0], counts[1], counts[2]);
+                   "read it.%s\n\n",
+                   day, rows.size(), counts[0], counts[1], counts[2],
+                   counts[1] + counts[2] ? " Each difference is explained below the table." : "");
       std::fprintf(f, "| scenario | spec rule | what %s did | verdict |\n|---|---|---|---|\n", md_cell(peer).c_str());
       for (const Row& r : rows)
         std::fprintf(f, "| `%s` | %s | %s | **%s** |\n", r.sc->name.c_str(), md_cell(r.sc->rule).c_str(),
