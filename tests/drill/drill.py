@@ -132,6 +132,8 @@ def peer_uroce(args, drill, names):
         if args.report_dir:
             cmd += ["--markdown", os.path.join(args.report_dir, "uroce.md"),
                     "--explain", explained("uroce")[0]]
+            report = os.path.join(args.report_dir, "uroce.txt")
+            cmd[cmd.index("--report") + 1] = report
         rc, _ = run_drill(cmd + names, 600)
     finally:
         kill_group(agent)
@@ -157,6 +159,8 @@ def peer_rxe(args, drill, names):
                "--capture-dir", os.path.join(args.build, "drill-captures-rxe")]
         if args.report_dir:
             cmd += ["--markdown", os.path.join(args.report_dir, "rxe.md"), "--explain", explained("rxe")[0]]
+            report = os.path.join(args.report_dir, "rxe.txt")
+            cmd[cmd.index("--report") + 1] = report
         rc, _ = run_drill(cmd + names, 900)
         return rc in (0, 1) and judge("rxe", report, names)
     finally:

@@ -406,6 +406,21 @@ bool Runner::match_frame(const Step& st, const Rx& f, uint64_t t0, std::string& 
   for (const Field& fl : st.fields) {
     const std::string& k = fl.key;
     if (k == "icrc" || k == "skip") continue;
+    if (k == "after") {
+      // A lower bound: the frame may not come sooner than this after the step began (a timer the
+      // peer must wait out: the RNR NAK's, the local ACK timeout).
+      uint64_t min_us = 0;
+      parse_time_us(fl.value, min_us);
+      // (not multiplied by --time-scale: a slow peer only comes later)
+      const uint64_t took = f.t_us > t0 ? f.t_us - t0 : 0;
+      if (took < min_us) {
+        char b[96];
+        std::snprintf(b, sizeof b, "it came %.3f ms after the step began, sooner than %s", double(took) / 1000.0,
+                      fl.value.c_str());
+        return differ(b);
+      }
+      continue;
+    }
     if (k == "psn") {
       int64_t want = 0;
       parse_i64(fl.value, want);
@@ -692,7 +707,10 @@ ScenarioResult Runner::run(const Scenario& sc) {
       if (!ok) {
         res.verdict = na ? Verdict::NotApplicable : Verdict::Differs;
         res.failed_line = st.line;
-        res.why = sc.path + ":" + std::to_string(st.line) + ": " + why;
+        // The library's scenarios by their place in it (psn/gap.drill), others by the path given.
+        const size_t lib = sc.path.rfind("/scenarios/");
+        const std::string shown = lib == std::string::npos ? sc.path : sc.path.substr(lib + 11);
+        res.why = shown + ":" + std::to_string(st.line) + ": " + why;
         std::fprintf(opt_.out, "       %s\n", res.why.c_str());
         break;
       }

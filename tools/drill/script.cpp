@@ -190,6 +190,7 @@ constexpr FieldDef kFrameFields[] = {
     {"qpn", Kind::Expr, 0, false, 0, false},
     {"icrc", Kind::Icrc, 0, false, 0, false},
     {"within", Kind::Time, 0, false, 0, true},
+    {"after", Kind::Time, 0, false, 0, true},
     {"skip", Kind::Opcode, 0, false, 0, true},
 };
 
@@ -292,9 +293,11 @@ bool check_frame_fields(const Scenario& sc, Step& st, bool expect, std::string& 
         if (!opcode_by_name(sc.qp_type, f.value, op)) return bad("'" + f.value + "' is not an opcode");
         break;
       }
-      case Kind::Time:
-        if (!parse_time_us(f.value, st.within_us)) return bad("'" + f.value + "' is not a time (200ms, 1s, 500us)");
+      case Kind::Time: {
+        uint64_t t;
+        if (!parse_time_us(f.value, t)) return bad("'" + f.value + "' is not a time (200ms, 1s, 500us)");
         break;
+      }
     }
   }
   if (!expect && info.op == proto::Operation::Ack) {
