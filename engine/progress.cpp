@@ -128,11 +128,6 @@ void Device::rx_frame(PacketBuf& b) {
     ++qp->ctr.dropped_source;
     return;
   }
-  if (reserved_rc) {
-    ++qp->ctr.rcvd_pkts;
-    responder::on_reserved_opcode(*this, *qp, p);
-    return;
-  }
   // A CNP is counted, nothing else: no NAK, no state change (a rate reaction is not there yet).
   if (cnp) {
     ++qp->ctr.cnp_rcvd;
@@ -148,7 +143,8 @@ void Device::rx_frame(PacketBuf& b) {
   qp->ctr.rx_bytes += b.len;
   // The implicit RTU: the first packet on a QP whose connection waits for the RTU.
   if (cm_ && cm_->awaiting_rtu() && tr != proto::Transport::UD) [[unlikely]] cm_->qp_data(qp->qpn());
-  if (tr == proto::Transport::UD) responder::on_datagram(*this, *qp, p);
+  if (reserved_rc) responder::on_reserved_opcode(*this, *qp, p);  // a request, of no kind RC has
+  else if (tr == proto::Transport::UD) responder::on_datagram(*this, *qp, p);
   else if (p.info().request) {
     ++requests_rcvd_;
     last_request_ns_ = step_ns_;
