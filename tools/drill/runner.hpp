@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "port/capture.hpp"
@@ -66,6 +67,9 @@ class Runner {
   bool do_send(const Step& st, std::string& why);
   bool do_expect(const Step& st, std::string& why, std::string& seen);
   bool match_frame(const Step& st, const Rx& f, uint64_t t0, std::string& why, std::string& seen);
+  // A request of the peer's that an expect of this scenario matched already, while `st` waits for
+  // another PSN.
+  bool resent_request(const Step& st, const proto::Packet& p) const;
   bool do_nothing(const Step& st, std::string& why, std::string& seen);
   bool do_peer(const Step& st, std::string& why, bool& not_applicable);
   bool do_peer_wc(const Step& st, std::string& why, std::string& seen);
@@ -97,6 +101,9 @@ class Runner {
   int64_t next_req_ = 0;         // our next request PSN, relative
   int64_t last_peer_req_ = 0;    // the peer's last request PSN we expected, relative
   uint32_t peer_msgs_ = 0;       // the peer's messages we have seen end (the MSN we answer with)
+  // The peer's requests this scenario's expects have matched: (opcode, PSN). A resend of one of
+  // them while an expect waits for another PSN is passed over (do_expect).
+  std::vector<std::pair<uint8_t, uint32_t>> peer_reqs_seen_;
   std::unique_ptr<port::Capture> cap_;  // this scenario's capture file
 };
 
