@@ -62,6 +62,9 @@ std::vector<uint8_t> unhex(const std::string& s) {
 // Packets of a READ response (or of any message) of `len` bytes at path MTU `mtu`.
 int64_t packets(uint64_t len, uint32_t mtu) { return len == 0 ? 1 : int64_t((len + mtu - 1) / mtu); }
 
+// Whether `psn` is `base` + `rel` (a script's relative PSN), modulo 2^24.
+bool psn_is(uint32_t psn, uint32_t base, int64_t rel) { return ((uint32_t(int64_t(base) + rel) ^ psn) & kPsnMask) == 0; }
+
 // Relative PSN of `psn` from `base`, as the script would write it (-2^23 .. 2^23-1).
 int64_t rel(uint32_t psn, uint32_t base) {
   int32_t d = int32_t(((psn - base) & kPsnMask) << 8) >> 8;
@@ -425,7 +428,7 @@ bool Runner::match_frame(const Step& st, const Rx& f, uint64_t t0, std::string& 
     if (k == "psn") {
       int64_t want = 0;
       parse_i64(fl.value, want);
-      if (((uint32_t(int64_t(base) + want) ^ p.psn) & kPsnMask) != 0)
+      if (!psn_is(p.psn, base, want))
         return differ("psn " + signed_text(got_rel) + ", not " + signed_text(want));
       continue;
     }
@@ -508,10 +511,6 @@ bool Runner::do_expect(const Step& st, std::string& why, std::string& seen) {
       seen = skipped + "nothing";
       return false;
     }
-    if (match_frame(st, f, t0, why, seen)) {
-      seen = skipped + seen;
-      return true;
-    }
     Packet p;
     proto::ParseResult pr = proto::parse(f.bytes, p);
     if (pr.ok() && resent_request(st, p)) {
@@ -519,6 +518,10 @@ bool Runner::do_expect(const Step& st, std::string& why, std::string& seen) {
       // the scenario waits for a new PSN, a resend of one it already saw is not the answer.
       skipped += "(resent " + describe(p, true) + ") ";
       continue;
+    }
+    if (match_frame(st, f, t0, why, seen)) {
+      seen = skipped + seen;
+      return true;
     }
     if (!(have_skip && pr.ok() && p.opcode == skip)) {
       seen = skipped + seen;
@@ -533,7 +536,7 @@ bool Runner::resent_request(const Step& st, const Packet& p) const {
   const Field* f = st.find("psn");
   int64_t want = 0;
   if (!f || !parse_i64(f->value, want)) return false;
-  if (((uint32_t(int64_t(peer_psn_) + want) ^ p.psn) & kPsnMask) == 0) return false;  // the PSN waited for
+  if (psn_is(p.psn, peer_psn_, want)) return false;  // the PSN waited for
   return std::find(peer_reqs_seen_.begin(), peer_reqs_seen_.end(), std::make_pair(p.opcode, p.psn)) !=
          peer_reqs_seen_.end();
 }
