@@ -247,6 +247,11 @@ DpdkLink::~DpdkLink() {
   // The mempool and the EAL live until the process exits (rte_eal_cleanup there).
 }
 
+uint64_t DpdkLink::port_rx_frames() const {
+  rte_eth_stats st{};
+  return rte_eth_stats_get(port_, &st) == 0 ? st.ipackets : 0;
+}
+
 std::string DpdkLink::describe() const {
   rte_eth_dev_info info{};
   rte_eth_dev_info_get(port_, &info);

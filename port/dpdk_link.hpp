@@ -102,6 +102,8 @@ class DpdkLink : public PortLink {
   bool secondaries_can_poll() const { return is_memif_ && !cap_.on() && !rx_fault_.on() && !tx_fault_.on(); }
   const LinkCounters& counters() const { return ctr_; }
   uint16_t port_id() const { return port_; }
+  // Frames the port received, by whoever polled it (the device's own count: rte_eth_stats).
+  uint64_t port_rx_frames() const;
   std::string describe() const override;   // driver, port, MAC, addresses
   std::string counters_text() const override;
 

@@ -229,7 +229,14 @@ void Daemon::update_drive() {
   const bool up = link_->link_up_now(link_was_up_);
   if (up != link_was_up_) sh_->epoch.fetch_add(1, std::memory_order_relaxed);
   link_was_up_ = up;
+  count_port_rx();
   sh_->drive.store(drive_allowed_ && up && link_->secondaries_can_poll() ? 1 : 0, std::memory_order_relaxed);
+}
+
+void Daemon::count_port_rx() {
+  const uint64_t rx = link_->port_rx_frames();
+  if (rx < port_rx_now_) port_rx_before_ += port_rx_now_;  // a new connection counts from 0
+  port_rx_now_ = rx;
 }
 
 // ---- Frames ---------------------------------------------------------------------------------
@@ -330,6 +337,7 @@ void Daemon::run(const std::atomic<bool>& stop) {
       std::this_thread::sleep_for(std::chrono::microseconds(param::kServiceIdleSleepUs));
   }
   sh_->drive.store(0);
+  count_port_rx();
   Hold h(*this);
   for (uint32_t i = 0; i < slots_.size(); ++i)
     if (slots_[i].live()) detach(i, "daemon stops");

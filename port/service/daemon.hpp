@@ -56,6 +56,9 @@ class Daemon {
   // What processes that drove the port did (zero when none could).
   const PumpShared* driving() const { return sh_; }
   const Counters& counters() const { return ctr_; }
+  // Frames the port received while the daemon served, by whoever polled it (the device's own
+  // count, looked at every kServiceControlNs; a memif link that comes up again counts anew).
+  uint64_t port_received() const { return port_rx_before_ + port_rx_now_; }
 
  private:
   struct Slot {
@@ -86,6 +89,7 @@ class Daemon {
   void take_port();
   bool holder_gone(uint32_t slot) const;
   void update_drive();
+  void count_port_rx();               // port_received()
   void control(int wait_ms = 0);      // sockets: attach, messages, detach (waiting up to wait_ms for one)
   void accept_one();
   void on_message(uint32_t i);
@@ -105,6 +109,7 @@ class Daemon {
   bool held_ = false;
   bool drive_allowed_ = true;         // config service_drive
   bool link_was_up_ = false;
+  uint64_t port_rx_before_ = 0, port_rx_now_ = 0;  // port_received(): earlier connections', this one's
   Counters ctr_;
   Pump::OwnerFn owner_fn_;
   Pump::WireFn wire_fn_;

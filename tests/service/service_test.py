@@ -437,10 +437,16 @@ def drive():
         line = stopped_line(f"uroced-{side}")
         log(line)
         check(rc == 0 and line, f"uroced-{side} stopped cleanly: {rc} {output(f'uroced-{side}')[-300:]}")
-        # The pingpongs alone were 2 x 2 x 3000 frames at least on each device: the drivers moved them.
+        # The drivers moved the frames: the daemon delivered a small part of what the port received
+        # (the pingpongs alone were 2 x 2 x 3000 frames on each device, the writer far more on a).
+        # How small depends on the scheduler: the daemon polls whenever no process has driven for
+        # 0.5 ms, which eight busy pollers on two cores can leave (3,283 of them in one run).
         moved = re.search(r"frames delivered (\d+)", line)
-        check(moved and int(moved.group(1)) < 3000, f"device {side}'s processes drove its port (the daemon delivered "
-              f"{moved.group(1) if moved else '?'} frames)")
+        total = re.search(r"the port received (\d+)", line)
+        delivered, received = (int(moved.group(1)), int(total.group(1))) if moved and total else (0, 0)
+        check(received >= 2 * 3000 and delivered * 5 < received,
+              f"device {side}'s processes drove its port (the daemon delivered {delivered} of the {received} frames "
+              "the port received)")
 
 
 def cleanup():
