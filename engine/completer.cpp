@@ -106,10 +106,15 @@ void complete_acked(Device& dev, Qp& qp, uint32_t psn, bool inclusive) {
       if (uint32_t(d) >= w.npkts && inclusive) reissue(dev, qp, w);
       break;
     }
-    if (uint32_t(d) + 1 < w.npkts || !w.all_sent()) {
-      const uint32_t acked = std::min<uint32_t>(uint32_t(d) + 1, w.next_pkt);
+    // Packets sent before a restart count as sent (sent_max): a responder may acknowledge a
+    // copy that went out before an RNR NAK or a NAK rewound the send point (a probe that reached
+    // it after its receive was posted), before the resend goes out.
+    const uint32_t sent = std::max(w.next_pkt, w.sent_max);
+    if (uint32_t(d) + 1 < w.npkts || sent < w.npkts) {
+      const uint32_t acked = std::min<uint32_t>(uint32_t(d) + 1, sent);
       if (acked > w.rcvd_pkts) {
         w.rcvd_pkts = acked;
+        w.next_pkt = std::max(w.next_pkt, acked);  // no resend of what the responder has
         progress = true;
       }
       break;

@@ -506,6 +506,39 @@ TEST_F(Scripted, RnrRetrySevenWaitsForever) {
   EXPECT_EQ(wc.byte_len, 10u);
 }
 
+// An ACK that arrives while the requester waits out an RNR NAK's timer, for the PSN the NAK
+// rewound (the responder acknowledged an earlier copy: a probe that reached it once a receive
+// was posted), completes the WQE at once and nothing is resent. uroce-drill's
+// rnr/requester-retries met it under load: the ACK was dropped and the SEND never completed.
+TEST_F(Scripted, AckDuringTheRnrWaitCompletes) {
+  PairOptions o;
+  o.rnr_retry = 3;
+  o.min_rnr_timer = 31;  // 491.52 ms: the wait outlasts the ACK
+  make(o);
+  uint32_t psn = 0;
+  int sends = 0;
+  pr->wire.a().tap = [&](const uint8_t* d, uint32_t n) {
+    proto::Packet p;
+    if (proto::parse({d, n}, p, {false}).ok() && p.opcode == op::kSendOnly) {
+      psn = p.psn;
+      ++sends;
+    }
+  };
+  Sge s;
+  ASSERT_EQ(pr->a.dev->post_send(pr->a.qp, wr(WrOpcode::Send, 10, s, 1)), 0);
+  ASSERT_TRUE(pr->run_until([&] { return pr->a.qp->counters().rcvd_rnr_err >= 1; }));
+  const int sends_at_nak = sends;
+  proto::Packet ack = forge(pr->b, pr->a, op::kAck, psn);
+  ack.ack_req = false;
+  ack.aeth.syndrome = 0x1f;
+  ack.aeth.msn = 1;
+  inject(pr->wire.a(), ack);
+  Wc wc;
+  ASSERT_NO_FATAL_FAILURE(pr->expect_wc(pr->a.scq, wc, 1u, WcStatus::Success, 100'000'000));  // 100 ms, within the wait
+  EXPECT_EQ(sends, sends_at_nak) << "the SEND was resent although acknowledged";
+  EXPECT_EQ(pr->a.qp->state(), QpState::Rts);
+}
+
 // retry_cnt 6 (the largest finite count; 7 retries for ever, as rxe): a peer that is gone ends
 // in RETRY_EXC_ERR after seven timeouts.
 TEST_F(Scripted, RetryCountSixGivesUpAfterSevenTimeouts) {
