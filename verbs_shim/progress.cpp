@@ -42,8 +42,11 @@ bool Runtime::drive() {
   }
   policy.posted_undriven = 0;
   bool did = engine->progress();
-  if (cm_hook) cm_hook();
+  // Completions before connection events, as the frames came: a WRITE's ACK and the DREQ
+  // after it in one step raise the CQ's channel first (rping's server waits for the WRITE's
+  // completion; a DISCONNECTED seen first ends it with an error).
   if (!registry.armed.empty()) notify_channels(registry);
+  if (cm_hook) cm_hook();
   if (!registry.contexts.empty()) {
     const uint64_t now = engine->last_step_ns();
     if (now >= registry.next_scan_ns) async_scan(*this, now);

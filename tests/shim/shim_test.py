@@ -6,7 +6,7 @@ and over memif. Checks exit codes and result lines; appends one JSON line per ru
 memif socket, namespaces, DPDK runtime directories), also when it fails.
 
 usage: shim_test.py --root REPO --lib liburoce-verbs.so [--results FILE] [--cxx-test BIN] SCENARIO
-(--cxx-test: shim_data_test for scenario cxx, api_sweep for scenario sweep)
+(--cxx-test: shim_data_test for scenario cxx, api_sweep for scenario sweep, stress for stress)
 """
 import os
 import re
@@ -353,6 +353,25 @@ def sc_sweep():
             "result": summary})
 
 
+def sc_stress():
+    """stress (--cxx-test): 8 workers, 2 sharers of a CQ and an SRQ, churn and events on one
+    device for UROCE_STRESS_SECONDS (20), in namespace uroce-a; every byte and completion checked."""
+    ns_up()
+    secs = os.environ.get("UROCE_STRESS_SECONDS", "20")
+    out = open("/tmp/uroce-shim-stress.log", "w+")
+    p = start(driver.NSA + [suite.run, "--config", suite.config("veth-a.conf"), "--", args.cxx_test,
+                            "--seconds", secs], out)
+    rc = finish(p, float(secs) + 60)
+    out.seek(0)
+    text = out.read()
+    log(text[-6000:])
+    summary = re.findall(r"^stress: (\d+) operations, (\d+) bytes checked, (\d+) failures$", text, re.M)
+    ok = rc == 0 and len(summary) == 1 and summary[0][2] == "0" and int(summary[0][0]) > 0
+    check(ok, "stress (rc %s): %s" % (rc, summary))
+    record({"tool": "stress", "options": "--seconds " + secs, "link": "veth", "ok": ok, "client_rc": rc,
+            "server_rc": "", "result": summary})
+
+
 def sc_progress():
     """The config's `progress` modes (UROCE_PROGRESS), memif: `inline` (the applications drive;
     both sides poll their CQs), `dedicated` (the poller drives all the time), each checked by
@@ -387,6 +406,6 @@ def sc_progress():
 
 SCEN = {"devinfo": sc_devinfo, "progress": sc_progress, "pingpong": sc_pingpong, "ud-uc": sc_ud_uc, "gid": sc_gid, "write-bw": sc_write_bw, "send-bw": sc_send_bw,
         "read-bw": sc_read_bw, "atomic-bw": sc_atomic_bw, "lat": sc_lat, "cxx": sc_cxx,
-        "sweep": sc_sweep}
+        "sweep": sc_sweep, "stress": sc_stress}
 
 driver.run_scenario(SCEN, args.scenario, cleanup)
