@@ -11,11 +11,14 @@
 //     error, and the guard bytes around the MR's range never change;
 //   - events: a QP pair whose CQ has a completion channel, woken by ibv_get_cq_event (5 s at
 //     most), and the asynchronous events of the device, read and acknowledged.
-// Every completion is checked (status, opcode, length) and every byte. The last line:
+// Every completion is checked (status, opcode, length) and every byte; resident memory and open
+// file descriptors are compared between half-way (60 s at most) and the end (more descriptors:
+// a failure). The last line:
 //   stress: N operations, M bytes checked, F failures
 // and the exit status is 0 when F is 0 and every thread got work done.
 //
 //   stress [--seconds S] [--workers N]
+#include <dirent.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <poll.h>
@@ -530,6 +533,25 @@ void events(Tally& t) {
   ibv_destroy_comp_channel(ch);
 }
 
+// Resident memory (kB) and open file descriptors of this process.
+uint64_t rss_kb() {
+  long pages = 0, resident = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return uint64_t(resident) * uint64_t(sysconf(_SC_PAGESIZE)) / 1024;
+}
+
+uint32_t open_fds() {
+  uint32_t n = 0;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (readdir(d)) ++n;
+    closedir(d);
+  }
+  return n - 3;  // ".", ".." and the directory's own
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -583,8 +605,18 @@ int main(int argc, char** argv) {
   for (uint32_t i = 0; i < 2; ++i) threads.emplace_back(sharer, std::ref(tally("sharer " + std::to_string(i))), std::ref(sh), i);
   threads.emplace_back(churn, std::ref(tally("churn")));
   threads.emplace_back(events, std::ref(tally("events")));
-  const uint64_t until = now_ns() + uint64_t(seconds * 1e9);
-  while (now_ns() < until && !g_failures.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Memory and descriptors once everything runs (half-way, at most 60 s in) and at the end: the
+  // churn thread makes and destroys objects all the time, so a leak shows as growth.
+  const uint64_t start = now_ns(), until = start + uint64_t(seconds * 1e9);
+  const uint64_t settle = start + uint64_t(std::min(seconds / 2, 60.0) * 1e9);
+  uint64_t rss0 = 0;
+  uint32_t fds0 = 0;
+  while (now_ns() < until && !g_failures.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!rss0 && now_ns() >= settle) rss0 = rss_kb(), fds0 = open_fds();
+  }
+  const uint64_t rss1 = rss_kb();
+  const uint32_t fds1 = open_fds();
   g_stop = true;
   for (auto& th : threads) th.join();
 
@@ -601,6 +633,10 @@ int main(int argc, char** argv) {
     if (t->ops == 0) failure(t->name.c_str(), "did no work");
     ops += t->ops, bytes += t->bytes;
   }
+  std::printf("resident memory %.1f MiB at %.0f s, %.1f MiB at the end (%+.2f%%); open file descriptors %u, %u\n",
+              double(rss0) / 1024, double(settle - start) / 1e9, double(rss1) / 1024,
+              rss0 ? 100.0 * (double(rss1) - double(rss0)) / double(rss0) : 0.0, fds0, fds1);
+  if (rss0 && fds1 > fds0) failure("main", "open file descriptors grew from %u to %u", fds0, fds1);
   delete sh.rbuf;
   ibv_destroy_srq(sh.srq);
   ibv_destroy_cq(sh.cq);
