@@ -143,24 +143,30 @@ Mr* Device::reg_mr(Pd* pd, void* addr, uint64_t length, uint32_t access) {
   return reg_mr_iova(pd, addr, length, reinterpret_cast<uintptr_t>(addr), access);
 }
 
-Mr* Device::reg_mr_iova(Pd* pd, void* addr, uint64_t length, uint64_t iova, uint32_t access) {
-  if (!pd) return nullptr;
-  if (length > param::kMaxMrSize) {
-    errno = EINVAL;
-    return nullptr;
-  }
-  if (!mapped(addr, length)) {  // as the kernel, which cannot pin what is not there
-    errno = EFAULT;
-    return nullptr;
-  }
+// What reg_mr and rereg_mr check: 0 or an errno.
+int Device::check_registration(const Pd* pd, void* addr, uint64_t length, uint32_t access) const {
+  if (!pd || length > param::kMaxMrSize) return EINVAL;
+  if (!mapped(addr, length)) return EFAULT;  // as the kernel, which cannot pin what is not there
   // IB rule: remote write or atomic access needs local write access too.
-  if ((access & (kRemoteWrite | kRemoteAtomic)) && !(access & kLocalWrite)) {
-    errno = EINVAL;
+  if ((access & (kRemoteWrite | kRemoteAtomic)) && !(access & kLocalWrite)) return EINVAL;
+  return 0;
+}
+
+Mr* Device::reg_mr_iova(Pd* pd, void* addr, uint64_t length, uint64_t iova, uint32_t access) {
+  if (int e = check_registration(pd, addr, length, access)) {
+    errno = e;
     return nullptr;
   }
   Mr* mr = mrs_.reg(pd, addr, length, iova, access);
   if (!mr) errno = ENOMEM;
   return mr;
+}
+
+int Device::rereg_mr(Mr* mr, Pd* pd, void* addr, uint64_t length, uint64_t iova, uint32_t access) {
+  if (!mr || !mr->valid || mrs_.by_lkey(mr->lkey) != mr) return EINVAL;
+  if (int e = check_registration(pd, addr, length, access)) return e;
+  mrs_.modify(*mr, pd, addr, length, iova, access);
+  return 0;
 }
 
 int Device::dereg_mr(Mr* mr) { return mr && mrs_.dereg(mr->lkey) ? 0 : EINVAL; }

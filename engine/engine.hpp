@@ -98,6 +98,9 @@ class Device {
   Mr* reg_mr(Pd* pd, void* addr, uint64_t length, uint32_t access);
   Mr* reg_mr_iova(Pd* pd, void* addr, uint64_t length, uint64_t iova, uint32_t access);
   int dereg_mr(Mr* mr);
+  // ibv_rereg_mr: the same MR (the same keys, as rxe and ConnectX keep them) with another PD,
+  // range or rights, checked as reg_mr checks them. 0 or an errno; on failure nothing changes.
+  int rereg_mr(Mr* mr, Pd* pd, void* addr, uint64_t length, uint64_t iova, uint32_t access);
   Cq* create_cq(uint32_t depth);       // nullptr (EINVAL) above max_cqe
   int destroy_cq(Cq* cq);              // EBUSY while a QP uses it
   Srq* create_srq(Pd* pd, uint32_t max_wr, uint32_t max_sge);
@@ -172,6 +175,7 @@ class Device {
   std::vector<uint8_t>& scratch() { return scratch_; }
 
  private:
+  int check_registration(const Pd* pd, void* addr, uint64_t length, uint32_t access) const;
   void rx_frame(PacketBuf& b);
   void send_cnp(Qp& qp, const proto::Packet& p);  // to the sender of the CE-marked frame `p`
   bool to_us(const proto::Packet& p) const;

@@ -84,6 +84,15 @@ bool MrTable::dereg(uint32_t lkey) {
   return true;
 }
 
+void MrTable::modify(Mr& mr, const Pd* pd, void* host, uint64_t length, uint64_t iova, uint32_t access) {
+  mr.pd = pd;
+  mr.host = static_cast<uint8_t*>(host);
+  mr.length = length;
+  mr.iova = iova;
+  mr.access = access;
+  ++gen_;
+}
+
 bool MrTable::uses_pd(const Pd* pd) const {
   for (const Mr& mr : slots_)
     if (mr.valid && mr.pd == pd) return true;

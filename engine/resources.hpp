@@ -57,6 +57,9 @@ class MrTable {
   // Returns nullptr when the table is full.
   Mr* reg(const Pd* pd, void* host, uint64_t length, uint64_t iova, uint32_t access);
   bool dereg(uint32_t lkey);
+  // Changes a live registration in place (its keys stay): what it maps, its PD, its rights.
+  // Host pointers resolved before are checked again (gen()).
+  void modify(Mr& mr, const Pd* pd, void* host, uint64_t length, uint64_t iova, uint32_t access);
   // The MR a key names, or nullptr if the key is stale or unknown.
   const Mr* by_lkey(uint32_t key) const {
     const uint32_t* i = lkeys_.find(key);
@@ -68,8 +71,8 @@ class MrTable {
   }
   uint32_t count() const { return lkeys_.size(); }
   bool uses_pd(const Pd* pd) const;
-  // Changes with every deregistration: a host pointer resolved under the same generation is
-  // still good; otherwise its key must be checked again.
+  // Changes with every deregistration and re-registration: a host pointer resolved under the
+  // same generation is still good; otherwise its key must be checked again.
   uint64_t gen() const { return gen_; }
 
  private:

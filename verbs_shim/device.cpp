@@ -37,6 +37,9 @@ int vop_query_device_ex(ibv_context* /*ctx*/, const ibv_query_device_ex_input* i
   ibv_device_attr_ex a;
   std::memset(&a, 0, sizeof a);
   fill_device_attr(&a.orig_attr);
+  // As rxe's: the same capabilities in the 64-bit field, the port count in the wide one.
+  a.device_cap_flags_ex = a.orig_attr.device_cap_flags;
+  a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
   a.max_dm_size = 0;
   std::memset(attr, 0, len);
   std::memcpy(attr, &a, std::min(len, sizeof a));

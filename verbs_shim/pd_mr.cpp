@@ -86,9 +86,9 @@ SHIM_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
   return rc;
 }
 
-// Re-registration: a new engine registration with the changed translation, PD or access, then
-// the old one deregistered, under one hold of the token. The keys change (lkey/rkey are updated
-// in the ibv_mr); on failure the old registration is kept (IBV_REREG_MR_ERR_INPUT).
+// Re-registration changes the engine's MR in place (engine::Device::rereg_mr): the same lkey and
+// rkey, as rxe and ConnectX keep them, so a peer that holds the rkey gets the new rights at
+// once. On failure the old registration is kept (IBV_REREG_MR_ERR_INPUT).
 SHIM_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
   if (!mine(mr->context)) return REAL(ibv_rereg_mr)(mr, flags, pd, addr, length, access);
   UMr* u = umr(mr);
@@ -109,25 +109,14 @@ SHIM_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size
   }
   if (nacc & IBV_ACCESS_ZERO_BASED) niova = 0;
   Runtime& r = rt();
-  errno = 0;
   Guard g;
-  E::Mr* m = r.engine->reg_mr_iova(upd(npd)->e, naddr, nlen, niova, nacc);
-  if (!m) {
-    if (errno == 0) errno = ENOMEM;
+  if (int rc = r.engine->rereg_mr(u->e, upd(npd)->e, naddr, nlen, niova, nacc)) {
+    errno = rc;
     return IBV_REREG_MR_ERR_INPUT;   // the old registration is unchanged
   }
-  if (int rc = r.engine->dereg_mr(u->e)) {
-    r.engine->dereg_mr(m);
-    errno = rc;
-    return IBV_REREG_MR_ERR_INPUT;
-  }
-  u->e = m;
   mr->pd = npd;
   mr->addr = naddr;
   mr->length = nlen;
-  mr->handle = m->lkey;
-  mr->lkey = m->lkey;
-  mr->rkey = m->rkey;
   return 0;
 }
 

@@ -479,6 +479,79 @@ TEST(AccessBounds, ZeroLengthNeedsNoValidRkey) {
   EXPECT_EQ(pr.b.qp->state(), QpState::Rts);
 }
 
+// ---- Re-registration (ibv_rereg_mr): the same keys, new rights or range at once -----------------
+
+bool all_bytes(const uint8_t* p, size_t n, uint8_t v) {
+  for (size_t i = 0; i < n; ++i)
+    if (p[i] != v) return false;
+  return true;
+}
+
+TEST(Rereg, RemoteWriteGrantedKeysStay) {
+  Pair pr(small_pair());
+  Region target(*pr.b.dev, pr.b.pd, 256, kLocalWrite);  // no remote write yet
+  const uint32_t lkey = target.mr->lkey, rkey = target.mr->rkey;
+  ASSERT_EQ(pr.b.dev->rereg_mr(target.mr, pr.b.pd, target.buf(), 256, target.addr(), kLocalWrite | kRemoteWrite), 0);
+  EXPECT_EQ(target.mr->lkey, lkey);
+  EXPECT_EQ(target.mr->rkey, rkey);
+  Region local(*pr.a.dev, pr.a.pd, 256, kLocalWrite, 0x5A);
+  ASSERT_EQ(post_op(pr, Op::Write, 1, target.addr(), rkey, 256, local), 0);
+  Wc wc;
+  ASSERT_NO_FATAL_FAILURE(pr.expect_wc(pr.a.scq, wc, 1, WcStatus::Success));
+  EXPECT_TRUE(all_bytes(target.buf(), 256, 0x5A));
+  EXPECT_TRUE(target.canaries_ok());
+}
+
+TEST(Rereg, RemoteWriteTakenAwayIsARemoteAccessError) {
+  Pair pr(small_pair());
+  Region target(*pr.b.dev, pr.b.pd, 256, kLocalWrite | kRemoteWrite);
+  ASSERT_EQ(pr.b.dev->rereg_mr(target.mr, pr.b.pd, target.buf(), 256, target.addr(), kLocalWrite), 0);
+  Region local(*pr.a.dev, pr.a.pd, 256, kLocalWrite, 0x5A);
+  ASSERT_EQ(post_op(pr, Op::Write, 1, target.addr(), target.mr->rkey, 256, local), 0);
+  Wc wc;
+  ASSERT_NO_FATAL_FAILURE(pr.expect_wc(pr.a.scq, wc, 1, WcStatus::RemAccessErr));
+  EXPECT_TRUE(all_bytes(target.buf(), 256, 0x3C)) << "written although the right was taken away";
+  EXPECT_TRUE(target.canaries_ok());
+}
+
+TEST(Rereg, NewRangeTheOldOneIsOutside) {
+  Pair pr(small_pair());
+  Region old(*pr.b.dev, pr.b.pd, 256, kLocalWrite | kRemoteWrite);
+  Region other(*pr.b.dev, pr.b.pd, 256, kLocalWrite);  // its own MR plays no part
+  const uint32_t rkey = old.mr->rkey;
+  ASSERT_EQ(pr.b.dev->rereg_mr(old.mr, pr.b.pd, other.buf(), 256, other.addr(), kLocalWrite | kRemoteWrite), 0);
+  Region local(*pr.a.dev, pr.a.pd, 256, kLocalWrite, 0x5A);
+  ASSERT_EQ(post_op(pr, Op::Write, 1, other.addr(), rkey, 256, local), 0);
+  Wc wc;
+  ASSERT_NO_FATAL_FAILURE(pr.expect_wc(pr.a.scq, wc, 1, WcStatus::Success));
+  EXPECT_TRUE(all_bytes(other.buf(), 256, 0x5A));
+  // The old range is not the MR's any more.
+  ASSERT_EQ(post_op(pr, Op::Write, 2, old.addr(), rkey, 256, local), 0);
+  ASSERT_NO_FATAL_FAILURE(pr.expect_wc(pr.a.scq, wc, 2, WcStatus::RemAccessErr));
+  EXPECT_TRUE(all_bytes(old.buf(), 256, 0x3C));
+  EXPECT_TRUE(old.canaries_ok() && other.canaries_ok());
+}
+
+TEST(Rereg, RefusedChangesNothing) {
+  Pair pr(small_pair());
+  Region target(*pr.b.dev, pr.b.pd, 256, kLocalWrite | kRemoteRead);
+  const Mr before = *target.mr;
+  // Remote write without local write; an unmapped range; no PD.
+  EXPECT_EQ(pr.b.dev->rereg_mr(target.mr, pr.b.pd, target.buf(), 256, target.addr(), kRemoteWrite), EINVAL);
+  EXPECT_EQ(pr.b.dev->rereg_mr(target.mr, pr.b.pd, reinterpret_cast<void*>(uintptr_t(0x1000)), 4096, 0x1000,
+                               kLocalWrite),
+            EFAULT);
+  EXPECT_EQ(pr.b.dev->rereg_mr(target.mr, nullptr, target.buf(), 256, target.addr(), kLocalWrite), EINVAL);
+  EXPECT_EQ(target.mr->access, before.access);
+  EXPECT_EQ(target.mr->host, before.host);
+  EXPECT_EQ(target.mr->rkey, before.rkey);
+  // A deregistered MR cannot be re-registered.
+  Mr* m = target.mr;
+  ASSERT_EQ(pr.b.dev->dereg_mr(m), 0);
+  EXPECT_EQ(pr.b.dev->rereg_mr(m, pr.b.pd, target.buf(), 256, target.addr(), kLocalWrite), EINVAL);
+  target.mr = nullptr;
+}
+
 // ---- Local errors -----------------------------------------------------------------------------
 
 TEST(LocalErrors, SendWithBadLkeyIsLocProtErr) {
