@@ -27,14 +27,7 @@ UCq* create_cq_common(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_chan
     return nullptr;
   }
   auto* u = new UCq{};
-  E::Cq* e = with_token([&] {
-    E::Cq* p = r.engine->create_cq(uint32_t(cqe));
-    if (p) {
-      u->e = p;
-      r.registry.cqs.push_back(u);   // watched for IBV_EVENT_CQ_ERR (async.cpp)
-    }
-    return p;
-  });
+  E::Cq* e = with_token([&] { return u->e = r.engine->create_cq(uint32_t(cqe)); });
   if (!e) {
     delete u;
     errno = ENOMEM;
@@ -47,9 +40,10 @@ UCq* create_cq_common(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_chan
   c->handle = 0;
   c->cqe = cqe;
   init_sync(*c);
-  u->e = e;
   u->ch = reinterpret_cast<UChannel*>(channel);
   if (channel) ++channel->refcnt;
+  // Watched for IBV_EVENT_CQ_ERR (async.cpp) once whole, as QPs are (qp.cpp).
+  with_token([&r, u] { r.registry.cqs.push_back(u); });
   return u;
 }
 

@@ -41,14 +41,7 @@ ibv_qp* create_qp_common(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr* ia, boo
   e.qp_type = E::QpType(ia->qp_type);  // IBV_QPT_RC/UC/UD are the engine's values
   e.sq_sig_all = ia->sq_sig_all != 0;
   auto* u = new UQp{};
-  E::Qp* q = with_token([&] {
-    E::Qp* p = r.engine->create_qp(e);
-    if (p) {
-      u->e = p;
-      r.registry.qps.push_back(u);   // watched for asynchronous events (async.cpp)
-    }
-    return p;
-  });
+  E::Qp* q = with_token([&] { return u->e = r.engine->create_qp(e); });
   if (!q) {
     delete u;
     errno = ENOMEM;
@@ -66,10 +59,12 @@ ibv_qp* create_qp_common(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr* ia, boo
   b.state = IBV_QPS_RESET;
   b.qp_type = ia->qp_type;
   init_sync(b);
-  u->e = q;
   u->ex = ex;
   if (ex) install_wr_ops(u);
   ia->cap = to_ibv(q->init_attr().cap, ia->srq != nullptr);
+  // Watched for asynchronous events (async.cpp) once whole: the scan reads it under the token
+  // from any thread (ThreadSanitizer saw the fields above written while a scan read them).
+  with_token([&r, u] { r.registry.qps.push_back(u); });
   return &b;
 }
 
