@@ -50,6 +50,7 @@ void setup(Ctx& c) {
   const size_t total = c.region * 2 * c.o.qps;
   c.mem = static_cast<uint8_t*>(aligned_alloc(4096, total));
   if (!c.mem) die("out of memory (%zu bytes)", total);
+  c.mem_owner.reset(c.mem);
   std::memset(c.mem, 0, total);
   c.mr = c.dev->reg_mr(c.pd, c.mem, total, kLocalWrite | kRemoteWrite | kRemoteRead | kRemoteAtomic);
   if (!c.mr) die("reg_mr failed");

@@ -3,6 +3,7 @@
 // data pattern.
 #pragma once
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -32,7 +33,11 @@ struct Ctx {
   engine::Cq* scq = nullptr;
   engine::Cq* rcq = nullptr;
   engine::Mr* mr = nullptr;
-  uint8_t* mem = nullptr;
+  uint8_t* mem = nullptr;                // the registered buffers (owned by mem_owner)
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, Free> mem_owner;
   size_t region = 0;
   std::vector<QpCtx> q;
   Tcp tcp;
