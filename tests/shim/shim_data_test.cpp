@@ -21,19 +21,12 @@
 #include <string>
 #include <vector>
 
+#include "tests/shim/two_sides.hpp"
+
 namespace {
 
-[[noreturn]] void fail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-void fail(const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  std::fprintf(stdout, "FAIL: ");
-  std::vfprintf(stdout, fmt, ap);
-  std::fprintf(stdout, "\n");
-  va_end(ap);
-  std::fflush(stdout);
-  _exit(1);
-}
+using shim_test::fail;
+using shim_test::xfer;
 
 constexpr size_t kBuf = 4 << 20;
 constexpr uint32_t kGidIndex = 1;
@@ -49,15 +42,6 @@ void pattern(uint8_t* p, size_t n, uint64_t seed) {
   for (size_t i = 0; i < n; ++i) {
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
     p[i] = uint8_t(x);
-  }
-}
-
-void xfer(int fd, void* p, size_t n, bool send) {
-  auto* c = static_cast<char*>(p);
-  while (n) {
-    ssize_t k = send ? ::send(fd, c, n, MSG_NOSIGNAL) : ::recv(fd, c, n, 0);
-    if (k <= 0) fail("TCP %s: %s", send ? "send" : "recv", k == 0 ? "closed" : std::strerror(errno));
-    c += k, n -= size_t(k);
   }
 }
 
@@ -252,32 +236,7 @@ int main(int argc, char** argv) {
   loopback(c, pa.active_mtu);
 
   // TCP exchange.
-  int fd;
-  if (server) {
-    int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(uint16_t(port));
-    if (bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) || listen(ls, 1)) fail("listen: %s", std::strerror(errno));
-    fd = accept(ls, nullptr, nullptr);
-    close(ls);
-  } else {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(uint16_t(port));
-    inet_pton(AF_INET, peer.c_str(), &a.sin_addr);
-    fd = -1;
-    for (int t = 0; t < 100 && fd < 0; ++t) {
-      fd = socket(AF_INET, SOCK_STREAM, 0);
-      if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-        close(fd);
-        fd = -1;
-        usleep(100000);
-      }
-    }
-  }
-  if (fd < 0) fail("TCP connection");
+  const int fd = shim_test::tcp_connect(port, server ? std::string() : peer);
   Info mine{}, theirs{};
   mine.qpn = c.qp->qp_num;
   mine.psn = server ? 0x123456 : 0x654321;

@@ -23,17 +23,13 @@
 //
 //   server: soak --port N [--seed S]
 //   client: soak --port N [--seed S] [--seconds T] SERVER_IP
-#include <arpa/inet.h>
 #include <dirent.h>
 #include <infiniband/verbs.h>
-#include <netinet/in.h>
 #include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -46,19 +42,12 @@
 #include <utility>
 #include <vector>
 
+#include "tests/shim/two_sides.hpp"
+
 namespace {
 
-[[noreturn]] void fail(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-void fail(const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  std::fprintf(stdout, "FAIL: ");
-  std::vfprintf(stdout, fmt, ap);
-  std::fprintf(stdout, "\n");
-  va_end(ap);
-  std::fflush(stdout);
-  _exit(1);
-}
+using shim_test::fail;
+using shim_test::xfer;
 
 double now_s() {
   timespec t;
@@ -230,44 +219,6 @@ struct Msg {
   uint64_t v[6];
   char text[200];
 };
-
-void xfer(int fd, void* p, size_t n, bool send) {
-  auto* c = static_cast<char*>(p);
-  while (n) {
-    ssize_t k = send ? ::send(fd, c, n, MSG_NOSIGNAL) : ::recv(fd, c, n, 0);
-    if (k <= 0) fail("TCP %s: %s", send ? "send" : "recv", k == 0 ? "closed" : std::strerror(errno));
-    c += k, n -= size_t(k);
-  }
-}
-
-int tcp_connect(bool server, int port, const std::string& peer) {
-  int fd = -1;
-  if (server) {
-    int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-    setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(uint16_t(port));
-    if (bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) || listen(ls, 1)) fail("listen: %s", std::strerror(errno));
-    fd = accept(ls, nullptr, nullptr);
-    close(ls);
-  } else {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(uint16_t(port));
-    inet_pton(AF_INET, peer.c_str(), &a.sin_addr);
-    for (int t = 0; t < 150 && fd < 0; ++t) {
-      fd = socket(AF_INET, SOCK_STREAM, 0);
-      if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-        close(fd);
-        fd = -1;
-        usleep(100000);
-      }
-    }
-  }
-  if (fd < 0) fail("TCP connection: %s", std::strerror(errno));
-  return fd;
-}
 
 // ---- memory and descriptors ----
 double rss_mib() {
@@ -917,7 +868,7 @@ int main(int argc, char** argv) {
   const bool server = peer.empty();
   Side s;
   open_side(s, server);
-  const int fd = tcp_connect(server, port, peer);
+  const int fd = shim_test::tcp_connect(port, peer);
   uint64_t peer_seed = seed;
   xfer(fd, &seed, sizeof seed, true);
   xfer(fd, &peer_seed, sizeof peer_seed, false);
