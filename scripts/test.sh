@@ -2,8 +2,10 @@
 # The README's second command (and CI's): install what is missing, build, run every test.
 #  1. the normal build (-Wall -Wextra -Werror): every suite (interop: the representative rows of
 #     its matrix, tests/interop/meson.build; the whole matrix is docs/interop.md's command);
-#  2. an address+undefined sanitizer build of what the unit suites need: those suites again;
-#  3. a short run of each libFuzzer target (parse, locate, cm, engine, cm_engine).
+#  2. an address+undefined sanitizer build of what the unit suites need: those suites again, and
+#     a representative part of the port's, the shim's and rdmacm's suites;
+#  3. a ThreadSanitizer build of the shim and liburoce-rdmacm: their many-threaded tests;
+#  4. a short run of each libFuzzer target (parse, locate, cm, engine, cm_engine).
 # Ends with one line "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -13,15 +15,38 @@ status=0
 bash scripts/build.sh build || exit 1
 meson test -C build --print-errorlogs --num-processes 2 || status=1
 
-# The sanitizers run the in-process suites (wire library and engine); the DPDK and shim suites
-# drive separate processes and run in the normal build only. Only what those suites' tests need is
-# built (scripts/build.sh with UROCE_SUITES: their programs and depends, from meson introspect).
+# The address+undefined sanitizers run the in-process suites (wire library and engine), then a
+# representative part of the data path's: the port over memif (uroce-perf), the shim under many
+# threads and its whole API, liburoce-rdmacm's API and a vanished peer (our own programs, built
+# with the sanitizers, drive the libraries). Only what those tests need is built (scripts/build.sh
+# with UROCE_SUITES: their programs and depends, from meson introspect; the data path's targets
+# are named here). DPDK itself is not instrumented.
 asan_suites=(proto engine security)
 asan_suite_args=(); for s in "${asan_suites[@]}"; do asan_suite_args+=(--suite "$s"); done
+asan_tests=(memif-ops memif-client-first shim-stress shim-api-sweep rdmacm-api rdmacm-vanish)
+asan_targets=(bench/uroce-perf tools/dissect/uroce-dissect verbs_shim/liburoce-verbs.so
+  verbs_shim/rdmacm/liburoce-rdmacm.so tests/shim/stress tests/shim/api_sweep tests/rdmacm/rdmacm_api
+  tests/rdmacm/rdmacm_vanish)
 UROCE_SUITES="${asan_suites[*]}" bash scripts/build.sh build-asan \
-  -Db_sanitize=address,undefined -Db_lundef=false -Doptimization=1 -Dbench=disabled -Ddpdk=disabled || exit 1
-ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  meson test -C build-asan --no-rebuild --print-errorlogs --num-processes 2 "${asan_suite_args[@]}" || status=1
+  -Db_sanitize=address,undefined -Db_lundef=false -Doptimization=1 -Dbench=disabled || exit 1
+ninja -C build-asan "${asan_targets[@]}" || exit 1
+export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+meson test -C build-asan --no-rebuild --print-errorlogs --num-processes 2 "${asan_suite_args[@]}" || status=1
+# The shim is preloaded before the program's own libasan: the order check would refuse that.
+ASAN_OPTIONS=$ASAN_OPTIONS:verify_asan_link_order=0 UROCE_STRESS_SECONDS=10 \
+  meson test -C build-asan --no-rebuild --print-errorlogs --logbase testlog-datapath "${asan_tests[@]}" || status=1
+unset ASAN_OPTIONS UBSAN_OPTIONS
+
+# ThreadSanitizer: the shim and liburoce-rdmacm built with -fsanitize=thread, driven by programs
+# of ours that call them from many threads at once (tests/shim/stress.cpp: 8 workers, sharers of
+# a CQ and an SRQ, churn and events; tests/rdmacm/api_test.cpp). A report ends the program
+# (halt_on_error) and fails its test. The 10-minute run: docs/reliability.md.
+tsan_targets=(verbs_shim/liburoce-verbs.so verbs_shim/rdmacm/liburoce-rdmacm.so tests/shim/stress tests/rdmacm/rdmacm_api)
+[ -f build-tsan/build.ninja ] || meson setup build-tsan --werror -Db_sanitize=thread -Db_lundef=false \
+  -Doptimization=1 -Dbench=disabled >/dev/null || exit 1
+ninja -C build-tsan "${tsan_targets[@]}" || exit 1
+UROCE_STRESS_SECONDS=${UROCE_TSAN_STRESS_SECONDS:-15} TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+  meson test -C build-tsan --no-rebuild --print-errorlogs shim-stress rdmacm-api || status=1
 
 # Each libFuzzer target briefly (scripts/fuzz.sh; the long runs are in docs/security.md).
 fuzz_results=()
@@ -32,9 +57,10 @@ done
 /usr/bin/python3 - "${fuzz_results[@]}" <<'PY'
 import json, sys
 passed = failed = skipped = 0
-for d in ("build", "build-asan"):
+for log in ("build/meson-logs/testlog.json", "build-asan/meson-logs/testlog.json",
+            "build-asan/meson-logs/testlog-datapath.json", "build-tsan/meson-logs/testlog.json"):
     try:
-        with open(f"{d}/meson-logs/testlog.json") as f:
+        with open(log) as f:
             for line in f:
                 r = json.loads(line)
                 res = r.get("result")
