@@ -24,7 +24,6 @@
 //
 //   server: soak --port N [--seed S]
 //   client: soak --port N [--seed S] [--seconds T] SERVER_IP
-#include <dirent.h>
 #include <infiniband/verbs.h>
 #include <malloc.h>
 #include <poll.h>
@@ -44,6 +43,7 @@
 #include <utility>
 #include <vector>
 
+#include "tests/shim/process_use.hpp"
 #include "tests/shim/two_sides.hpp"
 
 namespace {
@@ -222,34 +222,8 @@ struct Msg {
   char text[200];
 };
 
-// ---- memory and descriptors ----
-double rss_mib() {
-  long pages = 0, rss = 0;
-  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
-    if (std::fscanf(f, "%ld %ld", &pages, &rss) != 2) rss = 0;
-    std::fclose(f);
-  }
-  return double(rss) * double(sysconf(_SC_PAGESIZE)) / (1 << 20);
-}
-
-unsigned open_fds() {
-  unsigned n = 0;
-  if (DIR* d = opendir("/proc/self/fd")) {
-    while (readdir(d)) ++n;
-    closedir(d);
-  }
-  return n;
-}
-
-// The fewest over 10 looks 20 ms apart: a descriptor held for a moment does not count.
-unsigned settled_fds() {
-  unsigned n = open_fds();
-  for (int i = 0; i < 9; ++i) {
-    usleep(20000);
-    n = std::min(n, open_fds());
-  }
-  return n;
-}
+// ---- memory and descriptors (tests/shim/process_use.hpp) ----
+double rss_mib() { return double(shim_test::resident_kib()) / 1024; }
 
 // The heap's bytes in use (malloc's count, not the pages it holds).
 double heap_mib() { return double(mallinfo2().uordblks) / (1 << 20); }
@@ -257,14 +231,15 @@ double heap_mib() { return double(mallinfo2().uordblks) / (1 << 20); }
 struct Watch {
   double settle_at;
   double rss0 = 0, t0 = 0, heap0 = 0;
-  unsigned fds0 = 0;
+  uint32_t fds0 = 0;
   void look(double start, double now) {
-    if (!fds0 && now >= settle_at) rss0 = rss_mib(), heap0 = heap_mib(), fds0 = settled_fds(), t0 = now - start;
+    if (fds0 || now < settle_at) return;
+    rss0 = rss_mib(), heap0 = heap_mib(), fds0 = shim_test::settled_fds(), t0 = now - start;
   }
   // Prints the line; returns a failure text or "".
   std::string finish(const char* who) {
     const double rss1 = rss_mib();
-    const unsigned fds1 = settled_fds();
+    const uint32_t fds1 = shim_test::settled_fds();
     const double grow = rss0 > 0 ? 100.0 * (rss1 - rss0) / rss0 : 0;
     const double heap1 = heap_mib();
     std::printf("%s memory: resident %.1f MiB at %.0f s, %.1f MiB at the end (%+.2f%%); heap in use %.2f and %.2f MiB; "

@@ -18,7 +18,6 @@
 // and the exit status is 0 when F is 0 and every thread got work done.
 //
 //   stress [--seconds S] [--workers N]
-#include <dirent.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <poll.h>
@@ -38,6 +37,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "tests/shim/process_use.hpp"
 
 namespace {
 
@@ -533,36 +534,6 @@ void events(Tally& t) {
   ibv_destroy_comp_channel(ch);
 }
 
-// Resident memory (kB) and open file descriptors of this process.
-uint64_t rss_kb() {
-  long pages = 0, resident = 0;
-  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
-    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
-    std::fclose(f);
-  }
-  return uint64_t(resident) * uint64_t(sysconf(_SC_PAGESIZE)) / 1024;
-}
-
-uint32_t open_fds() {
-  uint32_t n = 0;
-  if (DIR* d = opendir("/proc/self/fd")) {
-    while (readdir(d)) ++n;
-    closedir(d);
-  }
-  return n - 3;  // ".", ".." and the directory's own
-}
-
-// The fewest open descriptors over 10 looks 20 ms apart: one that a library holds for a moment
-// (a file under /proc being read, a connection attempt) is not counted, one that stays is.
-uint32_t settled_fds() {
-  uint32_t n = open_fds();
-  for (int i = 0; i < 9; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    n = std::min(n, open_fds());
-  }
-  return n;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -624,10 +595,10 @@ int main(int argc, char** argv) {
   uint32_t fds0 = 0;
   while (now_ns() < until && !g_failures.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (!rss0 && now_ns() >= settle) rss0 = rss_kb(), fds0 = settled_fds();
+    if (!rss0 && now_ns() >= settle) rss0 = shim_test::resident_kib(), fds0 = shim_test::settled_fds();
   }
-  const uint64_t rss1 = rss_kb();
-  const uint32_t fds1 = settled_fds();
+  const uint64_t rss1 = shim_test::resident_kib();
+  const uint32_t fds1 = shim_test::settled_fds();
   g_stop = true;
   for (auto& th : threads) th.join();
 
