@@ -36,6 +36,7 @@ import ipaddress
 import os
 import re
 import shlex
+import select
 import signal
 import subprocess
 import sys
@@ -358,13 +359,57 @@ def conf_ip(path):
 
 
 def collect(proc):
-    """Waits (bounded) for a server process; returns its output and exit status."""
+    """Waits (bounded) for a server process; returns its output and exit status (with what
+    await_listening read of it first)."""
     try:
         out = proc.communicate(timeout=120)[0]
     except subprocess.TimeoutExpired:
         proc.kill()
         out = proc.communicate()[0]
-    return out, proc.returncode
+    return getattr(proc, "early", "") + (out or ""), proc.returncode
+
+
+# A verbs server (perftest, ibv_*_pingpong) is ready for its client once its TCP exchange port
+# listens; a client started before that is refused. The servers run with a marker line printed
+# when the port listens (listening_then_mark) or, locally, are watched with ss (local_listening);
+# either wait is bounded by LISTEN_WAIT_S, after which the client is started anyway.
+LISTEN_MARK = "==uroce-interop: listening=="
+LISTEN_WAIT_S = 8
+VERBS_PORT = "18515"  # perftest's and the pingpong programs' default exchange port
+
+
+def exchange_port(argv):
+    return argv[argv.index("-p") + 1] if "-p" in argv[:-1] else VERBS_PORT
+
+
+def listening_then_mark(cmd, port):
+    """A shell line running `cmd` that prints LISTEN_MARK once TCP `port` listens (or after
+    LISTEN_WAIT_S), then exits with cmd's status."""
+    polls = int(LISTEN_WAIT_S * 10)
+    return (f"{cmd} & p=$!; i=0; while [ $i -lt {polls} ] && ! ss -Hltn 'sport = :{port}' 2>/dev/null | grep -q .; "
+            f"do sleep 0.1; i=$((i+1)); done; echo '{LISTEN_MARK}'; wait $p")
+
+
+def await_mark(proc):
+    """Reads proc's output until LISTEN_MARK (bounded); keeps what it read for collect()."""
+    fd, got, end = proc.stdout.fileno(), b"", time.time() + LISTEN_WAIT_S + 20
+    while LISTEN_MARK.encode() not in got and time.time() < end:
+        if select.select([fd], [], [], 0.2)[0]:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            got += chunk
+    proc.early = got.decode(errors="replace").replace(LISTEN_MARK + "\n", "")
+
+
+def local_listening(local, port, proc):
+    """Waits until TCP `port` listens in the local side's namespace, proc exits, or LISTEN_WAIT_S."""
+    end = time.time() + LISTEN_WAIT_S
+    while time.time() < end and proc.poll() is None:
+        r = subprocess.run(local.wrap(["ss", "-Hltn", f"sport = :{port}"]), capture_output=True, text=True)
+        if r.stdout.strip():
+            return
+        time.sleep(0.1)
 
 
 def result_line(out):
@@ -459,8 +504,8 @@ class Runner:
         srv_rc = cli_rc = None
         try:
             if direction == self.out_dir():
-                srv = self.peer.start("timeout 90 " + shlex.join(peer_argv))
-                time.sleep(4)
+                srv = self.peer.start(listening_then_mark("timeout 90 " + shlex.join(peer_argv), exchange_port(peer_argv)))
+                await_mark(srv)
                 try:
                     c = subprocess.run(["timeout", "90", *self.uroce(run_conf, uro_argv + [self.peer.tcp_ip])],
                                        capture_output=True, text=True, timeout=120)
@@ -470,7 +515,7 @@ class Runner:
             else:
                 srv = subprocess.Popen(["timeout", "90", *self.uroce(run_conf, uro_argv)], stdout=subprocess.PIPE,
                                        stderr=subprocess.STDOUT, text=True)
-                time.sleep(2.5)
+                local_listening(self.local, exchange_port(uro_argv), srv)
                 try:
                     c = self.peer.run("timeout 90 " + shlex.join(peer_argv + [self.local.tcp_ip]), timeout=100)
                     cli_out, cli_rc = c.stdout + c.stderr, c.returncode
@@ -643,7 +688,9 @@ class Runner:
                 limit = ("timeout -s INT 30 " if "keeps" in flags else "timeout 45 " if "perftest" in flags else
                          "timeout 120 ")
                 srv = self.peer.start(limit + shlex.join(server(self.peer.cm_ip, port, self.peer.dev)))
-                time.sleep(4)
+                # The kernel's CM rejects a REQ for a port nobody listens on yet (reason 8), and
+                # until_accepted starts the client again; perftest's clients are started once.
+                time.sleep(4 if "perftest" in flags else 1)
                 try:
                     cli_out, cli_rc = until_accepted(srv, uroce_client)
                 finally:
