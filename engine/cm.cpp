@@ -182,9 +182,9 @@ void Manager::set_state(Conn& c, State s) {
   if (was && !is) --awaiting_rtu_;
   if (!was && is) ++awaiting_rtu_;
   if (s == State::Established) c.was_established = true;
-  const bool up = s == State::Established, was_up = c.state == State::Established;
+  const bool owed = owes_goodbye(s), was_owed = owes_goodbye(c.state);
   c.state = s;
-  if (up != was_up && on_established) on_established(c.local_id, up);
+  if (owed != was_owed && on_goodbye_owed) on_goodbye_owed(c.local_id, owed);
 }
 
 // 4.096 us * 2^exp, the exponent capped (a forged MAD cannot park a connection for hours).
@@ -224,7 +224,7 @@ void Manager::mad_packet(const Peer& to, const proto::Ip6& from, std::span<const
 
 std::vector<uint8_t> Manager::goodbye_frame(uint32_t id) {
   const Conn* c = find(id);
-  if (!c || c->state != State::Established) return {};
+  if (!c || !owes_goodbye(c->state)) return {};
   std::array<uint8_t, pcm::kMadSize> mad{};
   if (pcm::emit(dreq(*c, uint64_t(rng_.next32()) << 32 | c->local_id), mad) != pcm::kMadSize) return {};
   proto::Packet p;

@@ -211,11 +211,14 @@ class Manager {
   // Told when a service ID gets its listener (true) and loses it (false): the uroce service
   // hands a REQ or SIDR_REQ to the process that listens on its service ID.
   std::function<void(uint64_t service_id, bool listening)> on_listen;
-  // Told when connection `id` becomes established (true) and stops being so (false).
-  std::function<void(uint32_t id, bool established)> on_established;
-  // The frame of a DREQ for established connection `id` (empty if it is not): what the uroce
-  // service sends for a process that dies with the connection up, as the kernel's CM does when
-  // a process's cm_ids are destroyed at its exit.
+  // Told when connection `id` starts to owe its peer a goodbye (true) and stops (false): from
+  // our REP on (the peer is established once the REP arrives) or from our RTU, until we send or
+  // answer a DREQ, or the connection is rejected, times out or is freed. owes_goodbye().
+  std::function<void(uint32_t id, bool owed)> on_goodbye_owed;
+  static bool owes_goodbye(State s) { return s == State::RepSent || s == State::MraRepRcvd || s == State::Established; }
+  // The frame of a DREQ for connection `id` while it owes a goodbye (empty otherwise): what the
+  // uroce service sends for a process that dies with the connection up, as the kernel's CM does
+  // when a process's cm_ids are destroyed at its exit.
   std::vector<uint8_t> goodbye_frame(uint32_t id);
   // Sends the REQ: 0 and the new id, or EINVAL (private data too long, no such GID), EBUSY
   // (the QP number is still in TimeWait), ENOMEM.

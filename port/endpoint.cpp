@@ -56,8 +56,8 @@ std::unique_ptr<Endpoint> Endpoint::open(const EndpointConfig& cfg, std::string&
   if (shared && e->dev_->cm()) {
     engine::cm::Manager* cm = e->dev_->cm();
     cm->on_listen = [shared](uint64_t sid, bool on) { shared->announce_listen(sid, on); };
-    cm->on_established = [shared, cm](uint32_t id, bool up) {
-      shared->leave_will(id, up ? cm->goodbye_frame(id) : std::vector<uint8_t>{});
+    cm->on_goodbye_owed = [shared, cm](uint32_t id, bool owed) {
+      shared->leave_will(id, owed ? cm->goodbye_frame(id) : std::vector<uint8_t>{});
     };
   }
   // /uroce/* telemetry commands (port/telemetry.hpp): this process's QPs, also when attached.

@@ -237,6 +237,54 @@ TEST_F(CmPair, ConnectAcceptEstablishDisconnect) {
   EXPECT_EQ(cm(0).connect(req(), &again), 0);
 }
 
+// What the uroce service sends for a process that dies (port/endpoint.cpp): from the REP (the
+// peer is established once it arrives) or the RTU until the connection's own DREQ, a connection
+// owes its peer a goodbye, and goodbye_frame() is that DREQ. Here B "dies" right after its REP:
+// A, established, gets the DREQ B left and sees the connection end.
+TEST_F(CmPair, GoodbyeOwedFromTheRepAndSentForADeadPeer) {
+  std::vector<std::pair<uint32_t, bool>> owed[2];
+  std::vector<uint8_t> will[2];
+  for (int s = 0; s < 2; ++s)
+    cm(s).on_goodbye_owed = [this, s, &owed, &will](uint32_t id, bool on) {
+      owed[s].emplace_back(id, on);
+      will[s] = on ? cm(s).goodbye_frame(id) : std::vector<uint8_t>{};
+    };
+  uint32_t ida, idb;
+  Event e;
+  ASSERT_NO_FATAL_FAILURE(offer(req(), ida, e));
+  idb = e.id;
+  EXPECT_TRUE(owed[0].empty() && owed[1].empty()) << "nothing is owed before the REP";
+  EXPECT_TRUE(cm(1).goodbye_frame(idb).empty()) << "REQ_RCVD: the peer is not connected yet";
+  ASSERT_EQ(cm(1).accept(idb, rep()), 0);
+  ASSERT_EQ(owed[1], (std::vector<std::pair<uint32_t, bool>>{{idb, true}}));
+  // The frame is a DREQ from B's comm ID to A's, for A's QP, to QP 1.
+  {
+    proto::Packet p;
+    ASSERT_TRUE(proto::parse(will[1], p).ok());
+    EXPECT_TRUE(pcm::is_gsi_send(p.opcode, p.dest_qp));
+    pcm::Mad m;
+    ASSERT_EQ(pcm::parse(p.payload, m), pcm::Error::Ok);
+    ASSERT_EQ(m.hdr.attr_id, attr(pcm::Attr::Dreq));
+    const auto& d = std::get<pcm::Dreq>(m.msg);
+    EXPECT_EQ(d.local_comm_id, idb);
+    EXPECT_EQ(d.remote_comm_id, ida);
+    EXPECT_EQ(d.remote_qpn, pr->a.qp->qpn());
+  }
+  ASSERT_TRUE(wait(0, EventType::RepReceived, &e));
+  ASSERT_EQ(cm(0).establish(ida), 0);
+  ASSERT_EQ(owed[0], (std::vector<std::pair<uint32_t, bool>>{{ida, true}}));
+  EXPECT_FALSE(will[0].empty());
+  // B dies: its RTU never reaches it (its frames go nowhere), and what it left is sent for it.
+  const std::vector<uint8_t> left = will[1];
+  drop[0][attr(pcm::Attr::Rtu)] = 1;
+  pr->wire.a().inject(left.data(), uint32_t(left.size()));
+  ASSERT_TRUE(wait(0, EventType::DreqReceived, &e));
+  EXPECT_EQ(e.id, ida);
+  EXPECT_EQ(state(0, ida), State::DreqRcvd);
+  EXPECT_EQ(owed[0].back(), (std::pair<uint32_t, bool>{ida, false})) << "answering a DREQ ends the debt";
+  EXPECT_TRUE(cm(0).goodbye_frame(ida).empty());
+}
+
 TEST_F(CmPair, NobodyListensRejectReason8) {
   uint32_t ida;
   ASSERT_EQ(cm(0).connect(req(), &ida), 0);

@@ -384,9 +384,12 @@ def exchange_port(argv):
 
 def listening_then_mark(cmd, port):
     """A shell line running `cmd` that prints LISTEN_MARK once TCP `port` listens (or after
-    LISTEN_WAIT_S), then exits with cmd's status."""
+    LISTEN_WAIT_S), then exits with cmd's status. It reads /proc/net/tcp{,6} (a listening
+    socket: local port `port`, remote address all zeros, state 0A), which every Linux peer has
+    (the lab guest's busybox tools have no ss)."""
     polls = int(LISTEN_WAIT_S * 10)
-    return (f"{cmd} & p=$!; i=0; while [ $i -lt {polls} ] && ! ss -Hltn 'sport = :{port}' 2>/dev/null | grep -q .; "
+    return (f"{cmd} & p=$!; i=0; while [ $i -lt {polls} ] && "
+            f"! grep -qs ':{int(port):04X} [0:]* 0A ' /proc/net/tcp /proc/net/tcp6; "
             f"do sleep 0.1; i=$((i+1)); done; echo '{LISTEN_MARK}'; wait $p")
 
 

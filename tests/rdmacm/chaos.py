@@ -49,7 +49,7 @@ and MACs of our own (198.18.0.21 and .22); the namespaces are used as found (a r
 they disappear is counted as "void", and they are made again).
 
 usage: tests/rdmacm/chaos.py [--runs N] [--chaos N] [--programs rping,ucmatose,ib_write_bw]
-                             [--link veth|memif] [--build DIR] [--json FILE] [--bound S]
+                             [--link veth|memif|service] [--build DIR] [--json FILE] [--bound S]
                              [--timeout S] [--seed N] [--kill server|client --at SECONDS]
 Prints a summary table per phase; exits 1 if any run saw a signal or a hang (2: bad use).
 Reproduce one chaos run: --runs 0 --chaos 1 --programs P --kill SIDE --at SECONDS.
@@ -62,6 +62,7 @@ import re
 import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -76,11 +77,21 @@ log = driver.log
 # On the veth pair the endpoints take addresses and MACs of their own (.21 and .22 instead of the
 # configs' .11 and .12): another uroce program on the same veth pair (the namespaces are shared by
 # whoever runs tests on this machine) then sees our frames as not for it, and we its.
-SERVER_IP = {"memif": "198.19.0.1", "veth": "198.18.0.22"}
+SERVER_IP = {"memif": "198.19.0.1", "veth": "198.18.0.22", "service": "198.18.9.2"}
 VETH_ADDR = {"veth-b.conf": ("198.18.0.22/24", "02:00:c6:12:00:22"), "veth-a.conf": ("198.18.0.21/24", "02:00:c6:12:00:21")}
-DEV = {"memif": ("uroce-memif-s", "uroce-memif-c"), "veth": ("uroce-veth-b", "uroce-veth-a")}
-CONF = {"memif": ("memif-server.conf", "memif-client.conf"), "veth": ("veth-b.conf", "veth-a.conf")}
-NS = {"memif": ([], []), "veth": (driver.NSB, driver.NSA)}
+# --link service: the host device (uroced, docs/service.md) as a user who wants uroce instead of
+# rxe runs it: two namespaces of this run's own joined by a veth pair, each end's address the
+# kernel's, a uroced on each end, and the programs attached to their namespace's daemon
+# (uroce-run --netdev). A process killed there has someone to speak for it: the daemon sends the
+# DREQs it left (port/service/daemon.cpp), as the kernel's CM does for a process that dies.
+SVC_NS = ("uroce-cb", "uroce-ca")      # server's side, client's side
+SVC_IF = ("uc-b", "uc-a")
+SVC_ADDR = ("198.18.9.2", "198.18.9.1")
+HUGE = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
+DEV = {"memif": ("uroce-memif-s", "uroce-memif-c"), "veth": ("uroce-veth-b", "uroce-veth-a"),
+       "service": tuple("uroce_" + i for i in SVC_IF)}
+CONF = {"memif": ("memif-server.conf", "memif-client.conf"), "veth": ("veth-b.conf", "veth-a.conf"), "service": ()}
+NS = {"memif": ([], []), "veth": (driver.NSB, driver.NSA), "service": tuple(["ip", "netns", "exec", n] for n in SVC_NS)}
 READY_S = 20        # the server's start-up, up to the line it prints before it listens
 FATAL = {signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGKILL}
 
@@ -133,7 +144,7 @@ def parse():
     ap.add_argument("--runs", type=int, default=200, help="repeat runs per program (default 200)")
     ap.add_argument("--chaos", type=int, default=100, help="chaos runs per program (default 100)")
     ap.add_argument("--programs", default="rping,ucmatose,ib_write_bw")
-    ap.add_argument("--link", choices=["veth", "memif"], default="veth")
+    ap.add_argument("--link", choices=["veth", "memif", "service"], default="veth")
     ap.add_argument("--build", default="build", help="the meson build directory (default build)")
     ap.add_argument("--json", default="", help="one JSON line per run to this file (appended)")
     ap.add_argument("--bound", type=float, default=30.0,
@@ -161,7 +172,9 @@ build = os.path.abspath(args.build if os.path.isdir(args.build) else os.path.joi
 LIB = os.path.join(build, "verbs_shim", "liburoce-verbs.so")
 CMLIB = os.path.join(build, "verbs_shim", "rdmacm", "liburoce-rdmacm.so")
 RUN = os.path.join(ROOT, "scripts", "uroce-run")
-for f in (LIB, CMLIB):
+UROCED = os.path.join(build, "tools", "uroced", "uroced")
+XDP_PROG = os.path.join(build, "port", "roce_redirect.bpf")
+for f in (LIB, CMLIB) + ((UROCED, XDP_PROG) if args.link == "service" else ()):
     if not os.path.exists(f):
         print(f"chaos: {f} is missing (build first)", file=sys.stderr)
         sys.exit(2)
@@ -219,6 +232,9 @@ def void(*outs):
 
 def cleanup():
     children.stop_all()
+    if args.link == "service":
+        for l in service_down():
+            log(l)
     driver.remove(SOCK)
     remove_own_runtime_dirs()
     if created_netns[0]:
@@ -249,7 +265,82 @@ def own_config(name):
 
 def wrap(side, cmd):
     i = 0 if side == "server" else 1
-    return NS[args.link][i] + [RUN, "--config", CONFIGS[i], "--no-device-view", "--", "stdbuf", "-oL"] + cmd
+    where = ["--netdev", SVC_IF[i]] if args.link == "service" else ["--config", CONFIGS[i]]
+    return NS[args.link][i] + [RUN, *where, "--no-device-view", "--", "stdbuf", "-oL"] + cmd
+
+
+# ---- the host device (--link service) ----
+
+service = {"pages": None, "mounted": False, "daemons": []}
+daemons = driver.Children()   # apart from `children`, which every run stops
+
+
+def run_ok(argv):
+    r = subprocess.run(argv, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)}: {r.stderr.strip()}")
+
+
+def service_up():
+    """Namespaces, veth pair and addresses, 2 MB hugepages for two daemons, a uroced on each end."""
+    service_down_topology()
+    for n in SVC_NS:
+        run_ok(["ip", "netns", "add", n])
+        run_ok(["ip", "-n", n, "link", "set", "lo", "up"])
+    run_ok(["ip", "link", "add", SVC_IF[0], "netns", SVC_NS[0], "type", "veth", "peer", SVC_IF[1], "netns", SVC_NS[1]])
+    for n, i, a in zip(SVC_NS, SVC_IF, SVC_ADDR):
+        run_ok(["ip", "-n", n, "addr", "add", a + "/24", "dev", i])
+        run_ok(["ip", "-n", n, "link", "set", i, "up"])
+    with open(HUGE) as f:
+        service["pages"] = int(f.read())
+    with open(HUGE, "w") as f:
+        f.write(str(service["pages"] + 256))
+    if "hugetlbfs" not in open("/proc/mounts").read():
+        os.makedirs("/dev/hugepages", exist_ok=True)
+        run_ok(["mount", "-t", "hugetlbfs", "nodev", "/dev/hugepages"])
+        service["mounted"] = True
+    for n, i in zip(SVC_NS, SVC_IF):
+        out = os.path.join(LOGDIR, f"uroced-{i}.log")
+        d = daemons.start(["ip", "netns", "exec", n, "stdbuf", "-oL", "-eL", UROCED, "--netdev", i], out,
+                           dict(os.environ, UROCE_XDP_PROG=XDP_PROG))
+        service["daemons"].append((d, out))
+        t0 = time.time()
+        while "uroced: serving" not in text(out) and d.poll() is None and time.time() - t0 < 30:
+            time.sleep(0.05)
+        if "uroced: serving" not in text(out):
+            raise RuntimeError(f"uroced on {i} did not start: {text(out)[-600:]}")
+        log(f"uroced on {i} ({n}): serving")
+
+
+def service_down_topology():
+    driver.netns_down(SVC_NS)
+
+
+def service_down():
+    """Stops the daemons (their last lines: what they sent for dead processes), then the rest."""
+    lines = []
+    for d, out in service["daemons"]:
+        driver.kill_group(d, signal.SIGTERM)
+        try:
+            d.wait(timeout=15)
+        except Exception:
+            driver.kill_group(d, signal.SIGKILL)
+            d.wait()
+        lines += [l for l in text(out).splitlines() if l.startswith("uroced: stopped")]
+    service["daemons"].clear()
+    service_down_topology()
+    for f in glob.glob("/dev/hugepages/uroced-uroce_uc-*"):
+        driver.remove(f)
+    for d in glob.glob("/var/run/dpdk/uroced-uroce_uc-*"):
+        shutil.rmtree(d, ignore_errors=True)
+    if service["mounted"]:
+        subprocess.run(["umount", "/dev/hugepages"], capture_output=True)
+        service["mounted"] = False
+    if service["pages"] is not None:
+        with open(HUGE, "w") as f:
+            f.write(str(service["pages"]))
+        service["pages"] = None
+    return lines
 
 
 def env():
@@ -497,6 +588,8 @@ def main():
         CONFIGS[:] = [own_config(c) for c in CONF[args.link]]
         if args.link == "veth":
             ensure_netns()
+        if args.link == "service":
+            service_up()
         log(f"chaos: link {args.link}, build {build}, programs {','.join(args.programs)}, {args.runs} runs, "
             f"{args.chaos} chaos runs each, bound {args.bound:.0f} s, seed {args.seed}, logs in {LOGDIR}")
         for prog in args.programs:
