@@ -60,7 +60,13 @@ def wrap(link, side, cmd):
                     ("veth-a.conf", ["ip", "netns", "exec", "uroce-a"])
     else:
         conf, pre = ("memif-server.conf" if side == "server" else "memif-client.conf"), []
-    return pre + [suite.run, "--config", suite.config(conf), "--no-device-view", "--"] + cmd
+    run = [suite.run, "--config", suite.config(conf), "--no-device-view", "--"]
+    # stdbuf goes first: it then runs before uroce-run's preloads (its LD_PRELOAD comes last in
+    # the program's). With a sanitizer's runtime preloaded ($UROCE_PRELOAD, docs/reliability.md),
+    # coreutils' stdbuf itself hangs at its start.
+    if cmd[:2] == ["stdbuf", "-oL"]:
+        return pre + cmd[:2] + run + cmd[2:]
+    return pre + run + cmd
 
 
 def env():
