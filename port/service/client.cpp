@@ -143,7 +143,7 @@ bool ServiceLink::set_up_driving(const Welcome& w) {
   const rte_memzone* z = rte_memzone_lookup(kPumpZone);
   rte_mempool* pool = rte_mempool_lookup(w.pool);
   rte_ring* to_daemon = rte_ring_lookup(kDaemonRing);
-  if (!z || !pool || !to_daemon) return false;
+  if (!z || !pool || !to_daemon || !Pump::find_marks()) return false;
   sh_ = static_cast<PumpShared*>(z->addr);
   port_ = sh_->port;
   if (!rte_eth_dev_is_valid_port(port_)) return false;  // not a port this process sees
@@ -307,6 +307,7 @@ size_t ServiceLink::recv(engine::PacketBuf* bufs, size_t max) {
   const uint32_t me = slot_ + 1;
   const bool held = may_drive() && pump_->try_take(me);
   if (used_n_ && held) {
+    Pump::mark(used_, used_n_, 0);
     rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(used_), used_n_);
     used_n_ = 0;
   } else if (used_n_) {

@@ -169,6 +169,7 @@ bool Daemon::make_rings(std::string& err) {
   sh_ = new (z->addr) PumpShared();
   sh_->port = link_->port_id();
   std::memcpy(sh_->mac, link_->mac().data(), 6);
+  if (!Pump::register_marks(link_->mempool(), err)) return false;
   pump_ = std::make_unique<Pump>(sh_, std::move(rings), to_daemon, link_->mempool());
   owner_fn_ = {[](void* d, const uint8_t* f, uint32_t len) { return static_cast<Daemon*>(d)->owner_of(f, len); }, this};
   // The processes' frames go out through the link (its capture, fault stages and backlog).
@@ -490,14 +491,16 @@ void Daemon::detach(uint32_t i, const char* why) {
   s.fd = -1;
   s.listens.clear();
   execute_wills(s);
-  // Buffers in the rings come back; those the process held in its own hands are lost with it
-  // (at most a burst and a stash: docs/service.md).
+  // Buffers in the rings come back, then those the process held in its own hands (its stash, the
+  // frames it was working on or was done with): they still carry its mark (pump.hpp).
   const uint64_t frames_in = pump_->frames_in(i);
   pump_->drain(i);
   pump_->flush_cache(i + 1);  // what it took from the pool while it drove (its lcore id: slot + 1)
+  const size_t back = pump_->reclaim(i);
+  ctr_.reclaimed += back;
   ++ctr_.detached;
-  std::fprintf(stderr, "uroced: slot %u: pid %d (%s) detached (%s; %lu frames in, %lu out)\n", i, s.pid,
-               s.comm.c_str(), why, (unsigned long)frames_in, (unsigned long)s.tx_frames);
+  std::fprintf(stderr, "uroced: slot %u: pid %d (%s) detached (%s; %lu frames in, %lu out; %zu buffers taken back)\n",
+               i, s.pid, s.comm.c_str(), why, (unsigned long)frames_in, (unsigned long)s.tx_frames, back);
 }
 
 // The process's rdma_cm connections that were up: their DREQs go out (the peer answers with a

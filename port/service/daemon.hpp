@@ -50,7 +50,7 @@ class Daemon {
 
   struct Counters {
     uint64_t delivered = 0, looped = 0, sent = 0, no_owner = 0, ring_full = 0, cm_unowned = 0;
-    uint64_t attached = 0, detached = 0, wills_sent = 0;
+    uint64_t attached = 0, detached = 0, wills_sent = 0, reclaimed = 0;  // reclaimed: buffers taken back from gone processes
     uint64_t from_drivers = 0, driver_deaths = 0;  // frames drivers handed over; drivers that died holding the port
   };
   // What processes that drove the port did (zero when none could).

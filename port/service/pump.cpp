@@ -2,7 +2,9 @@
 // processes' rings.
 #include "port/service/pump.hpp"
 
+#include <rte_errno.h>
 #include <rte_mbuf.h>
+#include <rte_mbuf_dyn.h>
 #include <rte_ring.h>
 #include <rte_ring_peek.h>
 #include <time.h>
@@ -29,6 +31,75 @@ SlotRingNames slot_ring_names(uint32_t i) {
   return {"urx" + n, "utx" + n, "ufl" + n, "ufr" + n};
 }
 
+// ---- Marks: whose hands a buffer is in ---------------------------------------------------------
+
+namespace {
+int g_mark_offset = -1;  // the field's offset in an mbuf (the same in every process of the device)
+
+uint32_t* mark_field(const void* m) {
+  return RTE_MBUF_DYNFIELD(static_cast<const rte_mbuf*>(m), g_mark_offset, uint32_t*);
+}
+rte_mbuf_dynfield mark_desc() {
+  rte_mbuf_dynfield d{};
+  std::strncpy(d.name, kLentField, sizeof d.name - 1);
+  d.size = sizeof(uint32_t);
+  d.align = alignof(uint32_t);
+  return d;
+}
+}  // namespace
+
+bool Pump::register_marks(rte_mempool* pool, std::string& err) {
+  const rte_mbuf_dynfield desc = mark_desc();
+  g_mark_offset = rte_mbuf_dynfield_register(&desc);
+  if (g_mark_offset < 0) {
+    err = std::string("rte_mbuf_dynfield_register(") + kLentField + "): " + rte_strerror(rte_errno);
+    return false;
+  }
+  rte_mempool_obj_iter(pool, [](rte_mempool*, void*, void* obj, unsigned) { *mark_field(obj) = 0; }, nullptr);
+  return true;
+}
+
+bool Pump::find_marks() {
+  g_mark_offset = rte_mbuf_dynfield_lookup(kLentField, nullptr);
+  return g_mark_offset >= 0;
+}
+
+void Pump::mark(void* const* ms, size_t n, uint32_t who) {
+  for (size_t i = 0; i < n; ++i) *mark_field(ms[i]) = who;
+}
+
+uint32_t Pump::mark_of(const void* m) { return *mark_field(m); }
+
+// Walks every object of the pool (a few ms for param::kMbufs): what the dead slot held is
+// marked, whatever it was doing with it.
+size_t Pump::reclaim(uint32_t i) {
+  struct Walk {
+    uint32_t who;
+    size_t n = 0, k = 0;
+    rte_mbuf* batch[param::kServiceBurst] = {};
+    void flush() {
+      rte_pktmbuf_free_bulk(batch, unsigned(k));
+      k = 0;
+    }
+  } w;
+  w.who = i + 1;
+  rte_mempool_obj_iter(
+      pool_,
+      [](rte_mempool*, void* ctx, void* obj, unsigned) {
+        Walk& w = *static_cast<Walk*>(ctx);
+        if (*mark_field(obj) != w.who) return;
+        *mark_field(obj) = 0;
+        w.batch[w.k++] = static_cast<rte_mbuf*>(obj);
+        ++w.n;
+        if (w.k == param::kServiceBurst) w.flush();
+      },
+      &w);
+  w.flush();
+  return w.n;
+}
+
+// ---- The port ---------------------------------------------------------------------------------
+
 bool Pump::try_take(uint32_t who) {
   uint32_t free_now = 0;
   if (sh_->holder.load(std::memory_order_relaxed) != 0) return false;
@@ -50,6 +121,7 @@ void Pump::deliver(void** ms, size_t n, const OwnerFn& owner_of, Counts& c, Mine
   for (size_t i = 0; i < n; ++i) {
     const rte_mbuf* m = static_cast<const rte_mbuf*>(ms[i]);
     owner[i] = owner_of(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len);
+    *mark_field(m) = owner[i] >= 0 ? uint32_t(owner[i]) + 1 : 0;  // before the ring: the owner may take it at once
   }
   for (size_t i = 0, j; i < n; i = j) {
     for (j = i + 1; j < n && owner[j] == owner[i];) ++j;  // the run of frames for one owner
@@ -75,7 +147,10 @@ void Pump::deliver(void** ms, size_t n, const OwnerFn& owner_of, Counts& c, Mine
       if (owner[i] == kDaemon && put) rang_ = true;
       c.ring_full += run - put;
     }
-    if (put < run) rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(ms + i + put), run - put);
+    if (put < run) {
+      mark(ms + i + put, run - put, 0);
+      rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(ms + i + put), run - put);
+    }
   }
 }
 
@@ -120,8 +195,13 @@ size_t Pump::out(void** ms, size_t n, const uint8_t* dev_mac, const WireFn& wire
       done = end;
       continue;
     }
+    // The port's from here (it may free them within `wire`); what it does not take is given back
+    // its mark.
     const size_t run = end - done;
+    const uint32_t was = mark_of(ms[done]);
+    mark(ms + done, run, 0);
     const size_t took = wire(ms + done, run);
+    if (took < run) mark(ms + done + took, run - took, was);
     done += took;
     if (took < run) break;
   }
@@ -135,12 +215,15 @@ void Pump::refill(uint32_t i) {
   for (unsigned k = 0; k < param::kServiceFill / param::kServiceBurst; ++k) {
     const unsigned done = rte_ring_sc_dequeue_burst(s.free, ms, param::kServiceBurst, nullptr);
     if (!done) break;
+    mark(ms, done, 0);
     rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(ms), done);
   }
   while (rte_ring_count(s.fill) + param::kServiceBurst <= param::kServiceFill) {
     if (rte_pktmbuf_alloc_bulk(pool_, reinterpret_cast<rte_mbuf**>(ms), param::kServiceBurst) != 0) return;
+    mark(ms, param::kServiceBurst, i + 1);
     const unsigned put = rte_ring_sp_enqueue_burst(s.fill, ms, param::kServiceBurst, nullptr);
     if (put < param::kServiceBurst) {
+      mark(ms + put, param::kServiceBurst - put, 0);
       rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(ms) + put, param::kServiceBurst - put);
       return;
     }
@@ -153,8 +236,10 @@ void Pump::drain(uint32_t i) {
   void* ms[param::kServiceBurst];
   for (rte_ring* r : {s.rx, s.tx, s.fill, s.free}) {
     unsigned n;
-    while ((n = rte_ring_sc_dequeue_burst(r, ms, param::kServiceBurst, nullptr)) != 0)
+    while ((n = rte_ring_sc_dequeue_burst(r, ms, param::kServiceBurst, nullptr)) != 0) {
+      mark(ms, n, 0);
       rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(ms), n);
+    }
     rte_ring_reset(r);  // a process killed inside an enqueue leaves its ring half-moved
   }
 }

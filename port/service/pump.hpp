@@ -14,6 +14,13 @@
 //     to the daemon's ring, and the daemon sorts them as if it had received them.
 //   - A process that dies holding the port: the daemon takes the port back when it sees the
 //     process's socket close, and returns the buffers left in that process's mbuf cache.
+// Whose hands a buffer is in: every mbuf of the pool carries a mark (a dynamic field the daemon
+// registers, kLentField): slot + 1 from the moment a pump puts it into that slot's rx or fill
+// ring (or a driver's own hands) until it comes back through the slot's tx or free ring, 0
+// otherwise (in the pool, in the port, the daemon's). A mark is cleared before every free, so no
+// buffer in the pool carries one; when a process dies, the buffers still marked with its slot
+// are those it held (its stash, the frames it was working on, those it was done with but had
+// not given back yet): reclaim() returns them to the pool.
 // Single-threaded per process (one Pump per process; the holder word orders them).
 #pragma once
 #include <atomic>
@@ -42,6 +49,7 @@ struct PumpShared {
 inline constexpr uint32_t kDaemonHolder = 0xFFFFFFFFu;
 inline constexpr const char* kPumpZone = "uroced_pump";
 inline constexpr const char* kDaemonRing = "udmn";  // frames a driver hands the daemon
+inline constexpr const char* kLentField = "uroce_lent_to";  // the mbuf dynamic field of the marks
 
 uint64_t monotonic_ns();
 void ring_doorbell(int eventfd);  // wakes the daemon (-1: nothing)
@@ -73,6 +81,14 @@ class Pump {
 
   Pump(PumpShared* shared, std::vector<SlotRings> slots, rte_ring* to_daemon, rte_mempool* pool)
       : sh_(shared), slots_(std::move(slots)), in_(slots_.size()), to_daemon_(to_daemon), pool_(pool) {}
+
+  // The marks' field: registered by the daemon (which clears every mark of `pool`, all of whose
+  // buffers are free or the port's then), looked up by a process that drives. false and `err`
+  // if it cannot be had (a process then does not drive).
+  static bool register_marks(rte_mempool* pool, std::string& err);
+  static bool find_marks();
+  static void mark(void* const* mbufs, size_t n, uint32_t who);  // who: slot + 1, or 0
+  static uint32_t mark_of(const void* mbuf);
 
   // The port for `who` (slot + 1, or kDaemonHolder), if nobody has it.
   bool try_take(uint32_t who);
@@ -108,6 +124,9 @@ class Pump {
   void repair();
   // The buffers in the mempool cache of EAL lcore `lcore` (a process that is gone) back in the pool.
   void flush_cache(uint32_t lcore);
+  // Every buffer of the pool still marked as slot i's back in the pool (slot i is gone and its
+  // rings drained; nobody moves buffers meanwhile: the caller holds the port). Returns how many.
+  size_t reclaim(uint32_t i);
 
   // Whether frames went to the daemon since the last call (then ring its doorbell).
   bool take_rang() {

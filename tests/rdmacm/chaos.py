@@ -173,7 +173,7 @@ LIB = os.path.join(build, "verbs_shim", "liburoce-verbs.so")
 CMLIB = os.path.join(build, "verbs_shim", "rdmacm", "liburoce-rdmacm.so")
 RUN = os.path.join(ROOT, "scripts", "uroce-run")
 UROCED = os.path.join(build, "tools", "uroced", "uroced")
-XDP_PROG = os.path.join(build, "port", "roce_redirect.bpf")
+XDP_PROG = os.path.join(build, "port", "roce_redirect.bpf.o")
 for f in (LIB, CMLIB) + ((UROCED, XDP_PROG) if args.link == "service" else ()):
     if not os.path.exists(f):
         print(f"chaos: {f} is missing (build first)", file=sys.stderr)

@@ -241,6 +241,11 @@ def share():
     gone = wait_for(freed, 5)
     dt = time.time() - t_kill
     check(gone and dt < 1.0, f"the daemon freed both killed processes' slots within a second ({dt:.3f} s)")
+    # The buffers the writer's target held when it died (its stash, the WRITEs it was working on,
+    # those it had not given back yet) are back in the daemon's pool (pump.hpp's marks).
+    m = re.search(r"pid %s \(ib_write_bw\) detached .*; (\d+) buffers taken back" % vpids["ib_write_bw"][0],
+                  output("uroced-a")) if vpids["ib_write_bw"] else None
+    check(m and int(m.group(1)) > 0, f"the killed ib_write_bw server's buffers taken back: {m.group(0) if m else output('uroced-a')[-400:]}")
     log(f"SIGKILL of the ib_write_bw server and the rping client: both slots freed {dt:.3f} s later: " +
         "; ".join(l for l in output("uroced-a").splitlines() if "detached" in l and any(f"pid {v[0]} " in l for v in vpids.values() if v)))
     # Their peers see what they would see with rxe.
