@@ -231,6 +231,9 @@ def void(*outs):
 
 
 def cleanup():
+    # A second signal (timeout(1) passes on the one it got) must not cut the cleanup short.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     children.stop_all()
     if args.link == "service":
         for l in service_down():

@@ -257,6 +257,8 @@ CMA_EXPORT int rdma_bind_addr(rdma_cm_id* id, sockaddr* addr) {
 CMA_EXPORT int rdma_resolve_addr(rdma_cm_id* cid, sockaddr* src, sockaddr* dst, int /*timeout_ms*/) {
   if (!cid || !dst || (dst->sa_family != AF_INET && dst->sa_family != AF_INET6)) return fail(EINVAL);
   Id* id = to_id(cid);
+  // Read before the request is handed over: from then on another thread may be told of its end and destroy id.
+  const bool sync = id->chan->sync;
   if (src && (src->sa_family == dst->sa_family)) {
     if (int rc = bind_id(id, src)) return fail(rc);
   } else if (!id->bound) {
@@ -305,12 +307,14 @@ CMA_EXPORT int rdma_resolve_addr(rdma_cm_id* cid, sockaddr* src, sockaddr* dst, 
     id->addr_resolved = true;
   }
   post_event(id, rc ? RDMA_CM_EVENT_ADDR_ERROR : RDMA_CM_EVENT_ADDR_RESOLVED, rc ? -EHOSTUNREACH : 0);
-  return id->chan->sync ? sync_wait(id) : 0;
+  return sync ? sync_wait(id) : 0;
 }
 
 CMA_EXPORT int rdma_resolve_route(rdma_cm_id* cid, int /*timeout_ms*/) {
   if (!cid) return fail(EINVAL);
   Id* id = to_id(cid);
+  // Read before the request is handed over: from then on another thread may be told of its end and destroy id.
+  const bool sync = id->chan->sync;
   if (!id->addr_resolved) return fail(EINVAL);
   // One path, computed here: on RoCE the route is the two GIDs (no subnet manager to ask).
   ibv_sa_path_rec& p = id->path;
@@ -334,7 +338,7 @@ CMA_EXPORT int rdma_resolve_route(rdma_cm_id* cid, int /*timeout_ms*/) {
   id->route_resolved = true;
   id->mtu = lib().mtu;
   post_event(id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);
-  return id->chan->sync ? sync_wait(id) : 0;
+  return sync ? sync_wait(id) : 0;
 }
 
 CMA_EXPORT int rdma_listen(rdma_cm_id* cid, int /*backlog*/) {
@@ -363,6 +367,8 @@ CMA_EXPORT int rdma_listen(rdma_cm_id* cid, int /*backlog*/) {
 CMA_EXPORT int rdma_connect(rdma_cm_id* cid, rdma_conn_param* param) {
   if (!cid) return fail(EINVAL);
   Id* id = to_id(cid);
+  // Read before the request is handed over: from then on another thread may be told of its end and destroy id.
+  const bool sync = id->chan->sync;
   if (!id->route_resolved || id->cm) return fail(EINVAL);
   Lib& L = lib();
   const uint32_t qpn = id->id.qp ? id->id.qp->qp_num : param ? param->qp_num : 0;
@@ -421,12 +427,14 @@ CMA_EXPORT int rdma_connect(rdma_cm_id* cid, rdma_conn_param* param) {
   }
   cmb::unlock();
   if (rc) return fail(rc);
-  return id->chan->sync ? sync_wait(id) : 0;
+  return sync ? sync_wait(id) : 0;
 }
 
 CMA_EXPORT int rdma_accept(rdma_cm_id* cid, rdma_conn_param* param) {
   if (!cid) return fail(EINVAL);
   Id* id = to_id(cid);
+  // Read before the request is handed over: from then on another thread may be told of its end and destroy id.
+  const bool sync = id->chan->sync;
   if (!id->cm) return fail(EINVAL);
   Lib& L = lib();
   std::span<const uint8_t> pd;
@@ -462,7 +470,7 @@ CMA_EXPORT int rdma_accept(rdma_cm_id* cid, rdma_conn_param* param) {
   const int rc = cmb::accept(id->cm, p);
   cmb::unlock();
   if (rc) return fail(rc);
-  return id->chan->sync ? sync_wait(id) : 0;
+  return sync ? sync_wait(id) : 0;
 }
 
 CMA_EXPORT int rdma_reject(rdma_cm_id* cid, const void* private_data, uint8_t len) {
@@ -495,6 +503,8 @@ CMA_EXPORT int rdma_establish(rdma_cm_id* cid) {
 CMA_EXPORT int rdma_disconnect(rdma_cm_id* cid) {
   if (!cid) return fail(EINVAL);
   Id* id = to_id(cid);
+  // Read before the request is handed over: from then on another thread may be told of its end and destroy id.
+  const bool sync = id->chan->sync;
   qp_error(id);  // as librdmacm: the QP to ERR first (its WRs flush)
   if (!id->cm) return 0;
   bool sent_dreq = false;
@@ -508,7 +518,7 @@ CMA_EXPORT int rdma_disconnect(rdma_cm_id* cid) {
   // A synchronous id waits for its DISCONNECTED: our DREQ was sent from ESTABLISHED (under the
   // token, so no DREQ of the peer was taken first), and its answer, a crossing DREQ or its
   // timeout brings exactly one.
-  return id->chan->sync && sent_dreq ? sync_wait(id) : 0;
+  return sync && sent_dreq ? sync_wait(id) : 0;
 }
 
 CMA_EXPORT int rdma_notify(rdma_cm_id* id, ibv_event_type /*event*/) {
