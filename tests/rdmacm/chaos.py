@@ -87,7 +87,6 @@ VETH_ADDR = {"veth-b.conf": ("198.18.0.22/24", "02:00:c6:12:00:22"), "veth-a.con
 SVC_NS = ("uroce-cb", "uroce-ca")      # server's side, client's side
 SVC_IF = ("uc-b", "uc-a")
 SVC_ADDR = ("198.18.9.2", "198.18.9.1")
-HUGE = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
 DEV = {"memif": ("uroce-memif-s", "uroce-memif-c"), "veth": ("uroce-veth-b", "uroce-veth-a"),
        "service": tuple("uroce_" + i for i in SVC_IF)}
 CONF = {"memif": ("memif-server.conf", "memif-client.conf"), "veth": ("veth-b.conf", "veth-a.conf"), "service": ()}
@@ -274,7 +273,8 @@ def wrap(side, cmd):
 
 # ---- the host device (--link service) ----
 
-service = {"pages": None, "mounted": False, "daemons": []}
+service = {"daemons": []}
+huge = driver.Hugepages(["uroce_uc-"])
 daemons = driver.Children()   # apart from `children`, which every run stops
 
 
@@ -294,14 +294,7 @@ def service_up():
     for n, i, a in zip(SVC_NS, SVC_IF, SVC_ADDR):
         run_ok(["ip", "-n", n, "addr", "add", a + "/24", "dev", i])
         run_ok(["ip", "-n", n, "link", "set", i, "up"])
-    with open(HUGE) as f:
-        service["pages"] = int(f.read())
-    with open(HUGE, "w") as f:
-        f.write(str(service["pages"] + 256))
-    if "hugetlbfs" not in open("/proc/mounts").read():
-        os.makedirs("/dev/hugepages", exist_ok=True)
-        run_ok(["mount", "-t", "hugetlbfs", "nodev", "/dev/hugepages"])
-        service["mounted"] = True
+    huge.up()
     for n, i in zip(SVC_NS, SVC_IF):
         out = os.path.join(LOGDIR, f"uroced-{i}.log")
         d = daemons.start(["ip", "netns", "exec", n, "stdbuf", "-oL", "-eL", UROCED, "--netdev", i], out,
@@ -332,17 +325,7 @@ def service_down():
         lines += [l for l in text(out).splitlines() if l.startswith("uroced: stopped")]
     service["daemons"].clear()
     service_down_topology()
-    for f in glob.glob("/dev/hugepages/uroced-uroce_uc-*"):
-        driver.remove(f)
-    for d in glob.glob("/var/run/dpdk/uroced-uroce_uc-*"):
-        shutil.rmtree(d, ignore_errors=True)
-    if service["mounted"]:
-        subprocess.run(["umount", "/dev/hugepages"], capture_output=True)
-        service["mounted"] = False
-    if service["pages"] is not None:
-        with open(HUGE, "w") as f:
-            f.write(str(service["pages"]))
-        service["pages"] = None
+    huge.down()
     return lines
 
 

@@ -26,10 +26,8 @@ run through scripts/uroce-run, which attaches to the namespace's daemon. Scenari
          what they took over.
 Every run is bounded; daemons, namespaces, hugepage files and processes are removed on any exit.
 """
-import glob
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -46,9 +44,7 @@ log, check = driver.log, driver.check
 NS = {"a": "uroce-sa", "b": "uroce-sb"}
 IF = {"a": "us-a", "b": "us-b"}
 ADDR = {"a": "198.18.8.1", "b": "198.18.8.2"}
-HUGE = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
 tmp = tempfile.mkdtemp(prefix="uroce-service-")
-state = {"mounted": False, "pages": None}
 daemons = {}
 
 
@@ -63,29 +59,8 @@ def ns(side):
 sh = driver.sh
 
 
-def hugepages_up():
-    """2 MB hugepages for two daemons, and a hugetlbfs mount every namespace sees (a daemon
-    started under `ip netns exec` would mount one only its own mount namespace sees)."""
-    with open(HUGE) as f:
-        state["pages"] = int(f.read())
-    with open(HUGE, "w") as f:
-        f.write(str(state["pages"] + 256))
-    if "hugetlbfs" not in open("/proc/mounts").read():
-        os.makedirs("/dev/hugepages", exist_ok=True)
-        sh("mount -t hugetlbfs nodev /dev/hugepages")
-        state["mounted"] = True
-
-
-def hugepages_down():
-    for f in glob.glob("/dev/hugepages/uroced-uroce_us-*") + glob.glob("/dev/hugepages/uroced-uroce-drive-*"):
-        driver.remove(f)
-    for d in glob.glob("/var/run/dpdk/uroced-uroce_us-*") + glob.glob("/var/run/dpdk/uroced-uroce-drive-*"):
-        shutil.rmtree(d, ignore_errors=True)
-    if state["mounted"]:
-        subprocess.run(["umount", "/dev/hugepages"], capture_output=True)
-    if state["pages"] is not None:
-        with open(HUGE, "w") as f:
-            f.write(str(state["pages"]))
+huge = driver.Hugepages(["uroce_us-", "uroce-drive-"])
+hugepages_up, hugepages_down = huge.up, huge.down
 
 
 def topology_down():

@@ -140,6 +140,43 @@ def sh(cmd, check_rc=True):
     return r.stdout
 
 
+class Hugepages:
+    """2 MB hugepages for uroced daemons (256 more, about 2 x 128 MB), and a hugetlbfs mount every
+    namespace sees (a daemon started under `ip netns exec` would mount one only its own mount
+    namespace sees); down() gives them back and removes the files of the daemons named
+    uroced-PREFIX* (their hugepage files and DPDK runtime folders)."""
+    NR = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
+
+    def __init__(self, prefixes):
+        self.prefixes = prefixes
+        self.pages = None
+        self.mounted = False
+
+    def up(self, more=256):
+        with open(self.NR) as f:
+            self.pages = int(f.read())
+        with open(self.NR, "w") as f:
+            f.write(str(self.pages + more))
+        if "hugetlbfs" not in open("/proc/mounts").read():
+            os.makedirs("/dev/hugepages", exist_ok=True)
+            subprocess.run(["mount", "-t", "hugetlbfs", "nodev", "/dev/hugepages"], check=True, capture_output=True)
+            self.mounted = True
+
+    def down(self):
+        for p in self.prefixes:
+            for f in glob.glob(f"/dev/hugepages/uroced-{p}*"):
+                remove(f)
+            for d in glob.glob(f"/var/run/dpdk/uroced-{p}*"):
+                shutil.rmtree(d, ignore_errors=True)
+        if self.mounted:
+            subprocess.run(["umount", "/dev/hugepages"], capture_output=True)
+            self.mounted = False
+        if self.pages is not None:
+            with open(self.NR, "w") as f:
+                f.write(str(self.pages))
+            self.pages = None
+
+
 def netns_down(names):
     """Deletes the network namespaces `names` (those that exist)."""
     for n in names:
