@@ -11,6 +11,7 @@
 #include <cassert>
 #include <cstring>
 
+#include "engine/dma.hpp"
 #include "engine/responder.hpp"
 #include "proto/aeth.hpp"
 #include "proto/psn.hpp"
@@ -161,7 +162,7 @@ bool hold_write(Device& dev, Qp& qp, const proto::Packet& p, RecvSide::Held& h) 
     if (!(qp.attrs.qp_access_flags & kRemoteWrite)) return false;
     AccessCheck c = check_remote(dev.mrs(), rkey, qp.init.pd, va + off, plen, kRemoteWrite);
     if (!c.ok) return false;  // the in-order pass NAKs it, when it comes again
-    std::memcpy(c.host, p.payload.data(), plen);
+    dma_copy(c.host, p.payload.data(), plen);
   }
   h.msg_first = first;
   h.va = va;

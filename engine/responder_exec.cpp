@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "engine/dma.hpp"
 #include "engine/responder.hpp"
 #include "engine/sge.hpp"
 #include "engine/wc.hpp"
@@ -125,7 +126,7 @@ RespState exec_write(Device& dev, Qp& qp, const proto::Packet& p) {
   }
   const bool imm = p.info().has(proto::kImmDt);
   if (imm && ends && !take_recv(qp)) return rnr_nak(dev, qp, p.psn);
-  if (plen && !r.replaying) std::memcpy(r.write_host, p.payload.data(), plen);  // a held one is in place
+  if (plen && !r.replaying) dma_copy(r.write_host, p.payload.data(), plen);  // a held one is in place
   r.write_host += plen;
   r.write_va += plen;
   r.write_left -= plen;
@@ -187,10 +188,10 @@ RespState exec_atomic(Device& dev, Qp& qp, const proto::Packet& p) {
   const RdAtomicRes& next = qp.rx.res[qp.rx.res_next];
   if (next.owes() && !next.replay) return nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);
   uint64_t cur;
-  std::memcpy(&cur, c.host, 8);
+  dma_copy(&cur, c.host, 8);
   const uint64_t val = p.info().op == Operation::CmpSwap ? (cur == p.atomic.compare ? p.atomic.swap_add : cur)
                                                          : cur + p.atomic.swap_add;
-  std::memcpy(c.host, &val, 8);
+  dma_copy(c.host, &val, 8);
   ack_before_responses(dev, qp);
   RdAtomicRes* res = take_res(qp, p.psn, 1);  // the ATOMIC ACKNOWLEDGE goes out in order with READ responses
   res->atomic = true;

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "engine/dma.hpp"
 #include "engine/qp.hpp"
 
 namespace uroce::engine {
@@ -17,7 +18,7 @@ std::span<const uint8_t> sge_gather_slow(const SendWqe& w, uint32_t off, uint32_
   if (direct) return {direct, len};
   uint32_t done = 0;
   sge_walk(w.sge, w.num_sge(), off, len, [&](uint32_t i, uint32_t in, uint32_t n) {
-    std::memcpy(scratch.data() + done, w.host[i] + in, n);
+    dma_copy(scratch.data() + done, w.host[i] + in, n);
     done += n;
     return true;
   });
@@ -26,7 +27,7 @@ std::span<const uint8_t> sge_gather_slow(const SendWqe& w, uint32_t off, uint32_
 
 void sge_scatter(SendWqe& w, uint32_t off, const uint8_t* data, uint32_t len) {
   sge_walk(w.sge, w.wr.num_sge, off, len, [&](uint32_t i, uint32_t in, uint32_t n) {
-    std::memcpy(w.host[i] + in, data, n);
+    dma_copy(w.host[i] + in, data, n);
     data += n;
     return true;
   });
@@ -37,7 +38,7 @@ uint32_t sge_scatter_recv(const RecvWqe& r, const MrTable& mrs, const Pd* pd, ui
   return sge_walk(r.sge, r.num_sge, off, len, [&](uint32_t i, uint32_t in, uint32_t n) {
     AccessCheck c = check_local(mrs, r.sge[i].lkey, pd, r.sge[i].addr + in, n, kLocalWrite);
     if (!c.ok) return false;
-    std::memcpy(c.host, data, n);
+    dma_copy(c.host, data, n);
     data += n;
     return true;
   });

@@ -10,7 +10,10 @@
 //     deregisters an MR while WRITEs into it are in flight: each completes with success or an
 //     error, and the guard bytes around the MR's range never change;
 //   - events: a QP pair whose CQ has a completion channel, woken by ibv_get_cq_event (5 s at
-//     most), and the asynchronous events of the device, read and acknowledged.
+//     most), and the asynchronous events of the device, read and acknowledged;
+//   - poller: ib_write_lat's pattern: it watches the last byte of a WRITE's target for the
+//     message's arrival, reading the memory while the engine writes it (as a program may while
+//     an RNIC's DMA does: engine/dma.hpp), then reaps the completion.
 // Every completion is checked (status, opcode, length) and every byte; resident memory and open
 // file descriptors are compared between half-way (60 s at most) and the end (more descriptors:
 // a failure). The last line:
@@ -534,6 +537,47 @@ void events(Tally& t) {
   ibv_destroy_comp_channel(ch);
 }
 
+// ---- Poller: reads a WRITE's target while the engine writes it, as ib_write_lat does --------------
+
+void poller(Tally& t) {
+  const std::string who = t.name;
+  ibv_cq* cq = ibv_create_cq(g_ctx, 16, nullptr, nullptr, 0);
+  if (!cq) fatal("poller CQ");
+  Pair p;
+  if (!p.up(cq, cq, nullptr, 0xA00000)) fatal("poller QP pair");
+  constexpr uint32_t kLen = 4096;
+  Buf a(kLen), b(kLen);
+  std::vector<ibv_wc> wcs;
+  for (uint64_t it = 1; !g_stop.load(std::memory_order_relaxed); ++it) {
+    pattern(a.at(0), kLen, it);
+    uint8_t last = uint8_t(it);
+    if (last == b.at(kLen - 1)[0]) last ^= 0x80;  // differs from what the target holds: its arrival shows
+    a.at(kLen - 1)[0] = last;
+    if (post_one(p.a, IBV_WR_RDMA_WRITE, it, a.mr, a.addr(0), kLen, b.addr(0), b.mr->rkey)) {
+      failure(who.c_str(), "post: %s", std::strerror(errno));
+      break;
+    }
+    const volatile uint8_t* watch = b.at(kLen - 1);
+    const uint64_t until = now_ns() + kPollBudgetNs;
+    while (*watch != last && now_ns() < until) {
+    }
+    if (*watch != last) {
+      failure(who.c_str(), "WRITE %lu: its last byte not there within 10 s", (unsigned long)it);
+      break;
+    }
+    if (!poll_n(cq, 1, wcs) || wcs[0].status != IBV_WC_SUCCESS || wcs[0].wr_id != it) {
+      failure(who.c_str(), "WRITE %lu: no successful completion", (unsigned long)it);
+      break;
+    }
+    if (long bad = mismatch(b.at(0), kLen - 1, it); bad >= 0) failure(who.c_str(), "WRITE: byte %ld", bad);
+    if (g_failures.load()) break;
+    t.ops += 1;
+    t.bytes += kLen;
+  }
+  p.down();
+  ibv_destroy_cq(cq);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -562,7 +606,7 @@ int main(int argc, char** argv) {
   ibv_port_attr pa{};
   if (ibv_query_port(g_ctx, 1, &pa)) fatal("ibv_query_port");
   g_mtu = pa.active_mtu;
-  std::printf("stress: %s, path MTU %d, %u workers, 2 sharers (one CQ, one SRQ), churn, events; %.0f s\n",
+  std::printf("stress: %s, path MTU %d, %u workers, 2 sharers (one CQ, one SRQ), churn, events, poller; %.0f s\n",
               ibv_get_device_name(list[0]), 128 << int(g_mtu), workers, seconds);
 
   Shared sh;
@@ -587,6 +631,7 @@ int main(int argc, char** argv) {
   for (uint32_t i = 0; i < 2; ++i) threads.emplace_back(sharer, std::ref(tally("sharer " + std::to_string(i))), std::ref(sh), i);
   threads.emplace_back(churn, std::ref(tally("churn")));
   threads.emplace_back(events, std::ref(tally("events")));
+  threads.emplace_back(poller, std::ref(tally("poller")));
   // Memory and descriptors once everything runs (half-way, at most 60 s in) and at the end: the
   // churn thread makes and destroys objects all the time, so a leak shows as growth.
   const uint64_t start = now_ns(), until = start + uint64_t(seconds * 1e9);
