@@ -171,9 +171,9 @@ int Device::rereg_mr(Mr* mr, Pd* pd, void* addr, uint64_t length, uint64_t iova,
 
 int Device::dereg_mr(Mr* mr) { return mr && mrs_.dereg(mr->lkey) ? 0 : EINVAL; }
 
-Cq* Device::create_cq(uint32_t depth) {
+Cq* Device::create_cq(uint32_t depth, bool completion_times) {
   if (depth == 0 || depth > cfg_.max_cqe) return nullptr;
-  cqs_.push_back(std::make_unique<Cq>(depth));
+  cqs_.push_back(std::make_unique<Cq>(depth, completion_times ? &clock_ : nullptr));
   return cqs_.back().get();
 }
 

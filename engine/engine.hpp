@@ -101,7 +101,9 @@ class Device {
   // ibv_rereg_mr: the same MR (the same keys, as rxe and ConnectX keep them) with another PD,
   // range or rights, checked as reg_mr checks them. 0 or an errno; on failure nothing changes.
   int rereg_mr(Mr* mr, Pd* pd, void* addr, uint64_t length, uint64_t iova, uint32_t access);
-  Cq* create_cq(uint32_t depth);       // nullptr (EINVAL) above max_cqe
+  // nullptr (EINVAL) above max_cqe. completion_times: each CQE carries the device clock
+  // (Wc::completion_ns) from the moment it is written.
+  Cq* create_cq(uint32_t depth, bool completion_times = false);
   int destroy_cq(Cq* cq);              // EBUSY while a QP uses it
   Srq* create_srq(Pd* pd, uint32_t max_wr, uint32_t max_sge);
   int destroy_srq(Srq* srq);

@@ -20,6 +20,9 @@ inline constexpr uint32_t kMaxInline = 256;
 inline constexpr uint32_t kMaxRdAtomic = 128;        // outstanding READ/atomics per QP, as rxe
 inline constexpr uint64_t kMaxMessage = 1ull << 31;  // bytes in one work request (max_msg_sz)
 inline constexpr uint64_t kMaxMrSize = 1ull << 40;   // bytes in one MR (max_mr_size)
+// The device's free-running clock (the engine's Clock: nanoseconds): completion timestamps count
+// its ticks, as a ConnectX's count its core clock's. hca_core_clock is in kHz: 1 GHz.
+inline constexpr uint64_t kCoreClockKhz = 1'000'000;
 
 // ---- Engine: security (docs/security.md) ----------------------------------------------------
 inline constexpr uint32_t kRecentKeys = 4096;        // deregistered keys never handed out again soon

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/id_map.hpp"
+#include "engine/link.hpp"
 #include "engine/types.hpp"
 
 namespace uroce::engine {
@@ -144,7 +145,9 @@ inline AccessCheck check_remote(const MrTable& t, uint32_t rkey, const Pd* pd, u
 // marked overflowed (an asynchronous error event, IBV_EVENT_CQ_ERR) and nothing is corrupted.
 class Cq {
  public:
-  explicit Cq(uint32_t depth) : ring_(depth ? depth : 1) {}
+  // `times`: the device clock, read into each CQE as it is written (completion timestamps); null
+  // for a CQ that does not keep them.
+  explicit Cq(uint32_t depth, const Clock* times = nullptr) : ring_(depth ? depth : 1), times_(times) {}
   bool push(const Wc& wc) {
     if (count_ == ring_.size()) {
       overflowed_ = true;
@@ -153,6 +156,7 @@ class Cq {
     uint32_t tail = head_ + count_;
     if (tail >= ring_.size()) tail -= uint32_t(ring_.size());
     ring_[tail] = wc;
+    if (times_) ring_[tail].completion_ns = times_->now_ns();
     ++count_;
     ++events_;
     return true;
@@ -179,6 +183,7 @@ class Cq {
 
  private:
   std::vector<Wc> ring_;
+  const Clock* times_ = nullptr;
   uint32_t head_ = 0, count_ = 0;
   bool overflowed_ = false;
   uint64_t events_ = 0;

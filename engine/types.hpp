@@ -102,6 +102,7 @@ struct Wc {
   uint32_t wc_flags = 0;
   uint16_t pkey_index = 0;        // UD receives
   uint8_t ip_version = 0;         // UD receives: the datagram came over IPv4 (4) or IPv6 (6)
+  uint64_t completion_ns = 0;     // the device clock when the CQE was written (a CQ that keeps times)
 };
 
 // Where a QP sends: the peer's addresses. For RoCEv2 over IPv4 the GID is ::ffff:a.b.c.d.

@@ -40,6 +40,7 @@ int vop_query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* input
                         size_t len);
 ibv_qp* vop_create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* ia);
 ibv_cq_ex* vop_create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* ia);
+int vop_query_rt_values(ibv_context* ctx, ibv_values_ex* values);
 
 // Asynchronous events (async.cpp). post_async queues one event on the context's queue and
 // counts it on async_fd (element: the ibv_qp, ibv_cq or ibv_srq; nullptr for a port event).

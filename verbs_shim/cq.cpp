@@ -3,6 +3,7 @@
 // notify_channels). ibv_poll_cq
 // and ibv_req_notify_cq are in datapath.cpp.
 #include <fcntl.h>
+#include <time.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -19,7 +20,8 @@ namespace E = uroce::engine;
 
 namespace {
 
-UCq* create_cq_common(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_channel* channel, int comp_vector) {
+UCq* create_cq_common(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_channel* channel, int comp_vector,
+                      bool times = false) {
   Runtime& r = rt();
   if (cqe <= 0 || uint32_t(cqe) > r.dcfg.max_cqe || comp_vector < 0 || comp_vector >= ctx->num_comp_vectors ||
       (channel && !mine(channel->context))) {
@@ -27,7 +29,7 @@ UCq* create_cq_common(ibv_context* ctx, int cqe, void* cq_context, ibv_comp_chan
     return nullptr;
   }
   auto* u = new UCq{};
-  E::Cq* e = with_token([&] { return u->e = r.engine->create_cq(uint32_t(cqe)); });
+  E::Cq* e = with_token([&] { return u->e = r.engine->create_cq(uint32_t(cqe), times); });
   if (!e) {
     delete u;
     errno = ENOMEM;
@@ -75,6 +77,15 @@ __be32 cqx_imm(ibv_cq_ex*) { return htobe32(t_wc.imm_data); }
 uint32_t cqx_qp_num(ibv_cq_ex*) { return t_wc.qp_num; }
 uint32_t cqx_src_qp(ibv_cq_ex*) { return t_wc.src_qp; }
 unsigned int cqx_wc_flags(ibv_cq_ex*) { return t_wc.wc_flags; }
+// Completion timestamps: ticks of the device clock (ns, param::kCoreClockKhz), and that moment
+// on the system's real-time clock (how long ago it was, by the device clock, taken from now).
+uint64_t cqx_completion_ts(ibv_cq_ex*) { return t_wc.completion_ns; }
+uint64_t cqx_completion_wallclock_ns(ibv_cq_ex*) {
+  timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  const uint64_t ago = rt().now_ns() - t_wc.completion_ns;
+  return uint64_t(now.tv_sec) * 1'000'000'000ull + uint64_t(now.tv_nsec) - ago;
+}
 uint32_t cqx_zero32(ibv_cq_ex*) { return 0; }
 uint8_t cqx_zero8(ibv_cq_ex*) { return 0; }
 
@@ -99,14 +110,16 @@ void notify_channels(Registry& reg) {
 }
 
 ibv_cq_ex* vop_create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* ia) {
+  constexpr uint64_t kTimes = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
   constexpr uint64_t kFlags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
                               IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
-                              IBV_WC_EX_WITH_DLID_PATH_BITS;
+                              IBV_WC_EX_WITH_DLID_PATH_BITS | kTimes;
   if ((ia->wc_flags & ~kFlags) || ia->comp_mask) {
     errno = EOPNOTSUPP;
     return nullptr;
   }
-  UCq* u = create_cq_common(ctx, int(ia->cqe), ia->cq_context, ia->channel, int(ia->comp_vector));
+  UCq* u = create_cq_common(ctx, int(ia->cqe), ia->cq_context, ia->channel, int(ia->comp_vector),
+                            (ia->wc_flags & kTimes) != 0);
   if (!u) return nullptr;
   ibv_cq_ex& x = u->cq;
   x.start_poll = cqx_start;
@@ -122,6 +135,8 @@ ibv_cq_ex* vop_create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* ia) {
   x.read_slid = cqx_zero32;
   x.read_sl = cqx_zero8;
   x.read_dlid_path_bits = cqx_zero8;
+  x.read_completion_ts = cqx_completion_ts;
+  x.read_completion_wallclock_ns = cqx_completion_wallclock_ns;
   return &x;
 }
 

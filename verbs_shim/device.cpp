@@ -41,8 +41,24 @@ int vop_query_device_ex(ibv_context* /*ctx*/, const ibv_query_device_ex_input* i
   a.device_cap_flags_ex = a.orig_attr.device_cap_flags;
   a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
   a.max_dm_size = 0;
+  // Completion timestamps (ibv_create_cq_ex): 64-bit ticks of a 1 GHz clock (the engine's).
+  a.completion_timestamp_mask = UINT64_MAX;
+  a.hca_core_clock = param::kCoreClockKhz;
   std::memset(attr, 0, len);
   std::memcpy(attr, &a, std::min(len, sizeof a));
+  return 0;
+}
+
+// The device clock now, as a ConnectX's provider gives it: ticks in tv_nsec, tv_sec 0.
+int vop_query_rt_values(ibv_context* /*ctx*/, ibv_values_ex* values) {
+  if (values->comp_mask & ~uint32_t(IBV_VALUES_MASK_RAW_CLOCK)) return EINVAL;
+  uint32_t done = 0;
+  if (values->comp_mask & IBV_VALUES_MASK_RAW_CLOCK) {
+    values->raw_clock.tv_sec = 0;
+    values->raw_clock.tv_nsec = long(rt().now_ns());
+    done |= IBV_VALUES_MASK_RAW_CLOCK;
+  }
+  values->comp_mask = done;
   return 0;
 }
 
@@ -123,6 +139,7 @@ SHIM_EXPORT ibv_context* ibv_open_device(ibv_device* dev) {
   v.query_device_ex = vop_query_device_ex;
   v.create_qp_ex = vop_create_qp_ex;
   v.create_cq_ex = vop_create_cq_ex;
+  v.query_rt_values = vop_query_rt_values;
   with_token([u] { async_open(u); });
   return &c;
 }

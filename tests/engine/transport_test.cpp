@@ -160,6 +160,56 @@ TEST(Ud, SendWithImmLandsAfterTheGrhWithItsCompletion) {
   EXPECT_EQ(p.psn, 0x123u);
 }
 
+// Completion timestamps (ibv_create_cq_ex with IBV_WC_EX_WITH_COMPLETION_TIMESTAMP): a CQ made
+// to keep times stamps each CQE with the device clock at the moment it is written; one that is not
+// leaves 0.
+TEST(Cq, ACqThatKeepsTimesStampsEachCqeWithTheDeviceClockWhenItIsWritten) {
+  Two t;
+  Cq* timed = t.b.dev->create_cq(16, true);
+  ASSERT_NE(timed, nullptr);
+  QpInitAttr ia;
+  ia.pd = t.b.pd;
+  ia.send_cq = t.b.scq;
+  ia.recv_cq = timed;
+  ia.qp_type = QpType::UD;
+  Qp* qb = t.b.dev->create_qp(ia);
+  Qp* qa = t.a.qp(QpType::UD);
+  ASSERT_NE(qa, nullptr);
+  ASSERT_NE(qb, nullptr);
+  ud_up(*t.a.dev, qa, 0x1111);
+  ud_up(*t.b.dev, qb, 0x2222);
+  Ah* ah = ah_to(t.a, t.b, 0);
+  ASSERT_NE(ah, nullptr);
+  Sge s{t.a.addr(8192), 100, t.a.mr->lkey};
+  uint64_t written[2] = {};
+  for (int k = 0; k < 2; ++k) {
+    t.b.post_recv(qb, 20 + k, 0, 40 + 100);
+    t.wire.clock().advance(123'456'789);  // the second datagram a good while after the first
+    SendWr wr = signaled_wr(3, &s, WrOpcode::Send);
+    wr.ah = ah;
+    wr.remote_qpn = qb->qpn();
+    wr.remote_qkey = 0x2222;
+    ASSERT_EQ(t.a.dev->post_send(qa, wr), 0);
+    // Step by step: the clock the moment the receive CQE appears is its time.
+    for (int i = 0; i < 200 && timed->size() == uint32_t(k); ++i) {
+      bool did = t.a.dev->progress();
+      did |= t.b.dev->progress();
+      if (timed->size() > uint32_t(k)) written[k] = t.wire.clock().now_ns();
+      else if (!did) t.wire.clock().advance(1000);
+    }
+    ASSERT_EQ(timed->size(), uint32_t(k + 1));
+  }
+  Wc wc[2];
+  ASSERT_EQ(timed->poll(wc, 2), 2u);
+  EXPECT_EQ(wc[0].completion_ns, written[0]);
+  EXPECT_EQ(wc[1].completion_ns, written[1]);
+  EXPECT_GE(wc[1].completion_ns - wc[0].completion_ns, 123'456'789u);
+  // The sender's CQ does not keep times.
+  ASSERT_EQ(t.a.scq->poll(wc, 2), 2u);
+  EXPECT_EQ(wc[0].completion_ns, 0u);
+  EXPECT_EQ(wc[1].completion_ns, 0u);
+}
+
 TEST(Ud, QkeyNoReceiveAndShortBufferAreCountedOrCompletedNeverFatal) {
   Two t;
   Qp* qa = t.a.qp(QpType::UD);

@@ -361,6 +361,28 @@ int main() {
               x.device_cap_flags_ex == x.orig_attr.device_cap_flags,
           "ibv_query_device_ex: %d, phys_port_cnt_ex %u, device_cap_flags_ex 0x%lx (0x%x)", rx, x.phys_port_cnt_ex,
           (unsigned long)x.device_cap_flags_ex, x.orig_attr.device_cap_flags);
+    // Completion timestamps: a 64-bit 1 GHz device clock, read by ibv_query_rt_values_ex (inline,
+    // through the context's ops) as a ConnectX's provider gives it (ticks in tv_nsec), and a
+    // CQ made with both timestamp flags.
+    check(x.completion_timestamp_mask == UINT64_MAX && x.hca_core_clock == 1000000,
+          "completion_timestamp_mask 0x%lx, hca_core_clock %lu kHz", (unsigned long)x.completion_timestamp_mask,
+          (unsigned long)x.hca_core_clock);
+    ibv_values_ex v1{}, v2{}, bad{};
+    v1.comp_mask = v2.comp_mask = IBV_VALUES_MASK_RAW_CLOCK;
+    bad.comp_mask = 0x80;
+    int r1 = ibv_query_rt_values_ex(ctx, &v1), r2 = ibv_query_rt_values_ex(ctx, &v2), rb = ibv_query_rt_values_ex(ctx, &bad);
+    check(r1 == 0 && r2 == 0 && v1.comp_mask == IBV_VALUES_MASK_RAW_CLOCK && v1.raw_clock.tv_sec == 0 &&
+              v2.raw_clock.tv_nsec > v1.raw_clock.tv_nsec && rb == EINVAL,
+          "ibv_query_rt_values_ex: %d %d (%ld then %ld), an unknown mask bit: %d", r1, r2, long(v1.raw_clock.tv_nsec),
+          long(v2.raw_clock.tv_nsec), rb);
+    ibv_cq_init_attr_ex cx{};
+    cx.cqe = 4;
+    cx.wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
+    ibv_cq_ex* tcq = ibv_create_cq_ex(ctx, &cx);
+    ibv_poll_cq_attr pa{};
+    check(tcq && tcq->read_completion_ts && tcq->read_completion_wallclock_ns && ibv_start_poll(tcq, &pa) == ENOENT,
+          "ibv_create_cq_ex with completion timestamps: %p", static_cast<void*>(tcq));
+    if (tcq) ibv_destroy_cq(ibv_cq_ex_to_cq(tcq));
     return rc(FN(ibv_query_device)(ctx, &a));
   });
   call("ibv_query_port", [&] {

@@ -184,6 +184,22 @@ def run_pingpong(link, server_side_ns, opts, timeout=40, tool="ibv_rc_pingpong")
     res = [l.strip() for l in ctext.splitlines() if "iters in" in l or "bytes in" in l]
     sres = [l.strip() for l in stext.splitlines() if "iters in" in l]
     ok = crc == 0 and src == 0 and len(res) == 2 and len(sres) == 1
+    if "-t" in opts:
+        # Completion timestamps (ibv_cq_ex, IBV_WC_EX_WITH_COMPLETION_TIMESTAMP): each side prints
+        # the max, min and average time between its receive completions in device clock ticks,
+        # which uroce's hca_core_clock (1 GHz) makes nanoseconds: the average must be about the
+        # program's own usec/iter (gettimeofday) times 1000.
+        for text in (ctext, stext):
+            got = dict(re.findall(r"(Max|Min|Average) receive completion clock cycles = ([0-9.]+)", text))
+            per = re.search(r"iters in [0-9.]+ seconds = ([0-9.]+) usec/iter", text)
+            good = len(got) == 3 and per is not None
+            if good:
+                mx, mn, avg, usec = float(got["Max"]), float(got["Min"]), float(got["Average"]), float(per.group(1))
+                good = 0 < mn <= avg <= mx and 0.5 <= avg / (usec * 1000) <= 2
+                res.append("completion times: min %.0f, average %.0f, max %.0f ns; %.2f usec/iter" % (mn, avg, mx, usec))
+            else:
+                res.append("completion times: not printed")
+            ok = ok and good
     verdict(ok, tag, crc, src, dt, res, ctext, stext)
     record({"tool": tool, "options": " ".join(gid + opts) + " (server in " + server_side_ns + ")",
             "link": link, "ok": ok, "client_rc": crc, "server_rc": src, "result": res, "seconds": round(dt, 1)})
@@ -221,6 +237,7 @@ def sc_pingpong():
     run_pingpong("veth", "a", ["-n", "200"])
     run_pingpong("veth", "b", ["-n", "200", "-e"])
     run_pingpong("veth", "a", ["-n", "200", "-N"])   # ibv_wr_* (ibv_create_qp_ex, ibv_qp_to_qp_ex)
+    run_pingpong("veth", "b", ["-n", "200", "-t"])   # completion timestamps (ibv_create_cq_ex, ibv_start_poll)
     run_pingpong("veth", "b", ["-n", "100", "-s", "65536", "-m", "1024"])
     cleanup()
     run_pingpong("memif", "s", ["-n", "200", "-m", "4096", "-s", "16384"])
