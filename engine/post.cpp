@@ -11,7 +11,6 @@ int Device::post_send(Qp* qp, const SendWr& wr) {
   if (!qp) return EINVAL;
   const QpState s = qp->attrs.qp_state;
   if (s == QpState::Reset || s == QpState::Init || s == QpState::Rtr) return EINVAL;
-  if (wr.num_sge > qp->init.cap.max_send_sge && !(wr.send_flags & kSendInline)) return EINVAL;
   if (wr.num_sge > kMaxSge) return EINVAL;
   const QpType type = qp->init.qp_type;
   switch (wr.opcode) {
@@ -36,6 +35,9 @@ int Device::post_send(Qp* qp, const SendWr& wr) {
   }
   const bool atomic = wr.opcode == WrOpcode::AtomicCmpSwp || wr.opcode == WrOpcode::AtomicFetchAdd;
   const bool is_inline = (wr.send_flags & kSendInline) && !atomic && wr.opcode != WrOpcode::RdmaRead;
+  // Inline data is copied whole into the WQE (any number of SGEs); otherwise the WQE holds the
+  // SGEs, at most the QP's max_send_sge (a READ or an atomic flagged inline is not inline).
+  if (!is_inline && wr.num_sge > qp->init.cap.max_send_sge) return EINVAL;
   if (is_inline && len > qp->init.cap.max_inline_data) return EINVAL;
   if (len > param::kMaxMessage) return EINVAL;
   if (qp->tx.sq.full()) return ENOMEM;

@@ -88,13 +88,26 @@ std::string Qp::describe() const {
 
 Qp::Qp(Device& d, uint32_t qpn, const QpInitAttr& ia) : dev(d), init(ia), qpn_(qpn) {
   attrs.cap = ia.cap;
+  // The queues as deep, and each WQE as wide, as asked for (memory follows use: issue 30).
   tx.sq = Ring<SendWqe>(ia.cap.max_send_wr);
+  const uint32_t nsge = std::max<uint32_t>(ia.cap.max_send_sge, 1), depth = tx.sq.capacity();
+  tx.sq_sge.assign(size_t(depth) * nsge, Sge{});
+  tx.sq_host.assign(size_t(depth) * nsge, nullptr);
+  tx.sq_inline.assign(size_t(depth) * ia.cap.max_inline_data, 0);
+  for (uint32_t i = 0; i < depth; ++i) {
+    SendWqe& w = tx.sq.slot(i);
+    w.sge = tx.sq_sge.data() + size_t(i) * nsge;
+    w.host = tx.sq_host.data() + size_t(i) * nsge;
+    w.inline_data = tx.sq_inline.data() + size_t(i) * ia.cap.max_inline_data;
+  }
   rx.rq = Ring<RecvWqe>(ia.srq ? 1 : ia.cap.max_recv_wr);
-  rx.res.assign(param::kMaxRdAtomic, RdAtomicRes{});  // modify_qp only chooses how many are used
+  if (!ia.srq) give_sges(rx.rq, rx.rq_sge, std::max<uint32_t>(ia.cap.max_recv_sge, 1));
+  rx.cur_sge.assign(std::max<uint32_t>(ia.srq ? ia.srq->max_sge() : ia.cap.max_recv_sge, 1), Sge{});
+  rx.cur_recv.sge = rx.cur_sge.data();
+  rx.res.assign(1, RdAtomicRes{});  // modify_qp sizes them (max_dest_rd_atomic)
   if (dev.config().selective_repeat && ia.qp_type == QpType::RC) {
     rx.held.assign(param::kSelectiveRepeatWindow, RecvSide::Held{});
-    rx.store_slot = dev.mtu_limit();  // no path MTU can be larger
-    rx.send_store.assign(size_t(param::kSelectiveRepeatSendSlots) * rx.store_slot, 0);
+    rx.store_slot = dev.mtu_limit();  // no path MTU can be larger; the store itself: hold_send
   }
 }
 
@@ -143,6 +156,7 @@ void reset(Qp& qp) {
   for (auto& x : r.res) x = RdAtomicRes{};
   r.res_pending = r.res_next = 0;
   forget_held(qp);
+  std::vector<uint8_t>().swap(r.send_store);  // the reorder store goes back (hold_send)
   r.replaying = false;
   qp.attrs = QpAttr{};
   qp.attrs.cap = qp.init.cap;

@@ -32,9 +32,12 @@ struct QpInitAttr {
 // A send work request, copied at post time, with the requester's progress through it.
 struct SendWqe {
   SendWr wr{};
-  Sge sge[kMaxSge];
-  uint8_t* host[kMaxSge];     // local addresses, resolved when the WQE starts
-  uint8_t inline_data[kMaxInline];
+  // The WQE's variable parts live in its QP's storage (SendSide), sized by the QP's caps, not
+  // the device's maxima: max_send_sge (at least 1) SGEs and as many local addresses, resolved
+  // when the WQE starts; max_inline_data bytes of inline data.
+  Sge* sge = nullptr;
+  uint8_t** host = nullptr;
+  uint8_t* inline_data = nullptr;
   uint32_t length = 0;        // total bytes (8 for atomics)
   uint32_t npkts = 0;         // PSNs the message uses
   uint32_t first_psn = 0;
@@ -124,6 +127,9 @@ std::string_view resp_state_name(RespState s);
 // Requester and completer: the send side.
 struct SendSide {
   Ring<SendWqe> sq;
+  std::vector<Sge> sq_sge;         // each send WQE's SGEs, local addresses and inline bytes
+  std::vector<uint8_t*> sq_host;
+  std::vector<uint8_t> sq_inline;
   KeyCache lkeys;             // the last lkey resolved (resources.hpp)
   uint32_t send_idx = 0;      // index (from the oldest) of the WQE being sent
   uint32_t sq_psn = 0;        // next PSN for a new message
@@ -172,6 +178,7 @@ struct SendSide {
 // Responder: the receive side.
 struct RecvSide {
   Ring<RecvWqe> rq;
+  std::vector<Sge> rq_sge;         // each receive WQE's SGEs (max_recv_sge; none with an SRQ)
   KeyCache rkeys;             // the last WRITE rkey resolved (resources.hpp)
   uint32_t epsn = 0;
   uint32_t msn = 0;
@@ -179,7 +186,8 @@ struct RecvSide {
   RespMsg msg = RespMsg::None;
   bool uc_dropping = false;    // UC: discarding the rest of a message, until a FIRST or ONLY
   bool seq_nak_sent = false;
-  RecvWqe cur_recv{};
+  RecvWqe cur_recv{};           // the receive WQE being filled: a copy, its SGEs in cur_sge
+  std::vector<Sge> cur_sge;
   bool have_recv = false;
   uint32_t recv_off = 0;
   uint32_t write_rkey = 0;     // the WRITE in progress: key and next address, checked again
@@ -191,7 +199,7 @@ struct RecvSide {
   bool ack_pending = false;
   uint32_t ack_psn = 0;
   uint32_t unacked = 0;            // in-order SEND/WRITE packets since the last ACK (ack_every)
-  std::vector<RdAtomicRes> res;    // kMaxRdAtomic slots, allocated with the QP
+  std::vector<RdAtomicRes> res;    // res_n slots: one until modify_qp sets max_dest_rd_atomic
   uint32_t res_n = 1;              // slots in use: max_dest_rd_atomic
   uint32_t res_next = 0;
   uint32_t res_pending = 0;        // slots that still owe responses
@@ -221,7 +229,8 @@ struct RecvSide {
   bool replaying = false;          // an in-order pass over a held packet
   // The reorder store of kept SEND payloads (when selective_repeat is on): kSelectiveRepeatSendSlots
   // slots of store_slot bytes, PSN p in slot p modulo the slot count; it reaches that many PSNs
-  // from epsn, so every PSN in reach has its own slot.
+  // from epsn, so every PSN in reach has its own slot. Allocated when the first SEND packet is
+  // kept (a QP that never meets a gap in its SENDs has none), given back when the QP is reset.
   std::vector<uint8_t> send_store;
   uint32_t store_slot = 0;         // bytes per slot: the largest path MTU of the link
   uint32_t held_sends = 0;         // valid entries that are SEND packets

@@ -150,11 +150,11 @@ int Device::modify_qp(Qp* qp, const QpAttr& a, uint32_t mask) {
     qp->rx.epsn = q.rq_psn;
   }
   if (mask & kAttrMaxDestRdAtomic) {
-    // The slots exist since create_qp: this only chooses how many are used.
+    // As many slots as the peer may have outstanding, all free (none is in use before RTR).
     q.max_dest_rd_atomic = a.max_dest_rd_atomic;
     RecvSide& r = qp->rx;
     r.res_n = std::max<uint32_t>(1, a.max_dest_rd_atomic);
-    std::fill(r.res.begin(), r.res.end(), RdAtomicRes{});
+    r.res.assign(r.res_n, RdAtomicRes{});
     r.res_next = r.res_pending = 0;
   }
   if (mask & kAttrMinRnrTimer) q.min_rnr_timer = a.min_rnr_timer;

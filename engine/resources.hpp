@@ -193,7 +193,7 @@ class Cq {
 struct RecvWqe {
   uint64_t wr_id = 0;
   uint32_t num_sge = 0;
-  Sge sge[kMaxSge];
+  Sge* sge = nullptr;         // its SGEs, in the storage of the ring it is in (RecvRing)
 };
 
 // A fixed-capacity FIFO ring (no allocation after construction).
@@ -215,15 +215,24 @@ class Ring {
     --count_;
   }
   void clear() { head_ = count_ = 0; }
+  T& slot(uint32_t i) { return v_[i]; }  // by position, for setting up each slot's storage
 
  private:
   std::vector<T> v_;
   uint32_t head_ = 0, count_ = 0;
 };
 
+// Points each receive WQE of `rq` at its `max_sge` SGEs in `sges` (sized here).
+inline void give_sges(Ring<RecvWqe>& rq, std::vector<Sge>& sges, uint32_t max_sge) {
+  sges.assign(size_t(rq.capacity()) * max_sge, Sge{});
+  for (uint32_t i = 0; i < rq.capacity(); ++i) rq.slot(i).sge = sges.data() + size_t(i) * max_sge;
+}
+
 class Srq {
  public:
-  Srq(const Pd* pd, uint32_t max_wr, uint32_t max_sge) : pd_(pd), rq_(max_wr), max_sge_(max_sge) {}
+  Srq(const Pd* pd, uint32_t max_wr, uint32_t max_sge) : pd_(pd), rq_(max_wr), max_sge_(max_sge) {
+    give_sges(rq_, sge_, max_sge);
+  }
   const Pd* pd() const { return pd_; }
   Ring<RecvWqe>& rq() { return rq_; }
   uint32_t max_sge() const { return max_sge_; }
@@ -232,6 +241,7 @@ class Srq {
  private:
   const Pd* pd_;
   Ring<RecvWqe> rq_;
+  std::vector<Sge> sge_;
   uint32_t max_sge_;
 };
 

@@ -191,6 +191,7 @@ bool hold_send(Qp& qp, const proto::Packet& p, RecvSide::Held& h) {
     r.store_overflow = true;
     return false;
   }
+  if (r.send_store.empty()) r.send_store.assign(size_t(kSlots) * r.store_slot, 0);  // its first use
   h.store_off = (p.psn & (kSlots - 1)) * r.store_slot;
   if (plen) std::memcpy(r.send_store.data() + h.store_off, p.payload.data(), plen);
   h.ieth_rkey = p.ieth_rkey;

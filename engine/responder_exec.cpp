@@ -21,7 +21,10 @@ bool take_recv(Qp& qp) {
   if (r.have_recv) return true;
   Ring<RecvWqe>& rq = qp.init.srq ? qp.init.srq->rq() : r.rq;
   if (rq.empty()) return false;
-  r.cur_recv = rq.front();
+  const RecvWqe& f = rq.front();
+  r.cur_recv.wr_id = f.wr_id;
+  r.cur_recv.num_sge = f.num_sge;
+  std::copy_n(f.sge, f.num_sge, r.cur_sge.data());
   rq.pop();
   r.have_recv = true;
   r.recv_off = 0;

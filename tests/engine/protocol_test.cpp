@@ -828,6 +828,7 @@ TEST_F(SrResponder, HeldWritesArePlacedAtOnceAndCompleteInOrder) {
   EXPECT_EQ(std::memcmp(pr->b.buf() + 1024 + 512, data.data() + 512, 256), 0) << "the LAST is in place already";
   EXPECT_EQ(std::memcmp(pr->b.buf() + 4096, data.data() + 2000, 16), 0);
   EXPECT_EQ(pr->b.qp->counters().sr_held, 2u);
+  EXPECT_TRUE(pr->b.qp->rx.send_store.empty()) << "kept WRITEs are placed at once: no reorder store (issue 30)";
   Wc wc;
   EXPECT_EQ(pr->b.dev->poll_cq(pr->b.rcq, 1, &wc), 0) << "no completion before the gap is filled";
   EXPECT_EQ(pr->b.qp->expected_psn(), proto::psn_add(epsn, 1));
@@ -885,6 +886,7 @@ class SrSend : public SrResponder {
 };
 
 TEST_F(SrSend, HeldSendsReachTheirReceiveBuffersInOrder) {
+  EXPECT_TRUE(pr->b.qp->rx.send_store.empty()) << "no reorder store before a SEND is kept (issue 30)";
   std::memset(pr->b.buf(), 0, 16384);
   recv_at(1, 0, 1024);
   recv_at(2, 4096, 64);
@@ -905,6 +907,8 @@ TEST_F(SrSend, HeldSendsReachTheirReceiveBuffersInOrder) {
   EXPECT_EQ(out.at(0).psn, proto::psn_add(epsn, 1));
   EXPECT_EQ(pr->b.qp->counters().sr_held, 3u);
   EXPECT_EQ(pr->b.qp->rx.held_sends, 3u);
+  EXPECT_EQ(pr->b.qp->rx.send_store.size(), size_t(param::kSelectiveRepeatSendSlots) * pr->b.qp->rx.store_slot)
+      << "the first kept SEND made the store";
   EXPECT_TRUE(recv_wcs().empty()) << "no completion before the gap is filled";
   EXPECT_EQ(pr->b.buf()[4096], 0) << "a kept SEND is not placed: its receive WQE is not known yet";
   EXPECT_EQ(pr->b.buf()[512], 0);
@@ -939,6 +943,12 @@ TEST_F(SrSend, HeldSendsReachTheirReceiveBuffersInOrder) {
   EXPECT_EQ(wcs[2].byte_len, 20u);
   EXPECT_EQ(wcs[2].wc_flags, kWcWithInv);
   EXPECT_EQ(wcs[2].invalidated_rkey, 0xABCDu);
+  // Reset gives the store back.
+  QpAttr a;
+  a.qp_state = QpState::Reset;
+  ASSERT_EQ(pr->b.dev->modify_qp(pr->b.qp, a, kAttrState), 0);
+  EXPECT_TRUE(pr->b.qp->rx.send_store.empty());
+  EXPECT_EQ(pr->b.qp->rx.send_store.capacity(), 0u);
 }
 
 // A kept SEND replayed with no receive WQE: an RNR NAK at its PSN (after the ACK owed for the

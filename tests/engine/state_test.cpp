@@ -581,6 +581,29 @@ TEST(Posting, TooManySgesIsEinval) {
   EXPECT_EQ(qp->rq_outstanding(), 1u);
 }
 
+// Each WQE holds as many SGEs as the QP's max_send_sge (issue 30: memory follows the caps). Only
+// inline data may come in more pieces (it is copied whole); a READ or an atomic flagged inline is
+// not inline, so its SGEs count against max_send_sge like any other.
+TEST(Posting, OnlyInlineDataMayComeInMoreSgesThanMaxSendSge) {
+  Solo s;
+  Buf b(*s.dev, s.pd, 256);
+  QpCap cap;
+  cap.max_send_sge = 1;
+  cap.max_inline_data = 64;
+  Qp* qp = s.new_qp(cap);
+  ASSERT_NO_FATAL_FAILURE(s.drive(qp, QpState::Rts));
+  Sge sg[3] = {b.sge(0, 8), b.sge(8, 8), b.sge(16, 8)};
+  SendWr rd = write_wr(1, sg, 3, kSendSignaled | kSendInline);
+  rd.opcode = WrOpcode::RdmaRead;
+  EXPECT_EQ(s.dev->post_send(qp, rd), EINVAL);
+  SendWr fa = write_wr(2, sg, 2, kSendSignaled | kSendInline);
+  fa.opcode = WrOpcode::AtomicFetchAdd;
+  EXPECT_EQ(s.dev->post_send(qp, fa), EINVAL);
+  EXPECT_EQ(s.dev->post_send(qp, write_wr(3, sg, 2)), EINVAL);
+  EXPECT_EQ(s.dev->post_send(qp, write_wr(4, sg, 3, kSendSignaled | kSendInline)), 0);  // 24 bytes, copied
+  EXPECT_EQ(qp->sq_outstanding(), 1u);
+}
+
 TEST(Posting, InlineOverMaxInlineDataIsEinval) {
   Solo s;
   std::vector<uint8_t> data(128, 0x42);  // inline data need not be registered
