@@ -172,17 +172,27 @@ int Device::rereg_mr(Mr* mr, Pd* pd, void* addr, uint64_t length, uint64_t iova,
 int Device::dereg_mr(Mr* mr) { return mr && mrs_.dereg(mr->lkey) ? 0 : EINVAL; }
 
 Cq* Device::create_cq(uint32_t depth, bool completion_times) {
-  if (depth == 0 || depth > cfg_.max_cqe) return nullptr;
+  if (depth == 0 || depth > cfg_.max_cqe || cqs_.size() >= cfg_.max_cq) return nullptr;
   cqs_.push_back(std::make_unique<Cq>(depth, completion_times ? &clock_ : nullptr));
+  cqs_.back()->slot = uint32_t(cqs_.size() - 1);
   return cqs_.back().get();
 }
 
+// Objects are taken out of their vectors by their slot (the last one moves into it): creating
+// and destroying N of them costs O(N), not O(N^2) (262,144 QPs and CQs: issue 30).
+namespace {
+template <typename T>
+void take_out(std::vector<std::unique_ptr<T>>& v, uint32_t slot) {
+  v[slot] = std::move(v.back());
+  v[slot]->slot = slot;
+  v.pop_back();
+}
+}  // namespace
+
 int Device::destroy_cq(Cq* cq) {
-  for (auto& q : qps_)
-    if (q->init.send_cq == cq || q->init.recv_cq == cq) return EBUSY;
-  auto it = std::find_if(cqs_.begin(), cqs_.end(), [&](auto& c) { return c.get() == cq; });
-  if (it == cqs_.end()) return EINVAL;
-  cqs_.erase(it);
+  if (!cq || cq->slot >= cqs_.size() || cqs_[cq->slot].get() != cq) return EINVAL;
+  if (cq->qp_refs) return EBUSY;
+  take_out(cqs_, cq->slot);
   return 0;
 }
 
@@ -219,18 +229,23 @@ Qp* Device::create_qp(const QpInitAttr& init) {
            std::find(recent_qpns_.begin(), recent_qpns_.end(), qpn) != recent_qpns_.end());
   qps_.push_back(std::make_unique<Qp>(*this, qpn, init));
   Qp* raw = qps_.back().get();
+  raw->slot = uint32_t(qps_.size() - 1);
   qp_table_.insert(qpn, raw);
+  ++init.send_cq->qp_refs;
+  ++init.recv_cq->qp_refs;
   return raw;
 }
 
 int Device::destroy_qp(Qp* qp) {
-  auto it = std::find_if(qps_.begin(), qps_.end(), [&](auto& q) { return q.get() == qp; });
-  if (it == qps_.end()) return EINVAL;
+  if (!qp || qp->slot >= qps_.size() || qps_[qp->slot].get() != qp) return EINVAL;
   dev_ctr_.add(qp->ctr);
+  --qp->init.send_cq->qp_refs;
+  --qp->init.recv_cq->qp_refs;
+  if (qp->active) active_.erase(std::find(active_.begin(), active_.end(), qp));
   qp_table_.erase(qp->qpn());
   recent_qpns_[recent_qpn_next_] = qp->qpn();
   recent_qpn_next_ = (recent_qpn_next_ + 1) % uint32_t(recent_qpns_.size());
-  qps_.erase(it);
+  take_out(qps_, qp->slot);
   return 0;
 }
 

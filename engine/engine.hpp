@@ -39,6 +39,7 @@ class Device {
     proto::Mac mac{};
     proto::Ip6 gid{};              // ::ffff:a.b.c.d for IPv4, or an IPv6 address
     uint32_t max_qp = param::kMaxQp;
+    uint32_t max_cq = param::kMaxCq;
     uint32_t max_mr = param::kMaxMr;
     uint32_t max_cqe = param::kMaxCqe;
     uint32_t max_qp_wr = param::kMaxQpWr;
@@ -101,7 +102,7 @@ class Device {
   // ibv_rereg_mr: the same MR (the same keys, as rxe and ConnectX keep them) with another PD,
   // range or rights, checked as reg_mr checks them. 0 or an errno; on failure nothing changes.
   int rereg_mr(Mr* mr, Pd* pd, void* addr, uint64_t length, uint64_t iova, uint32_t access);
-  // nullptr (EINVAL) above max_cqe. completion_times: each CQE carries the device clock
+  // nullptr above max_cqe (EINVAL) or past max_cq CQs (ENOMEM). completion_times: each CQE carries the device clock
   // (Wc::completion_ns) from the moment it is written.
   Cq* create_cq(uint32_t depth, bool completion_times = false);
   int destroy_cq(Cq* cq);              // EBUSY while a QP uses it
@@ -171,6 +172,16 @@ class Device {
   cm::Manager* cm() { return cm_.get(); }
 
   // ---- For the roles (engine/*.cpp, engine/roles.hpp) ----
+  // Puts a QP on the active list, which progress() walks instead of every QP: a QP is put there
+  // by what gives it work (post_send, modify_qp, a frame for it) and leaves it when quiescent
+  // after a visit. progress() costs what the active QPs need, however many QPs exist (issue 30).
+  void kick(Qp* qp) {
+    if (!qp->active) {
+      qp->active = true;
+      active_.push_back(qp);
+    }
+  }
+  size_t active_qps() const { return active_.size(); }
   const MrTable& mrs() const { return mrs_; }
   Clock& clock() { return clock_; }
   Tx& tx() { return tx_; }
@@ -196,6 +207,7 @@ class Device {
   std::vector<std::unique_ptr<Srq>> srqs_;
   std::vector<std::unique_ptr<Ah>> ahs_;
   std::vector<std::unique_ptr<Qp>> qps_;   // owned, any order
+  std::vector<Qp*> active_;                // the QPs progress() visits (kick)
   IdMap<Qp*> qp_table_;                    // random QP number -> QP
   std::vector<uint32_t> recent_qpns_;      // destroyed QP numbers (a ring): not reused soon
   uint32_t recent_qpn_next_ = 0;

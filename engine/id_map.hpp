@@ -1,10 +1,15 @@
 // A fixed-capacity hash map from a nonzero 32-bit id (a memory key, a QP number) to a value:
 // open addressing with linear probing and backward-shift deletion, sized at construction
 // (no allocation afterwards). Ids are random (security: unguessable keys and QPNs), so a
-// multiplicative hash spreads them well.
+// multiplicative hash spreads them well. The table is zeroed memory from calloc, which the
+// system maps lazily: a table sized for 262,144 QPs (8 MiB) costs resident memory only where
+// entries have been (issue 30).
 #pragma once
 #include <cstdint>
-#include <vector>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <type_traits>
 
 namespace uroce::engine {
 
@@ -15,12 +20,14 @@ class IdMap {
   explicit IdMap(uint32_t max) {
     uint32_t cap = 2;
     while (cap < 2 * max) cap *= 2;
-    slots_.resize(cap);
+    slots_.reset(static_cast<Slot*>(std::calloc(cap, sizeof(Slot))));
+    if (!slots_) throw std::bad_alloc();
+    cap_ = cap;
     mask_ = cap - 1;
   }
   // False if the id is 0, present, or the map is full.
   bool insert(uint32_t id, V v) {
-    if (id == 0 || size_ * 2 >= slots_.size()) return false;
+    if (id == 0 || size_ * 2 >= cap_) return false;
     for (uint32_t i = home(id);; i = (i + 1) & mask_) {
       if (slots_[i].id == id) return false;
       if (slots_[i].id == 0) {
@@ -61,12 +68,17 @@ class IdMap {
   uint32_t size() const { return size_; }
 
  private:
-  struct Slot {
-    uint32_t id = 0;
-    V v{};
+  struct Slot {  // all zero bytes: empty
+    uint32_t id;
+    V v;
+  };
+  static_assert(std::is_trivially_copyable_v<Slot>);
+  struct Free {
+    void operator()(Slot* p) const { std::free(p); }
   };
   uint32_t home(uint32_t id) const { return uint32_t((uint64_t(id) * 0x9E3779B97F4A7C15ull) >> 32) & mask_; }
-  std::vector<Slot> slots_;
+  std::unique_ptr<Slot[], Free> slots_;
+  uint32_t cap_ = 0;
   uint32_t mask_ = 0;
   uint32_t size_ = 0;
 };

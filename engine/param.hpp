@@ -11,7 +11,11 @@
 namespace uroce::param {
 
 // ---- Engine: device limits (ibv_query_device reports these) --------------------------------
-inline constexpr uint32_t kMaxQp = 1024;
+// QPs and CQs: a ConnectX's 2^18 QPs, each with a send and a receive CQ of its own. Neither costs
+// anything until created (the QP number table is mapped lazily: engine/id_map.hpp), and progress()
+// visits only QPs with work (Device::kick), so the limit is the memory the QPs' queues take.
+inline constexpr uint32_t kMaxQp = 262144;
+inline constexpr uint32_t kMaxCq = 2 * kMaxQp;
 inline constexpr uint32_t kMaxMr = 4096;
 inline constexpr uint32_t kMaxCqe = 65536;
 inline constexpr uint32_t kMaxQpWr = 16384;

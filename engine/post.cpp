@@ -65,6 +65,7 @@ int Device::post_send(Qp* qp, const SendWr& wr) {
     for (uint32_t i = 0; i < wr.num_sge; ++i) w.sge[i] = wr.sg_list[i];
   }
   if (s == QpState::Err) qp_ops::flush(*qp);  // a WR posted in ERR completes at once, flushed
+  kick(qp);
   return 0;
 }
 

@@ -25,8 +25,11 @@ bool Device::progress() {
     link_.release(rx_[i]);
   }
   did |= n > 0;
-  for (auto& qpp : qps_) {
-    Qp& qp = *qpp;
+  // The active QPs (kick): each does its work, and leaves the list once it has none left. A QP
+  // kicked meanwhile is appended and visited in this pass too.
+  size_t keep = 0;
+  for (size_t i = 0; i < active_.size(); ++i) {
+    Qp& qp = *active_[i];
     const QpState s = qp.attrs.qp_state;
     // Responses first, in request order; a coalesced ACK for later requests only after them.
     if (s == QpState::Rtr || s == QpState::Rts || s == QpState::Sqd) responder::send_responses(*this, qp);
@@ -37,7 +40,10 @@ bool Device::progress() {
       requester::run(*this, qp);
       did |= qp.ctr.sent_pkts != before;
     }
+    if (qp.quiescent()) qp.active = false;
+    else active_[keep++] = &qp;
   }
+  active_.resize(keep);
   if (cm_) did |= cm_->progress();  // the CM's timers: resends, timeouts, TimeWait
   if (tx_.pending()) tx_.flush();
   // A telemetry snapshot asked for by another thread (engine/telemetry.hpp): one relaxed load
@@ -105,6 +111,7 @@ void Device::rx_frame(PacketBuf& b) {
     return;
   }
   Qp* qp = qp_by_num(p.dest_qp);
+  if (qp) kick(qp);  // whatever the frame turns out to be, the QP looks at its work next
   const proto::Transport tr = reserved_rc ? proto::Transport::RC : p.info().transport;
   const bool cnp = tr == proto::Transport::CNP;  // to any QP type: its sender's rate, not a message
   if (!qp || (tr != transport_of(qp->init.qp_type) && !cnp)) {

@@ -276,6 +276,14 @@ class Qp {
   uint64_t cnp_next_ns = 0;   // notification point: no CNP before this time
   SendSide tx;
   RecvSide rx;
+  bool active = false;        // in the device's active list: progress() visits it (Device::kick)
+  uint32_t slot = 0;          // where the device holds it (Device::qps_): destroy_qp takes it in O(1)
+  // Nothing for progress() to do until a verb or a frame gives it work: no send WQE (so no timer
+  // either), no resend range, no RNR wait, no ACK or READ/atomic response owed.
+  bool quiescent() const {
+    return tx.sq.empty() && tx.sr_next == tx.sr_end && tx.rnr_until_ns == 0 && !rx.ack_pending &&
+           rx.res_pending == 0;
+  }
 
  private:
   uint32_t qpn_;

@@ -181,6 +181,7 @@ int Device::modify_qp(Qp* qp, const QpAttr& a, uint32_t mask) {
   if (to == QpState::Rtr) qp_ops::build_template(*qp, *this);
   if (to == QpState::Rts && cur != QpState::Rts) qp->tx.last_progress_ns = step_ns();
   if (to == QpState::Err && cur != QpState::Err) qp_ops::set_error(*qp);
+  kick(qp);
   return 0;
 }
 

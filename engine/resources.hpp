@@ -180,6 +180,10 @@ class Cq {
   uint32_t size() const { return count_; }
   bool overflowed() const { return overflowed_; }
   uint64_t completions_pushed() const { return events_; }
+  // The device's bookkeeping: where it holds this CQ, and how many QPs use it (destroy_cq
+  // refuses while any does). Neither walks the device's QPs or CQs.
+  uint32_t slot = 0;
+  uint32_t qp_refs = 0;
 
  private:
   std::vector<Wc> ring_;

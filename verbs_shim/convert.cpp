@@ -49,7 +49,7 @@ void fill_device_attr(ibv_device_attr* a) {
   a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID;
   a->max_sge = int(E::kMaxSge);
   a->max_sge_rd = int(E::kMaxSge);
-  a->max_cq = int(param::kShimMaxCq);
+  a->max_cq = int(r.dcfg.max_cq);
   a->max_cqe = int(r.dcfg.max_cqe);
   a->max_mr = int(r.dcfg.max_mr) - 1;   // key index 0 is never used
   a->max_pd = int(param::kShimMaxPd);

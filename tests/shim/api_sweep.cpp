@@ -375,6 +375,19 @@ int main() {
               v2.raw_clock.tv_nsec > v1.raw_clock.tv_nsec && rb == EINVAL,
           "ibv_query_rt_values_ex: %d %d (%ld then %ld), an unknown mask bit: %d", r1, r2, long(v1.raw_clock.tv_nsec),
           long(v2.raw_clock.tv_nsec), rb);
+    // A tick is a nanosecond (hca_core_clock 1,000,000 kHz): 100 ms of CLOCK_MONOTONIC around
+    // two reads of the device clock.
+    timespec m0, m1;
+    clock_gettime(CLOCK_MONOTONIC, &m0);
+    ibv_query_rt_values_ex(ctx, &v1);
+    const timespec nap{0, 100'000'000};
+    nanosleep(&nap, nullptr);
+    ibv_query_rt_values_ex(ctx, &v2);
+    clock_gettime(CLOCK_MONOTONIC, &m1);
+    const double wall = double(m1.tv_sec - m0.tv_sec) * 1e9 + double(m1.tv_nsec - m0.tv_nsec);
+    const double ticks = double(v2.raw_clock.tv_nsec - v1.raw_clock.tv_nsec);
+    check(ticks / wall > 0.8 && ticks / wall < 1.01, "device clock: %.0f ticks in %.0f ns of CLOCK_MONOTONIC", ticks,
+          wall);
     ibv_cq_init_attr_ex cx{};
     cx.cqe = 4;
     cx.wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;

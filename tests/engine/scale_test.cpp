@@ -1,0 +1,152 @@
+// Scale (issue 30): the device's limits on QPs and CQs, objects taken out in any order, and
+// progress() visiting only the QPs that have work (Device::kick): a QP leaves the active list
+// when it has nothing left to do, comes back with a verb or a frame, and its timers still run
+// while it has work outstanding.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "tests/support/pair.hpp"
+
+namespace uroce::test {
+namespace {
+
+Device::Config small_config(uint32_t max_qp, uint32_t max_cq) {
+  Device::Config c;
+  c.mac = {0x02, 0, 0, 0, 0, 0x0a};
+  c.gid = v4gid(198, 18, 0, 10);
+  c.seed = 3;
+  c.max_qp = max_qp;
+  c.max_cq = max_cq;
+  return c;
+}
+
+QpInitAttr rc_attr(Pd* pd, Cq* cq, uint32_t depth = 4) {
+  QpInitAttr ia;
+  ia.pd = pd;
+  ia.send_cq = ia.recv_cq = cq;
+  ia.cap.max_send_wr = ia.cap.max_recv_wr = depth;
+  ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+  return ia;
+}
+
+TEST(Limits, TheDeviceReportsAConnectXsQpCountAndTwoCqsPerQp) {
+  EXPECT_EQ(param::kMaxQp, 262144u);
+  EXPECT_EQ(param::kMaxCq, 2 * param::kMaxQp);
+  Device::Config c;
+  EXPECT_EQ(c.max_qp, param::kMaxQp);
+  EXPECT_EQ(c.max_cq, param::kMaxCq);
+}
+
+TEST(Limits, MaxQpAndMaxCqAreEnforcedAndFreedSlotsAreUsedAgain) {
+  FakeWire wire(64, 9216, 1);
+  Device dev(wire.a(), wire.clock(), small_config(3, 2));
+  Pd* pd = dev.alloc_pd();
+  Cq* c1 = dev.create_cq(8);
+  Cq* c2 = dev.create_cq(8);
+  ASSERT_NE(c1, nullptr);
+  ASSERT_NE(c2, nullptr);
+  EXPECT_EQ(dev.create_cq(8), nullptr) << "max_cq 2";
+  std::vector<Qp*> q;
+  for (int i = 0; i < 3; ++i) q.push_back(dev.create_qp(rc_attr(pd, i == 2 ? c2 : c1)));
+  for (Qp* x : q) ASSERT_NE(x, nullptr);
+  EXPECT_EQ(dev.create_qp(rc_attr(pd, c1)), nullptr) << "max_qp 3";
+  // A CQ in use cannot go; one whose QPs are gone can, and its place is free again.
+  EXPECT_EQ(dev.destroy_cq(c2), EBUSY);
+  EXPECT_EQ(dev.destroy_qp(q[0]), 0);  // the first: the last one moves into its place
+  EXPECT_EQ(dev.destroy_qp(q[2]), 0);
+  EXPECT_EQ(dev.destroy_cq(c2), 0);
+  EXPECT_EQ(dev.destroy_cq(c1), EBUSY);
+  // The moved QP is still found by its number and can be destroyed.
+  EXPECT_EQ(dev.qp_by_num(q[1]->qpn()), q[1]);
+  Qp* again = dev.create_qp(rc_attr(pd, c1));
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(dev.qps().size(), 2u);
+  EXPECT_EQ(dev.destroy_qp(q[1]), 0);
+  EXPECT_EQ(dev.destroy_qp(again), 0);
+  EXPECT_EQ(dev.destroy_cq(c1), 0);
+  EXPECT_NE(dev.create_cq(8), nullptr);
+  EXPECT_TRUE(dev.qps().empty());
+}
+
+TEST(ActiveList, AQpLeavesItWhenItsWorkIsDoneAndComesBackForAVerbOrAFrame) {
+  PairOptions o;
+  ConnectedPair p(o);
+  // Connecting (modify_qp) put both QPs on the list; with nothing to do they leave it.
+  p.run_until([&] { return false; }, 1'000'000);
+  EXPECT_EQ(p.a.dev->active_qps(), 0u);
+  EXPECT_EQ(p.b.dev->active_qps(), 0u);
+  // A WRITE: the requester's QP is kicked by the post, the responder's by the frame; both are
+  // off the list again once the ACK has come.
+  fill_pattern(p.a.buf(), 4096, 7);
+  Sge s{p.a.addr(), 4096, p.a.mr->lkey};
+  SendWr w = wr_to(p.b, 1, WrOpcode::RdmaWrite, &s);
+  ASSERT_EQ(p.a.dev->post_send(p.a.qp, w), 0);
+  EXPECT_EQ(p.a.dev->active_qps(), 1u);
+  Wc wc;
+  ASSERT_TRUE(p.next_wc(p.a.scq, wc));
+  EXPECT_EQ(wc.status, WcStatus::Success);
+  EXPECT_EQ(std::memcmp(p.b.buf(), p.a.buf(), 4096), 0);
+  p.run_until([&] { return false; }, 1'000'000);
+  EXPECT_EQ(p.a.dev->active_qps(), 0u);
+  EXPECT_EQ(p.b.dev->active_qps(), 0u);
+}
+
+TEST(ActiveList, AQpWithWorkOutstandingKeepsItsTimerWithNothingElseGoingOn) {
+  PairOptions o;
+  o.timeout = 10;   // 4.096 us * 2^10: about 4 ms
+  o.retry_cnt = 2;
+  ConnectedPair p(o);
+  // The wire drops everything from A: the WRITE is never answered. Only A's QP timer can end
+  // it, after retry_cnt + 1 timeouts, with RETRY_EXC_ERR: A's QP must stay on the list.
+  p.wire.a().filter = [](const uint8_t*, uint32_t) { return false; };
+  Sge s{p.a.addr(), 64, p.a.mr->lkey};
+  ASSERT_EQ(p.a.dev->post_send(p.a.qp, wr_to(p.b, 9, WrOpcode::RdmaWrite, &s)), 0);
+  Wc wc;
+  ASSERT_TRUE(p.next_wc(p.a.scq, wc, 1'000'000'000));
+  EXPECT_EQ(wc.wr_id, 9u);
+  EXPECT_EQ(wc.status, WcStatus::RetryExcErr);
+  EXPECT_EQ(p.a.qp->counters().timeouts, 3u);
+  EXPECT_EQ(p.b.dev->active_qps(), 0u) << "B never heard of it";
+}
+
+TEST(ActiveList, IdleQpsAreNotVisited) {
+  // 2,000 connected QPs that carry nothing beside one pair that does: the pair's traffic never
+  // puts the idle ones on the list.
+  PairOptions o;
+  ConnectedPair p(o);
+  std::vector<Qp*> idle;
+  for (int i = 0; i < 1000; ++i) {
+    Qp* x = p.a.dev->create_qp(p.a.init_attr(QpType::RC));
+    Qp* y = p.a.dev->create_qp(p.a.init_attr(QpType::RC));
+    ASSERT_NE(x, nullptr);
+    ASSERT_NE(y, nullptr);
+    ASSERT_EQ(connect_qp(*p.a.dev, x, *p.a.dev, *y, p.path(1, 2)), 0);
+    ASSERT_EQ(connect_qp(*p.a.dev, y, *p.a.dev, *x, p.path(2, 1)), 0);
+    idle.push_back(x);
+    idle.push_back(y);
+  }
+  p.run_until([&] { return false; }, 1'000'000);
+  EXPECT_EQ(p.a.dev->active_qps(), 0u);
+  Sge s{p.a.addr(), 256, p.a.mr->lkey};
+  for (uint64_t k = 0; k < 50; ++k) {
+    ASSERT_EQ(p.a.dev->post_send(p.a.qp, wr_to(p.b, k, WrOpcode::RdmaWrite, &s)), 0);
+    size_t most = 0;
+    Wc wc;
+    bool got = false;
+    p.run_until([&] {
+      most = std::max(most, p.a.dev->active_qps());
+      return got || (got = p.a.scq->poll(&wc, 1) == 1);
+    });
+    ASSERT_TRUE(got);
+    EXPECT_EQ(wc.status, WcStatus::Success);
+    EXPECT_LE(most, 1u) << "only the QP with traffic is on A's list";
+  }
+  for (Qp* x : idle) EXPECT_EQ(x->counters().sent_pkts, 0u);
+}
+
+}  // namespace
+}  // namespace uroce::test
