@@ -16,6 +16,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <queue>
 #include <vector>
 
 #include "engine/link.hpp"
@@ -182,6 +183,7 @@ class Device {
     }
   }
   size_t active_qps() const { return active_.size(); }
+  size_t timer_entries() const { return timers_.size(); }
   const MrTable& mrs() const { return mrs_; }
   Clock& clock() { return clock_; }
   Tx& tx() { return tx_; }
@@ -208,6 +210,15 @@ class Device {
   std::vector<std::unique_ptr<Ah>> ahs_;
   std::vector<std::unique_ptr<Qp>> qps_;   // owned, any order
   std::vector<Qp*> active_;                // the QPs progress() visits (kick)
+  // QPs off the list that are only waiting, by when their timers are next due (Qp::timer_due):
+  // progress() kicks each when its time comes. An entry names the QP by number (a destroyed
+  // QP's entry finds nothing); a stale one (the QP was kicked meanwhile) kicks it for nothing.
+  struct TimerEntry {
+    uint64_t due;
+    uint32_t qpn;
+    bool operator>(const TimerEntry& o) const { return due > o.due; }
+  };
+  std::priority_queue<TimerEntry, std::vector<TimerEntry>, std::greater<TimerEntry>> timers_;
   IdMap<Qp*> qp_table_;                    // random QP number -> QP
   std::vector<uint32_t> recent_qpns_;      // destroyed QP numbers (a ring): not reused soon
   uint32_t recent_qpn_next_ = 0;

@@ -25,8 +25,18 @@ bool Device::progress() {
     link_.release(rx_[i]);
   }
   did |= n > 0;
-  // The active QPs (kick): each does its work, and leaves the list once it has none left. A QP
-  // kicked meanwhile is appended and visited in this pass too.
+  // Parked QPs whose timers are due come back on the list.
+  while (!timers_.empty() && timers_.top().due <= step_ns_) {
+    const TimerEntry e = timers_.top();
+    timers_.pop();
+    if (Qp* q = qp_by_num(e.qpn)) {
+      if (q->timer_due == e.due) q->timer_due = 0;
+      kick(q);
+    }
+  }
+  // The active QPs (kick): each does its work, and leaves the list once it has none left, or is
+  // parked when it is only waiting for answers or a timer (the timer heap brings it back when
+  // that timer is due). A QP kicked meanwhile is appended and visited in this pass too.
   size_t keep = 0;
   for (size_t i = 0; i < active_.size(); ++i) {
     Qp& qp = *active_[i];
@@ -40,8 +50,24 @@ bool Device::progress() {
       requester::run(*this, qp);
       did |= qp.ctr.sent_pkts != before;
     }
-    if (qp.quiescent()) qp.active = false;
-    else active_[keep++] = &qp;
+    if (qp.quiescent()) {
+      qp.active = false;
+    } else if (qp.waiting()) {
+      const uint64_t due = recovery::next_timer_ns(*this, qp);
+      if (due <= step_ns_) {
+        active_[keep++] = &qp;  // due now (a probe found no transmit buffer): again next step
+        continue;
+      }
+      qp.active = false;
+      // At most one entry per QP, never later than its timer (an earlier one brings it back
+      // sooner, and it parks again with the time then).
+      if (due != UINT64_MAX && (qp.timer_due == 0 || due < qp.timer_due)) {
+        qp.timer_due = due;
+        timers_.push({due, qp.qpn()});
+      }
+    } else {
+      active_[keep++] = &qp;
+    }
   }
   active_.resize(keep);
   if (cm_) did |= cm_->progress();  // the CM's timers: resends, timeouts, TimeWait

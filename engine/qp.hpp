@@ -277,12 +277,24 @@ class Qp {
   SendSide tx;
   RecvSide rx;
   bool active = false;        // in the device's active list: progress() visits it (Device::kick)
+  uint64_t timer_due = 0;     // parked: the due time of its entry in the device's timer heap (0: none)
   uint32_t slot = 0;          // where the device holds it (Device::qps_): destroy_qp takes it in O(1)
   // Nothing for progress() to do until a verb or a frame gives it work: no send WQE (so no timer
   // either), no resend range, no RNR wait, no ACK or READ/atomic response owed.
   bool quiescent() const {
     return tx.sq.empty() && tx.sr_next == tx.sr_end && tx.rnr_until_ns == 0 && !rx.ack_pending &&
            rx.res_pending == 0;
+  }
+  // Only waiting: for the peer's answers (a frame kicks it) or for a timer (the device's timer
+  // heap does), with nothing to send meanwhile: no ACK or response owed, no resend range, and a
+  // requester that ended waiting for those (not for a transmit buffer, which nothing announces).
+  bool waiting() const {
+    if (rx.ack_pending || rx.res_pending || tx.sr_next != tx.sr_end) return false;
+    switch (tx.req_state) {
+      case ReqState::Idle: case ReqState::Drained: case ReqState::WaitRnr: case ReqState::WaitRdAtomic:
+      case ReqState::WaitFence: case ReqState::WaitWindow: return true;
+      default: return false;
+    }
   }
 
  private:

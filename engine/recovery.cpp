@@ -299,6 +299,20 @@ void probe(Device& dev, Qp& qp) {
 
 }  // namespace
 
+uint64_t next_timer_ns(const Device& dev, const Qp& qp) {
+  const SendSide& t = qp.tx;
+  if (t.rnr_until_ns) return t.rnr_until_ns;  // requester::run ends the wait then
+  if (t.sq.empty() || qp.init.qp_type != QpType::RC) return UINT64_MAX;
+  const SendWqe& head = t.sq.front();
+  if (!head.started || head.next_pkt <= head.rcvd_pkts) return UINT64_MAX;
+  uint64_t due = UINT64_MAX;
+  const uint64_t timeout = proto::local_ack_timeout_ns(qp.attrs.timeout);
+  if (timeout != 0) due = t.last_progress_ns + timeout;
+  if (dev.config().probe_floor_ns != 0)
+    due = std::min(due, t.probe_from_ns + (answer_time_ns(dev, qp) << std::min<uint32_t>(t.probes, 16)));
+  return due;
+}
+
 void check_timers(Device& dev, Qp& qp) {
   SendSide& t = qp.tx;
   if (t.sq.empty() || qp.init.qp_type != QpType::RC) return;  // UC and UD never resend

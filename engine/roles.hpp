@@ -37,6 +37,10 @@ inline uint32_t window(const Device& dev, const Qp& qp) {
   return qp.tx.loss_window ? std::min(qp.tx.loss_window, max) : max;
 }
 void check_timers(Device& dev, Qp& qp);        // the retransmission (ACK) timer and the probes
+// When check_timers (or the RNR wait) next has something to do: the QP timer, the probe timer,
+// the end of an RNR wait, whichever is first; UINT64_MAX: no timer runs (nothing in flight, or
+// no timeout). Never later than check_timers would act: a QP parked until then misses nothing.
+uint64_t next_timer_ns(const Device& dev, const Qp& qp);
 void go_back_n(Qp& qp, uint32_t psn);          // resend from `psn`
 // restart_for_gap: a sequence NAK or an implied NAK for `psn`: resend from there, unless a
 // resend from `psn` was started less than an answer time ago (then the NAK is ignored and

@@ -1,7 +1,7 @@
 // Scale (issue 30): the device's limits on QPs and CQs, objects taken out in any order, and
 // progress() visiting only the QPs that have work (Device::kick): a QP leaves the active list
-// when it has nothing left to do, comes back with a verb or a frame, and its timers still run
-// while it has work outstanding.
+// when it has nothing left to do or is only waiting (parked in the timer heap), comes back with
+// a verb, a frame or its timer, and its timers fire as before.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -95,16 +95,21 @@ TEST(ActiveList, AQpLeavesItWhenItsWorkIsDoneAndComesBackForAVerbOrAFrame) {
   EXPECT_EQ(p.b.dev->active_qps(), 0u);
 }
 
-TEST(ActiveList, AQpWithWorkOutstandingKeepsItsTimerWithNothingElseGoingOn) {
+TEST(ActiveList, AQpWaitingForAnAnswerIsParkedAndItsTimerStillFires) {
   PairOptions o;
   o.timeout = 10;   // 4.096 us * 2^10: about 4 ms
   o.retry_cnt = 2;
   ConnectedPair p(o);
   // The wire drops everything from A: the WRITE is never answered. Only A's QP timer can end
-  // it, after retry_cnt + 1 timeouts, with RETRY_EXC_ERR: A's QP must stay on the list.
+  // it, after retry_cnt + 1 timeouts, with RETRY_EXC_ERR. Meanwhile the QP is off the list,
+  // parked in the timer heap until its timer is due.
   p.wire.a().filter = [](const uint8_t*, uint32_t) { return false; };
   Sge s{p.a.addr(), 64, p.a.mr->lkey};
   ASSERT_EQ(p.a.dev->post_send(p.a.qp, wr_to(p.b, 9, WrOpcode::RdmaWrite, &s)), 0);
+  p.a.dev->progress();  // the WRITE goes (and is lost)
+  EXPECT_EQ(p.a.qp->counters().sent_pkts, 1u);
+  EXPECT_EQ(p.a.dev->active_qps(), 0u) << "only waiting: parked";
+  EXPECT_EQ(p.a.dev->timer_entries(), 1u);
   Wc wc;
   ASSERT_TRUE(p.next_wc(p.a.scq, wc, 1'000'000'000));
   EXPECT_EQ(wc.wr_id, 9u);

@@ -1,0 +1,316 @@
+// Scale (issue 30), the engine alone (no DPDK, no shim): three tables.
+//  1. Memory per QP: N RC QPs, each with its own CQ of the same depth, created on one device and
+//     connected in pairs (loopback), as perftest's and MPI's QPs are: max_send_sge and
+//     max_recv_sge 1, max_dest_rd_atomic 16. Per QP+CQ: the heap the engine holds (mallinfo2)
+//     and the resident memory it adds (/proc/self/statm).
+//  2. Many QPs: --many RC QPs (262,144: max_qp) at depth 1, each with a CQ, created, connected in
+//     pairs and destroyed in one process: the time of each phase, memory per QP+CQ.
+//  3. Message rate: 64 B RDMA WRITEs between two engines on the FakeLink (frames delivered at
+//     once), both polled on this one core, in wall time: one QP pair with 0, 1,024 and --idle
+//     (65,536) connected idle QPs per device beside it, and the traffic spread over 1, 16 and
+//     1,024 QP pairs. Each figure the median of 3 runs, and its ratio to the first row.
+// Each row runs in a process of its own (memory given back by an earlier row is not reused).
+// scripts/bench-scale.sh runs it.
+//
+//   scale_bench [--qps N] [--many N] [--idle N] [--msgs N]
+#include <malloc.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine.hpp"
+#include "tests/support/pair.hpp"
+
+using namespace uroce::engine;
+using uroce::test::connect_qp;
+using uroce::test::Path;
+using uroce::test::v4gid;
+
+namespace {
+
+size_t heap_in_use() {
+  struct mallinfo2 m = mallinfo2();
+  return m.uordblks + m.hblkhd;
+}
+
+size_t resident_bytes() {
+  long pages = 0, res = 0;
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f) {
+    if (std::fscanf(f, "%ld %ld", &pages, &res) != 2) res = 0;
+    std::fclose(f);
+  }
+  return size_t(res) * size_t(sysconf(_SC_PAGESIZE));
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Runs `f` in a child process; false if it failed.
+bool in_child(const std::function<bool()>& f) {
+  std::fflush(stdout);
+  const pid_t child = fork();
+  if (child < 0) return false;
+  if (child == 0) {
+    const bool ok = f();
+    std::fflush(stdout);
+    _exit(ok ? 0 : 1);
+  }
+  int st = 0;
+  return waitpid(child, &st, 0) == child && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+Device::Config config(uint8_t id, uint32_t max_qp) {
+  Device::Config c;
+  c.mac = {0x02, 0, 0, 0, 0, id};
+  c.gid = v4gid(198, 18, 0, id);
+  c.seed = id;
+  c.max_qp = max_qp;
+  c.max_cq = 2 * max_qp + 8;
+  return c;
+}
+
+QpInitAttr rc_attr(Pd* pd, Cq* scq, Cq* rcq, uint32_t depth, uint32_t inline_bytes = 0) {
+  QpInitAttr ia;
+  ia.pd = pd;
+  ia.send_cq = scq;
+  ia.recv_cq = rcq;
+  ia.cap.max_send_wr = ia.cap.max_recv_wr = depth;
+  ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+  ia.cap.max_inline_data = inline_bytes;
+  return ia;
+}
+
+// ---- 1. Memory per QP --------------------------------------------------------------------------
+
+bool memory_row(uint32_t n, uint32_t depth, uint32_t inline_bytes, const char* what) {
+  FakeWire wire(64, 9216, 1);
+  auto dev = std::make_unique<Device>(wire.a(), wire.clock(), config(10, n));
+  Pd* pd = dev->alloc_pd();
+  std::vector<Qp*> qps(n);
+  const size_t heap0 = heap_in_use(), res0 = resident_bytes();
+  for (uint32_t i = 0; i < n; ++i) {
+    Cq* cq = dev->create_cq(depth);
+    qps[i] = cq ? dev->create_qp(rc_attr(pd, cq, cq, depth, inline_bytes)) : nullptr;
+    if (!qps[i]) return std::fprintf(stderr, "scale_bench: QP %u of %u not created\n", i, n), false;
+  }
+  Path p;
+  for (uint32_t i = 0; i < n; i += 2)
+    if (connect_qp(*dev, qps[i], *dev, *qps[i + 1], p) || connect_qp(*dev, qps[i + 1], *dev, *qps[i], p))
+      return std::fprintf(stderr, "scale_bench: pair %u not connected\n", i / 2), false;
+  const size_t heap1 = heap_in_use(), res1 = resident_bytes();
+  std::printf("| %-46s | %10zu | %13zu |\n", what, (heap1 - heap0) / n, res1 > res0 ? (res1 - res0) / n : 0);
+  return true;
+}
+
+// ---- 2. Many QPs ---------------------------------------------------------------------------------
+
+bool many_row(uint32_t n) {
+  FakeWire wire(64, 9216, 1);
+  auto dev = std::make_unique<Device>(wire.a(), wire.clock(), config(10, n));
+  Pd* pd = dev->alloc_pd();
+  std::vector<Qp*> qps(n);
+  std::vector<Cq*> cqs(n);
+  const size_t heap0 = heap_in_use(), res0 = resident_bytes();
+  auto t0 = std::chrono::steady_clock::now();
+  for (uint32_t i = 0; i < n; ++i) {
+    cqs[i] = dev->create_cq(1);
+    qps[i] = cqs[i] ? dev->create_qp(rc_attr(pd, cqs[i], cqs[i], 1)) : nullptr;
+    if (!qps[i]) return std::fprintf(stderr, "scale_bench: QP %u of %u not created\n", i, n), false;
+  }
+  const double t_create = seconds_since(t0);
+  t0 = std::chrono::steady_clock::now();
+  Path p;
+  for (uint32_t i = 0; i < n; i += 2)
+    if (connect_qp(*dev, qps[i], *dev, *qps[i + 1], p) || connect_qp(*dev, qps[i + 1], *dev, *qps[i], p))
+      return std::fprintf(stderr, "scale_bench: pair %u not connected\n", i / 2), false;
+  const double t_connect = seconds_since(t0);
+  const size_t heap1 = heap_in_use(), res1 = resident_bytes();
+  // A progress() with all of them connected and idle: the active list is empty again after it.
+  t0 = std::chrono::steady_clock::now();
+  dev->progress();
+  const double t_first = seconds_since(t0);
+  t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 1000; ++i) dev->progress();
+  const double t_idle = seconds_since(t0) / 1000;
+  t0 = std::chrono::steady_clock::now();
+  for (uint32_t i = 0; i < n; ++i)
+    if (dev->destroy_qp(qps[i]) || dev->destroy_cq(cqs[i]))
+      return std::fprintf(stderr, "scale_bench: QP %u not destroyed\n", i), false;
+  const double t_destroy = seconds_since(t0);
+  std::printf("| %u | %.2f s | %.2f s | %.1f ms | %.2f us | %.2f s | %zu | %zu |\n", n, t_create, t_connect,
+              t_first * 1e3, t_idle * 1e6, t_destroy, (heap1 - heap0) / n, res1 > res0 ? (res1 - res0) / n : 0);
+  return true;
+}
+
+// ---- 3. Message rate ------------------------------------------------------------------------------
+
+struct Rig {
+  FakeWire wire{65536, 9216, 1};
+  std::unique_ptr<Device> a, b;
+  Pd *pa = nullptr, *pb = nullptr;
+  Cq *sa = nullptr, *ra = nullptr, *sb = nullptr, *rb = nullptr, *idle_a = nullptr, *idle_b = nullptr;
+  std::vector<uint8_t> ma = std::vector<uint8_t>(1 << 16), mb = std::vector<uint8_t>(1 << 16);
+  Mr *mra = nullptr, *mrb = nullptr;
+  std::vector<Qp*> qa, qb;  // the pairs that carry traffic
+
+  Rig(uint32_t active, uint32_t idle) {
+    wire.latency_ns = 0;
+    a = std::make_unique<Device>(wire.a(), wire.clock(), config(10, active + idle + 8));
+    b = std::make_unique<Device>(wire.b(), wire.clock(), config(11, active + idle + 8));
+    pa = a->alloc_pd();
+    pb = b->alloc_pd();
+    sa = a->create_cq(65536), ra = a->create_cq(16), sb = b->create_cq(16), rb = b->create_cq(16);
+    idle_a = a->create_cq(1), idle_b = b->create_cq(1);
+    mra = a->reg_mr(pa, ma.data(), ma.size(), kLocalWrite);
+    mrb = b->reg_mr(pb, mb.data(), mb.size(), kLocalWrite | kRemoteWrite);
+    Path p;
+    p.max_rd_atomic = 1;
+    for (uint32_t i = 0; i < active + idle; ++i) {
+      const bool act = i < active;
+      Qp* x = a->create_qp(rc_attr(pa, act ? sa : idle_a, act ? ra : idle_a, act ? 128 : 1));
+      Qp* y = b->create_qp(rc_attr(pb, act ? sb : idle_b, act ? rb : idle_b, act ? 128 : 1));
+      if (!x || !y || connect_qp(*a, x, *b, *y, p) || connect_qp(*b, y, *a, *x, p)) {
+        std::fprintf(stderr, "scale_bench: QP pair %u not set up\n", i);
+        std::exit(1);
+      }
+      if (act) qa.push_back(x), qb.push_back(y);
+    }
+    while (a->progress() | b->progress()) {
+    }
+  }
+
+  // Messages per second: `msgs` 64 B WRITEs, each QP pair in turn with up to `window` in flight.
+  double run(uint64_t msgs, uint32_t window) {
+    const Sge s{uint64_t(uintptr_t(ma.data())), 64, mra->lkey};
+    SendWr w;
+    w.opcode = WrOpcode::RdmaWrite;
+    w.send_flags = kSendSignaled;
+    w.sg_list = &s;
+    w.num_sge = 1;
+    w.remote_addr = uint64_t(uintptr_t(mb.data()));
+    w.rkey = mrb->rkey;
+    uint64_t posted = 0, done = 0;
+    auto post = [&](size_t i) {
+      w.wr_id = i;
+      if (a->post_send(qa[i], w)) {
+        std::fprintf(stderr, "scale_bench: post_send failed\n");
+        std::exit(1);
+      }
+      ++posted;
+    };
+    // Each pair starts with `window` WRITEs; each completion posts the next on its pair (as a
+    // program with many QPs does: the work follows the completions, not a walk of all QPs).
+    const auto t0 = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < qa.size(); ++i)
+      for (uint32_t k = 0; k < window && posted < msgs; ++k) post(i);
+    Wc wc[64];
+    while (done < msgs) {
+      a->progress();
+      b->progress();
+      int k;
+      while ((k = a->poll_cq(sa, 64, wc)) > 0)
+        for (int j = 0; j < k; ++j) {
+          if (wc[j].status != WcStatus::Success) {
+            std::fprintf(stderr, "scale_bench: a WRITE failed\n");
+            std::exit(1);
+          }
+          ++done;
+          if (posted < msgs) post(size_t(wc[j].wr_id));
+        }
+    }
+    return double(msgs) / seconds_since(t0);
+  }
+};
+
+double median3(double x, double y, double z) { return std::max(std::min(x, y), std::min(std::max(x, y), z)); }
+
+bool rate_row(const char* what, uint32_t active, uint32_t idle, uint64_t msgs, double* base) {
+  // The base rate comes back from the first row's child through a pipe.
+  int fd[2];
+  if (pipe(fd)) return false;
+  const bool ok = in_child([&] {
+    close(fd[0]);
+    Rig r(active, idle);
+    const uint32_t window = std::max<uint32_t>(1, 128 / active);
+    r.run(msgs / 10, window);  // warm-up
+    const double m = median3(r.run(msgs, window), r.run(msgs, window), r.run(msgs, window));
+    const bool w = write(fd[1], &m, sizeof m) == ssize_t(sizeof m);
+    close(fd[1]);
+    return w;
+  });
+  close(fd[1]);
+  double m = 0;
+  const bool got = read(fd[0], &m, sizeof m) == ssize_t(sizeof m);
+  close(fd[0]);
+  if (!ok || !got) return false;
+  if (*base == 0) *base = m;
+  std::printf("| %-44s | %12.0f | %6.2f |\n", what, m, m / *base);
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  uint32_t n = 2000, many = 262144, idle = 65536;
+  uint64_t msgs = 300000;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--qps") && i + 1 < argc) n = uint32_t(std::atoi(argv[++i])) & ~1u;
+    else if (!std::strcmp(argv[i], "--many") && i + 1 < argc) many = uint32_t(std::atoi(argv[++i])) & ~1u;
+    else if (!std::strcmp(argv[i], "--idle") && i + 1 < argc) idle = uint32_t(std::atoi(argv[++i]));
+    else if (!std::strcmp(argv[i], "--msgs") && i + 1 < argc) msgs = uint64_t(std::atoll(argv[++i]));
+    else {
+      std::fprintf(stderr, "usage: scale_bench [--qps N] [--many N] [--idle N] [--msgs N]\n");
+      return 2;
+    }
+  }
+  bool ok = true;
+  std::printf("1. Memory per RC QP + its CQ: %u of them per row, connected in pairs (loopback);\n"
+              "max_send_sge = max_recv_sge = 1, max_dest_rd_atomic 16. Bytes: the engine's heap (mallinfo2), resident.\n\n",
+              n);
+  std::printf("| %-46s | %10s | %13s |\n", "queues", "heap / QP", "resident / QP");
+  std::printf("|%s|%s|%s|\n", std::string(48, '-').c_str(), std::string(12, '-').c_str(), std::string(15, '-').c_str());
+  const struct {
+    uint32_t depth, inline_bytes;
+    const char* what;
+  } rows[] = {{1, 0, "depth 1"},
+              {16, 0, "depth 16"},
+              {128, 0, "depth 128 (perftest's bw tests)"},
+              {128, 220, "depth 128, 220 B inline (perftest's lat tests)"},
+              {1024, 0, "depth 1024"}};
+  for (const auto& r : rows) ok = ok && in_child([&] { return memory_row(n, r.depth, r.inline_bytes, r.what); });
+
+  std::printf("\n2. Many QPs: RC QPs at depth 1, each with a CQ of depth 1, created, connected in pairs (loopback),\n"
+              "one progress() and then 1,000 more with all of them idle, destroyed (with their CQs).\n\n");
+  std::printf("| QPs | create | connect | first progress() | idle progress() | destroy | heap / QP+CQ | resident / QP+CQ |\n");
+  std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  ok = ok && in_child([&] { return many_row(many); });
+
+  std::printf("\n3. 64 B RDMA WRITE messages per second between two engines (FakeLink, frames delivered at once),\n"
+              "both polled on this core; up to 128 in flight (each of K active pairs: 128 / K, at least 1);\n"
+              "%lu messages, median of 3 runs after a warm-up; ratio to the first row of its group.\n\n",
+              (unsigned long)msgs);
+  std::printf("| %-44s | %12s | %6s |\n", "QPs", "messages/s", "ratio");
+  std::printf("|%s|%s|%s|\n", std::string(46, '-').c_str(), std::string(14, '-').c_str(), std::string(8, '-').c_str());
+  double base = 0;
+  char what[96];
+  ok = ok && rate_row("1 active pair, no idle QPs", 1, 0, msgs, &base);
+  ok = ok && rate_row("1 active pair, 1,024 idle QPs per device", 1, 1024, msgs, &base);
+  std::snprintf(what, sizeof what, "1 active pair, %u idle QPs per device", idle);
+  ok = ok && rate_row(what, 1, idle, msgs, &base);
+  base = 0;
+  ok = ok && rate_row("traffic over 1 pair", 1, 0, msgs, &base);
+  ok = ok && rate_row("traffic over 16 pairs", 16, 0, msgs, &base);
+  ok = ok && rate_row("traffic over 1,024 pairs", 1024, 0, msgs, &base);
+  return ok ? 0 : 1;
+}
