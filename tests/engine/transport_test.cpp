@@ -41,11 +41,11 @@ struct Node {
     rcq = dev->create_cq(256);
     mr = dev->reg_mr(pd, mem.data(), mem.size(), kLocalWrite | kRemoteWrite | kRemoteRead);
   }
-  Qp* qp(QpType t) {
+  Qp* qp(QpType t, Cq* recv_cq = nullptr) {
     QpInitAttr ia;
     ia.pd = pd;
     ia.send_cq = scq;
-    ia.recv_cq = rcq;
+    ia.recv_cq = recv_cq ? recv_cq : rcq;
     ia.qp_type = t;
     ia.cap.max_send_wr = 64;
     ia.cap.max_recv_wr = 64;
@@ -167,12 +167,7 @@ TEST(Cq, ACqThatKeepsTimesStampsEachCqeWithTheDeviceClockWhenItIsWritten) {
   Two t;
   Cq* timed = t.b.dev->create_cq(16, true);
   ASSERT_NE(timed, nullptr);
-  QpInitAttr ia;
-  ia.pd = t.b.pd;
-  ia.send_cq = t.b.scq;
-  ia.recv_cq = timed;
-  ia.qp_type = QpType::UD;
-  Qp* qb = t.b.dev->create_qp(ia);
+  Qp* qb = t.b.qp(QpType::UD, timed);
   Qp* qa = t.a.qp(QpType::UD);
   ASSERT_NE(qa, nullptr);
   ASSERT_NE(qb, nullptr);
