@@ -36,9 +36,16 @@ QpInitAttr rc_attr(Pd* pd, Cq* cq, uint32_t depth = 4) {
 TEST(Limits, TheDeviceReportsAConnectXsQpCountAndTwoCqsPerQp) {
   EXPECT_EQ(param::kMaxQp, 262144u);
   EXPECT_EQ(param::kMaxCq, 2 * param::kMaxQp);
+  EXPECT_EQ(param::kMaxCqe, 4194303u);
   Device::Config c;
   EXPECT_EQ(c.max_qp, param::kMaxQp);
   EXPECT_EQ(c.max_cq, param::kMaxCq);
+  EXPECT_EQ(c.max_cqe, param::kMaxCqe);
+  // perftest's ib_write_bw -q 1024 asks one CQ for 128 x 1024 completions.
+  FakeWire wire(64, 9216, 1);
+  Device dev(wire.a(), wire.clock(), small_config(2, 2));
+  EXPECT_NE(dev.create_cq(128 * 1024), nullptr);
+  EXPECT_EQ(dev.create_cq(param::kMaxCqe + 1), nullptr);
 }
 
 TEST(Limits, MaxQpAndMaxCqAreEnforcedAndFreedSlotsAreUsedAgain) {

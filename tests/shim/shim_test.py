@@ -291,6 +291,8 @@ def sc_write_bw():
     cleanup()
     run_perftest("memif", "ib_write_bw", ["-a", "-n", "100"], timeout=120)
     run_perftest("memif", "ib_write_bw", ["-n", "1000", "-s", "65536", "-m", "4096", "-q", "4"], expect_sizes=[65536])
+    # 1,024 QPs in each process (issue 30; one CQ of 131,072 entries): 204,800 WRITEs.
+    run_perftest("memif", "ib_write_bw", ["-n", "200", "-s", "64", "-q", "1024"], expect_sizes=[64])
 
 
 def sc_send_bw():
