@@ -174,8 +174,9 @@ class Device {
 
   // ---- For the roles (engine/*.cpp, engine/roles.hpp) ----
   // Puts a QP on the active list, which progress() walks instead of every QP: a QP is put there
-  // by what gives it work (post_send, modify_qp, a frame for it) and leaves it when quiescent
-  // after a visit. progress() costs what the active QPs need, however many QPs exist (issue 30).
+  // by what gives it work (post_send, modify_qp, a frame for it, its timer coming due) and leaves
+  // it after a visit when quiescent or only waiting (then parked in timers_). progress() costs
+  // what the active QPs need, however many QPs exist (issue 30).
   void kick(Qp* qp) {
     if (!qp->active) {
       qp->active = true;
