@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "tests/support/pair.hpp"
+#include "tests/support/harness.hpp"
 
 namespace uroce::test {
 namespace {
@@ -123,6 +123,30 @@ TEST(ActiveList, AQpWaitingForAnAnswerIsParkedAndItsTimerStillFires) {
   EXPECT_EQ(wc.status, WcStatus::RetryExcErr);
   EXPECT_EQ(p.a.qp->counters().timeouts, 3u);
   EXPECT_EQ(p.b.dev->active_qps(), 0u) << "B never heard of it";
+}
+
+// Hostile frames (issue 30's list is reached by any frame naming a QP): a forged request with a
+// wrong P_Key, and a forged ACK for nothing sent, each put the named QP on the list for one
+// visit; each is a counted drop, nothing is sent, and the QP is off the list again at once.
+TEST(ActiveList, AForgedFrameCostsItsQpOneVisitAndNothingMore) {
+  ConnectedPair p;
+  p.run_until([&] { return false; }, 1'000'000);
+  ASSERT_EQ(p.b.dev->active_qps(), 0u);
+  const uint64_t sent0 = p.b.qp->counters().sent_pkts;
+  proto::Packet bad_pkey = forge(p.a, p.b, proto::op::kSendOnly, p.b.qp->expected_psn());
+  bad_pkey.pkey = 0x1234;
+  ASSERT_NO_FATAL_FAILURE(inject(p.wire.b(), bad_pkey));
+  proto::Packet ghost_ack = forge(p.a, p.b, proto::op::kAck, 0x123456);
+  ghost_ack.aeth = {0x1F, 7};
+  ASSERT_NO_FATAL_FAILURE(inject(p.wire.b(), ghost_ack));
+  p.b.dev->progress();
+  EXPECT_EQ(p.b.qp->counters().dropped_pkey, 1u);
+  EXPECT_EQ(p.b.qp->counters().ghost_responses, 1u);
+  EXPECT_EQ(p.b.dev->active_qps(), 0u) << "visited once, then off the list";
+  EXPECT_EQ(p.b.dev->timer_entries(), 0u);
+  p.b.dev->progress();
+  EXPECT_EQ(p.b.qp->counters().sent_pkts, sent0) << "no answer to either";
+  EXPECT_EQ(p.b.qp->state(), QpState::Rts);
 }
 
 TEST(ActiveList, IdleQpsAreNotVisited) {
