@@ -258,6 +258,23 @@ struct IethView : ViewBase<Byte> {
   void set_rkey(uint32_t v) requires kMutable { store_be32(p_, v); }
 };
 
+// ---- FETH (4 bytes): what a FLUSH asks for (IBA 1.5 annex A19) --------------------------------
+// Bits 3:0 the placement type (bit 0 global visibility, bit 1 persistence: IBV_FLUSH_GLOBAL and
+// IBV_FLUSH_PERSISTENT), bits 5:4 the selectivity level (0 the RETH's range, 1 the whole memory
+// region the R_Key names), bits 31:6 reserved. The kernel's rxe (rxe_hdr.h, FETH_PLT_MASK and
+// FETH_SEL_MASK) and rdma-core's ibv_placement_type / ibv_selectivity_level agree.
+template <typename Byte>
+struct FethView : ViewBase<Byte> {
+  UROCE_VIEW_CTOR(FethView);
+  static constexpr size_t kSize = 4;
+  uint8_t placement() const { return p_[3] & 0x0F; }
+  uint8_t selectivity() const { return (p_[3] >> 4) & 0x03; }
+  uint32_t resv() const { return load_be32(p_) >> 6; }
+  void set(uint8_t placement, uint8_t selectivity, uint32_t resv = 0) requires kMutable {
+    store_be32(p_, (resv << 6) | uint32_t(selectivity & 0x03) << 4 | (placement & 0x0F));
+  }
+};
+
 // ---- DETH (8 bytes): Q_Key, reserved byte, source QP (UD only) -------------------------------
 template <typename Byte>
 struct DethView : ViewBase<Byte> {

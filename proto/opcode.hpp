@@ -14,27 +14,41 @@ namespace uroce::proto {
 enum class Transport : uint8_t { RC = 0, UC = 1, RD = 2, UD = 3, CNP = 4, Unknown = 7 };
 
 // Extension headers, as bits of a mask. Their order on the wire is always the canonical order
-// of kExtOrder below (IBA 9.2: DETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH).
-enum Ext : uint8_t {
+// of kExtOrder below, which is also the order of the bits, lowest first (IBA 9.2: DETH, RETH,
+// AtomicETH, AETH, AtomicAckETH, ImmDt, IETH; IBA 1.5 annex A19 puts the FETH of a FLUSH
+// between the BTH and the RETH).
+enum Ext : uint16_t {
   kDeth = 1 << 0,
-  kReth = 1 << 1,
-  kAtomicEth = 1 << 2,
-  kAeth = 1 << 3,
-  kAtomicAckEth = 1 << 4,
-  kImmDt = 1 << 5,
-  kIeth = 1 << 6,
-  kCnpBody = 1 << 7,
+  kFeth = 1 << 1,
+  kReth = 1 << 2,
+  kAtomicEth = 1 << 3,
+  kAeth = 1 << 4,
+  kAtomicAckEth = 1 << 5,
+  kImmDt = 1 << 6,
+  kIeth = 1 << 7,
+  kCnpBody = 1 << 8,
 };
-inline constexpr std::array<Ext, 8> kExtOrder = {kDeth, kReth, kAtomicEth, kAeth, kAtomicAckEth, kImmDt, kIeth, kCnpBody};
+inline constexpr std::array<Ext, 9> kExtOrder = {kDeth,         kFeth,  kReth, kAtomicEth, kAeth,
+                                                 kAtomicAckEth, kImmDt, kIeth, kCnpBody};
 
 // Sizes in the bit order of Ext (a table, not a switch: parse and build call this per header).
-inline constexpr std::array<uint8_t, 8> kExtSizes = {8, 16, 28, 4, 8, 4, 4, 16};
-constexpr size_t ext_size(Ext e) { return e ? kExtSizes[unsigned(std::countr_zero(unsigned(e))) & 7] : 0; }
-static_assert(ext_size(kDeth) == 8 && ext_size(kReth) == 16 && ext_size(kAtomicEth) == 28 && ext_size(kAeth) == 4 &&
-              ext_size(kAtomicAckEth) == 8 && ext_size(kImmDt) == 4 && ext_size(kIeth) == 4 && ext_size(kCnpBody) == 16);
+inline constexpr std::array<uint8_t, 9> kExtSizes = {8, 4, 16, 28, 4, 8, 4, 4, 16};
+constexpr size_t ext_size(Ext e) {
+  const unsigned i = unsigned(std::countr_zero(unsigned(e)));
+  return e && i < kExtSizes.size() ? kExtSizes[i] : 0;
+}
+static_assert(ext_size(kDeth) == 8 && ext_size(kFeth) == 4 && ext_size(kReth) == 16 && ext_size(kAtomicEth) == 28 &&
+              ext_size(kAeth) == 4 && ext_size(kAtomicAckEth) == 8 && ext_size(kImmDt) == 4 && ext_size(kIeth) == 4 &&
+              ext_size(kCnpBody) == 16);
+static_assert([] {
+  for (size_t i = 0; i + 1 < kExtOrder.size(); ++i)
+    if (kExtOrder[i] >= kExtOrder[i + 1]) return false;  // bit order == wire order
+  return true;
+}());
 constexpr std::string_view ext_name(Ext e) {
   switch (e) {
     case kDeth: return "DETH";
+    case kFeth: return "FETH";
     case kReth: return "RETH";
     case kAtomicEth: return "AtomicETH";
     case kAeth: return "AETH";
@@ -49,7 +63,12 @@ constexpr std::string_view ext_name(Ext e) {
 // Where a packet sits in its message.
 enum class Position : uint8_t { Only, First, Middle, Last, None };
 // What the packet does.
-enum class Operation : uint8_t { Send, Write, ReadRequest, ReadResponse, Ack, AtomicAck, CmpSwap, FetchAdd, Cnp };
+enum class Operation : uint8_t {
+  Send, Write, ReadRequest, ReadResponse, Ack, AtomicAck, CmpSwap, FetchAdd, Cnp,
+  Flush,        // RDMA FLUSH (IBA 1.5 A19): make earlier writes visible or persistent; answered
+                // by a zero-length RDMA READ response
+  AtomicWrite,  // ATOMIC WRITE (IBA 1.5 A19): 8 bytes placed as one; answered the same way
+};
 
 struct OpcodeInfo {
   bool valid = false;
@@ -58,7 +77,7 @@ struct OpcodeInfo {
   Transport transport = Transport::Unknown;
   Operation op = Operation::Send;
   Position pos = Position::None;
-  uint8_t exts = 0;       // mask of Ext
+  uint16_t exts = 0;      // mask of Ext
   bool payload = false;   // may carry payload
   bool request = false;   // requester -> responder (false: response / ACK)
   uint8_t hdr_bytes = 0;  // total size of the extension headers (derived from exts)
@@ -75,7 +94,7 @@ struct OpDef {
   uint8_t low;  // operation bits 4:0 (names: kNames below, the one table of them)
   Operation op;
   Position pos;
-  uint8_t exts;
+  uint16_t exts;
   bool payload;
   bool request;
 };
@@ -105,6 +124,9 @@ inline constexpr OpDef kOps[] = {
     {0x14, Operation::FetchAdd, Position::Only, kAtomicEth, false, true},
     {0x16, Operation::Send, Position::Last, kIeth, true, true},
     {0x17, Operation::Send, Position::Only, kIeth, true, true},
+    // IBA 1.5 annex A19 (memory placement extensions), RC only: rxe has them since Linux 6.2.
+    {0x1c, Operation::Flush, Position::Only, kFeth | kReth, false, true},
+    {0x1d, Operation::AtomicWrite, Position::Only, kReth, true, true},
 };
 
 // Names are stored, not concatenated at compile time: one literal per valid opcode.
@@ -122,6 +144,7 @@ inline constexpr Named kNames[] = {
     {0x0f, "RC_RDMA_READ_RESPONSE_LAST"}, {0x10, "RC_RDMA_READ_RESPONSE_ONLY"}, {0x11, "RC_ACKNOWLEDGE"},
     {0x12, "RC_ATOMIC_ACKNOWLEDGE"}, {0x13, "RC_COMPARE_SWAP"}, {0x14, "RC_FETCH_ADD"},
     {0x16, "RC_SEND_LAST_WITH_INVALIDATE"}, {0x17, "RC_SEND_ONLY_WITH_INVALIDATE"},
+    {0x1c, "RC_FLUSH"}, {0x1d, "RC_ATOMIC_WRITE"},
     {0x20, "UC_SEND_FIRST"}, {0x21, "UC_SEND_MIDDLE"}, {0x22, "UC_SEND_LAST"},
     {0x23, "UC_SEND_LAST_WITH_IMMEDIATE"}, {0x24, "UC_SEND_ONLY"}, {0x25, "UC_SEND_ONLY_WITH_IMMEDIATE"},
     {0x26, "UC_RDMA_WRITE_FIRST"}, {0x27, "UC_RDMA_WRITE_MIDDLE"}, {0x28, "UC_RDMA_WRITE_LAST"},
@@ -143,7 +166,7 @@ constexpr std::array<OpcodeInfo, 256> make_table() {
     t[i].code = uint8_t(i);
     t[i].transport = Transport::Unknown;
   }
-  auto put = [&](uint8_t code, Transport tr, const OpDef& d, uint8_t extra_exts) {
+  auto put = [&](uint8_t code, Transport tr, const OpDef& d, uint16_t extra_exts) {
     OpcodeInfo& o = t[code];
     o.valid = true;
     o.code = code;
@@ -151,7 +174,7 @@ constexpr std::array<OpcodeInfo, 256> make_table() {
     o.transport = tr;
     o.op = d.op;
     o.pos = d.pos;
-    o.exts = uint8_t(d.exts | extra_exts);
+    o.exts = uint16_t(d.exts | extra_exts);
     o.payload = d.payload;
     o.request = d.request;
   };
@@ -221,7 +244,7 @@ inline constexpr uint8_t kSendFirst = 0x00, kSendMiddle = 0x01, kSendLast = 0x02
                          kReadRequest = 0x0c, kReadRespFirst = 0x0d, kReadRespMiddle = 0x0e,
                          kReadRespLast = 0x0f, kReadRespOnly = 0x10, kAck = 0x11, kAtomicAck = 0x12,
                          kCmpSwap = 0x13, kFetchAdd = 0x14, kSendLastInv = 0x16, kSendOnlyInv = 0x17,
-                         kCnp = 0x81;
+                         kFlush = 0x1c, kAtomicWrite = 0x1d, kCnp = 0x81;
 inline constexpr uint8_t kUc = 0x20, kUd = 0x60;
 }  // namespace op
 
@@ -232,6 +255,9 @@ static_assert(kOpcodes[op::kAtomicAck].ext_bytes() == 12);
 static_assert(kOpcodes[op::kCmpSwap].ext_bytes() == 28);
 static_assert(kOpcodes[0x64].exts == kDeth && kOpcodes[0x65].exts == (kDeth | kImmDt));
 static_assert(!kOpcodes[0x15].valid && !kOpcodes[0x2c].valid && !kOpcodes[0x40].valid);
+static_assert(kOpcodes[op::kFlush].ext_bytes() == 20 && !kOpcodes[op::kFlush].payload);
+static_assert(kOpcodes[op::kAtomicWrite].exts == kReth && kOpcodes[op::kAtomicWrite].payload);
+static_assert(!kOpcodes[op::kUc | op::kFlush].valid && !kOpcodes[op::kUc | op::kAtomicWrite].valid);
 static_assert(kOpcodes[0x81].ext_bytes() == 16);
 // Every valid opcode has its name in kNames, and kNames names no other.
 static_assert([] {

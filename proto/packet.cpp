@@ -18,6 +18,7 @@ std::string_view layer_name(Layer l) {
     case Layer::Udp: return "UDP header";
     case Layer::Bth: return "BTH";
     case Layer::Deth: return "DETH";
+    case Layer::Feth: return "FETH";
     case Layer::Reth: return "RETH";
     case Layer::AtomicEth: return "AtomicETH";
     case Layer::Aeth: return "AETH";
@@ -74,6 +75,7 @@ std::string ParseResult::message() const {
 Layer ext_layer(Ext e) {
   switch (e) {
     case kDeth: return Layer::Deth;
+    case kFeth: return Layer::Feth;
     case kReth: return Layer::Reth;
     case kAtomicEth: return Layer::AtomicEth;
     case kAeth: return Layer::Aeth;
@@ -95,6 +97,11 @@ void read_ext(Ext e, const uint8_t* p, Packet& out) {
     case kDeth: {
       DethView<const uint8_t> v(p);
       out.deth = {v.qkey(), v.resv(), v.src_qp()};
+      break;
+    }
+    case kFeth: {
+      FethView<const uint8_t> v(p);
+      out.feth = {v.placement(), v.selectivity(), v.resv()};
       break;
     }
     case kReth: {
@@ -127,6 +134,7 @@ void write_ext(Ext e, uint8_t* p, const Packet& in) {
       v.set_src_qp(in.deth.src_qp, in.deth.resv);
       break;
     }
+    case kFeth: FethView<uint8_t>(p).set(in.feth.placement, in.feth.selectivity, in.feth.resv); break;
     case kReth: {
       RethView<uint8_t> v(p);
       v.set_va(in.reth.va);

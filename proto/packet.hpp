@@ -61,6 +61,11 @@ struct Packet {
   uint32_t psn = 0;
   // Extension headers: only those the opcode table names are meaningful.
   struct {
+    uint8_t placement = 0;     // IBV_FLUSH_GLOBAL (1) | IBV_FLUSH_PERSISTENT (2)
+    uint8_t selectivity = 0;   // IBV_FLUSH_RANGE (0) or IBV_FLUSH_MR (1)
+    uint32_t resv = 0;         // bits 31:6, kept for byte-exact rebuilds
+  } feth;
+  struct {
     uint64_t va = 0;
     uint32_t rkey = 0;
     uint32_t dma_len = 0;
@@ -99,7 +104,7 @@ struct Packet {
 // Which header a "truncated" error stopped at.
 enum class Layer : uint8_t {
   Ethernet, Vlan, Ipv4, Ipv6, IpPayload, Udp, Bth,
-  Deth, Reth, AtomicEth, Aeth, AtomicAckEth, ImmDt, Ieth, Cnp,
+  Deth, Feth, Reth, AtomicEth, Aeth, AtomicAckEth, ImmDt, Ieth, Cnp,
   Icrc,
 };
 std::string_view layer_name(Layer l);

@@ -48,7 +48,7 @@ from scapy.all import Ether, IP, IPv6, UDP, Raw, raw, rdpcap  # noqa: E402
 from scapy.contrib.roce import BTH  # noqa: E402
 
 # The table's Ext mask bits (proto/opcode.hpp).
-K_DETH, K_RETH, K_ATOMIC, K_AETH, K_ATOMIC_ACK, K_IMM, K_IETH, K_CNP = (1 << i for i in range(8))
+K_DETH, K_FETH, K_RETH, K_ATOMIC, K_AETH, K_ATOMIC_ACK, K_IMM, K_IETH, K_CNP = (1 << i for i in range(9))
 
 META_FIELDS = ["index", "opcode", "qp", "psn", "ipver", "plen", "vlan", "exts", "reth_va", "reth_rkey",
                "reth_len", "aeth_syndrome", "aeth_msn", "deth_qkey", "deth_srcqp", "atomic_swap_add",
@@ -153,6 +153,13 @@ def num(s):
     return int(s, 0) if s else None
 
 
+# IBA 1.5's FLUSH and ATOMIC WRITE: tshark 4.0 (Debian 12) names no header after their BTH.
+# Their layout is checked byte for byte in tests/proto/headers_test.cpp instead; a tshark that
+# decodes them is held to the same fields as every other opcode.
+IBA15_OPCODES = (0x1c, 0x1d)
+BTH_ONLY = []
+
+
 def check_tshark(rows, meta, errors):
     agree = 0
     if len(rows) != len(meta):
@@ -167,6 +174,9 @@ def check_tshark(rows, meta, errors):
         if t.get("_ws.malformed") or t.get("_ws.expert.message"):
             bad.append("expert info: %r %r" % (t.get("_ws.malformed"), t.get("_ws.expert.message")))
         exts = m["exts"]
+        if m["opcode"] in IBA15_OPCODES and not t.get("infiniband.reth.va"):
+            BTH_ONLY.append(m["index"])
+            exts = K_CNP  # compare the BTH only
         if not exts & K_CNP:
             # (tshark field, expected value or None when the opcode has no such header)
             expect = {
@@ -227,8 +237,8 @@ def main():
     # Coverage: every opcode, both IP versions, empty and 4096-byte payloads.
     opcodes = {(m["opcode"], m["ipver"]) for m in meta}
     plens = {m["plen"] for m in meta}
-    if len({o for o, _ in opcodes}) != 38 or len(opcodes) != 76 or 0 not in plens or 4096 not in plens:
-        errors.append("coverage: %d opcode/IP pairs (want 76), payload lengths %s..%s"
+    if len({o for o, _ in opcodes}) != 40 or len(opcodes) != 80 or 0 not in plens or 4096 not in plens:
+        errors.append("coverage: %d opcode/IP pairs (want 80), payload lengths %s..%s"
                       % (len(opcodes), min(plens, default=None), max(plens, default=None)))
 
     for e in errors[:30]:
@@ -238,6 +248,9 @@ def main():
     n = len(meta)
     print("oracle: %d packets, scapy ICRC agrees on %d (%d IPv4 by scapy.contrib.roce, %d IPv6), tshark agrees on %d"
           % (n, icrc[4] + icrc[6], icrc[4], icrc[6], ts))
+    if BTH_ONLY:
+        print("oracle: of those, %d FLUSH / ATOMIC WRITE packets by their BTH only (this tshark decodes"
+              " nothing after it for IBA 1.5's opcodes)" % len(BTH_ONLY))
     ok = not errors and icrc[4] + icrc[6] == n and ts == n
     return 0 if ok else 1
 

@@ -187,12 +187,12 @@ TEST(Opcodes, TableProperties) {
       EXPECT_FALSE(o.has(kAeth)) << o.name;
     }
   }
-  // 23 RC + 12 UC + 2 UD + CNP.
-  EXPECT_EQ(valid.size(), 38u);
+  // 25 RC (FLUSH and ATOMIC WRITE included) + 12 UC + 2 UD + CNP.
+  EXPECT_EQ(valid.size(), 40u);
 
   struct Want {
     uint8_t code;
-    uint8_t exts;
+    uint16_t exts;
     size_t bytes;
     bool payload;
     bool request;
@@ -222,6 +222,8 @@ TEST(Opcodes, TableProperties) {
       {0x14, kAtomicEth, 28, false, true, Position::Only},
       {0x16, kIeth, 4, true, true, Position::Last},
       {0x17, kIeth, 4, true, true, Position::Only},
+      {0x1c, kFeth | kReth, 20, false, true, Position::Only},  // FLUSH: BTH, FETH, RETH (IBA 1.5 A19)
+      {0x1d, kReth, 16, true, true, Position::Only},          // ATOMIC WRITE: RETH and 8 bytes
       {0x64, kDeth, 8, true, true, Position::Only},
       {0x65, kDeth | kImmDt, 12, true, true, Position::Only},
       {0x81, kCnpBody, 16, false, false, Position::None},
@@ -239,6 +241,10 @@ TEST(Opcodes, TableProperties) {
   EXPECT_EQ(opcode_info(0x11).name, "RC_ACKNOWLEDGE");
   EXPECT_EQ(opcode_info(0x64).name, "UD_SEND_ONLY");
   EXPECT_EQ(opcode_info(0x81).name, "CNP");
+  EXPECT_EQ(opcode_info(0x1c).name, "RC_FLUSH");
+  EXPECT_EQ(opcode_info(0x1d).name, "RC_ATOMIC_WRITE");
+  EXPECT_EQ(opcode_info(0x1c).op, Operation::Flush);
+  EXPECT_EQ(opcode_info(0x1d).op, Operation::AtomicWrite);
   EXPECT_TRUE(opcode_info(0x00).starts_message());
   EXPECT_FALSE(opcode_info(0x00).ends_message());
   EXPECT_TRUE(opcode_info(0x04).starts_message() && opcode_info(0x04).ends_message());
@@ -270,9 +276,10 @@ TEST(Opcodes, UcAndUdAreSubsetsOfRc) {
     // RD (0x40-0x5f) is never valid.
     EXPECT_FALSE(opcode_info(uint8_t(0x40 | low)).valid);
   }
-  // Invalid RC codes: 0x15 (reserved) and 0x18-0x1f.
+  // Invalid RC codes: 0x15 (reserved), 0x18-0x1b and 0x1e-0x1f (0x1c FLUSH and 0x1d ATOMIC
+  // WRITE are IBA 1.5's).
   EXPECT_FALSE(opcode_info(0x15).valid);
-  for (int c = 0x18; c < 0x20; ++c) EXPECT_FALSE(opcode_info(uint8_t(c)).valid) << c;
+  for (int c = 0x18; c < 0x20; ++c) EXPECT_EQ(opcode_info(uint8_t(c)).valid, c == 0x1c || c == 0x1d) << c;
   // 0x80-0xff: only the CNP.
   for (int c = 0x80; c < 0x100; ++c) EXPECT_EQ(opcode_info(uint8_t(c)).valid, c == 0x81) << c;
   EXPECT_EQ(transport_bits(0x40), Transport::RD);
@@ -283,13 +290,16 @@ TEST(Opcodes, UcAndUdAreSubsetsOfRc) {
 
 TEST(Opcodes, ExtOrderAndSizes) {
   EXPECT_EQ(kExtOrder[0], kDeth);
-  EXPECT_EQ(kExtOrder[1], kReth);
-  EXPECT_EQ(kExtOrder[2], kAtomicEth);
-  EXPECT_EQ(kExtOrder[3], kAeth);
-  EXPECT_EQ(kExtOrder[4], kAtomicAckEth);
-  EXPECT_EQ(kExtOrder[5], kImmDt);
-  EXPECT_EQ(kExtOrder[6], kIeth);
+  EXPECT_EQ(kExtOrder[1], kFeth);
+  EXPECT_EQ(kExtOrder[2], kReth);
+  EXPECT_EQ(kExtOrder[3], kAtomicEth);
+  EXPECT_EQ(kExtOrder[4], kAeth);
+  EXPECT_EQ(kExtOrder[5], kAtomicAckEth);
+  EXPECT_EQ(kExtOrder[6], kImmDt);
+  EXPECT_EQ(kExtOrder[7], kIeth);
+  EXPECT_EQ(kExtOrder[8], kCnpBody);
   EXPECT_EQ(ext_size(kDeth), 8u);
+  EXPECT_EQ(ext_size(kFeth), 4u);
   EXPECT_EQ(ext_size(kReth), 16u);
   EXPECT_EQ(ext_size(kAtomicEth), 28u);
   EXPECT_EQ(ext_size(kAeth), 4u);

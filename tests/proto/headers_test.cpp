@@ -327,6 +327,23 @@ TEST(HeaderViews, Ieth) {
   EXPECT_EQ(buf, lit);
 }
 
+TEST(HeaderViews, Feth) {
+  // Reserved bits 0x2a5 above bit 6, selectivity 1 (the whole MR), placement 3 (global |
+  // persistent): 0x2a5 << 6 | 1 << 4 | 3 = 0x0000a953.
+  const Bytes<4> lit = {0x00, 0x00, 0xa9, 0x53};
+  expect_size<FethView>(lit);
+  FethView<const uint8_t> r(lit.data());
+  EXPECT_EQ(r.placement(), 3);
+  EXPECT_EQ(r.selectivity(), 1);
+  EXPECT_EQ(r.resv(), 0x2a5u);
+  Bytes<4> buf{};
+  FethView<uint8_t>(buf.data()).set(3, 1, 0x2a5);
+  EXPECT_EQ(buf, lit);
+  // What a FLUSH of a range to global visibility carries (rxe's feth_init(pkt, 1, 0)).
+  FethView<uint8_t>(buf.data()).set(1, 0);
+  EXPECT_EQ(buf, (Bytes<4>{0x00, 0x00, 0x00, 0x01}));
+}
+
 TEST(HeaderViews, Deth) {
   // Q_Key 0x11223344 | reserved 0x55 | source QP 0x667788
   const Bytes<8> lit = {0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88};
@@ -422,6 +439,63 @@ TEST(WholePacket, WriteOnlyFromGoldenCaptureBuildsByteForByte) {
   EXPECT_EQ(q.icrc_wire, 0x6f9414e9u);
   EXPECT_EQ(q.icrc_computed, 0x6f9414e9u);
   EXPECT_TRUE(q.l2_trailer.empty());
+}
+
+// FLUSH (0x1c) and ATOMIC WRITE (0x1d), IBA 1.5 annex A19: the transport bytes after the UDP
+// header written out by hand, field by field. rxe (rxe_opcode.c: BTH, FETH, RETH for FLUSH;
+// BTH, RETH and the payload for ATOMIC WRITE) lays them out the same way; the lab's Linux 6.1
+// predates both opcodes, so no capture of a peer's frame backs this: the layout is checked
+// against the kernel's and rdma-core's definitions (docs/wire.md).
+TEST(WholePacket, FlushAndAtomicWriteTransportBytes) {
+  using uroce::proto::test::make_packet;
+  Packet p = make_packet(op::kFlush, 4, 0, {});
+  p.solicited = false;
+  p.pkey = 0xffff;
+  p.dest_qp = 0x123456;
+  p.ack_req = true;
+  p.psn = 0x000102;
+  p.feth = {2, 1, 0};  // persistent, the whole MR
+  p.reth = {0x1122334455667788ull, 0xa1b2c3d4, 0x1000};
+  std::vector<uint8_t> f = uroce::proto::test::build_frame(p);
+  const size_t bth = uroce::proto::test::l3_offset(f) + 20 + 8;
+  const std::vector<uint8_t> want_flush = {
+      0x1c, 0x00, 0xff, 0xff, 0x00, 0x12, 0x34, 0x56, 0x80, 0x00, 0x01, 0x02,  // BTH: FLUSH, pad 0, AckReq
+      0x00, 0x00, 0x00, 0x12,                                                  // FETH: sel 1, plt 2
+      0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0xa1, 0xb2, 0xc3, 0xd4,  // RETH: VA, R_Key
+      0x00, 0x00, 0x10, 0x00,                                                  //       DMA length
+  };
+  ASSERT_EQ(f.size(), bth + want_flush.size() + kIcrcSize);  // no payload
+  EXPECT_EQ(std::vector<uint8_t>(f.begin() + long(bth), f.end() - long(kIcrcSize)), want_flush);
+  Packet q;
+  ASSERT_TRUE(parse(f, q).ok());
+  EXPECT_EQ(q.info().name, "RC_FLUSH");
+  EXPECT_EQ(q.feth.placement, 2);
+  EXPECT_EQ(q.feth.selectivity, 1);
+  EXPECT_EQ(q.reth.dma_len, 0x1000u);
+
+  const std::vector<uint8_t> value = {0xf0, 0xe1, 0xd2, 0xc3, 0xb4, 0xa5, 0x96, 0x87};
+  Packet a = make_packet(op::kAtomicWrite, 4, 0, value);
+  a.solicited = false;
+  a.pkey = 0xffff;
+  a.dest_qp = 0x123456;
+  a.ack_req = true;
+  a.psn = 0x000103;
+  a.reth = {0x1122334455667788ull, 0xa1b2c3d4, 8};
+  f = uroce::proto::test::build_frame(a);
+  const std::vector<uint8_t> want_aw = {
+      0x1d, 0x00, 0xff, 0xff, 0x00, 0x12, 0x34, 0x56, 0x80, 0x00, 0x01, 0x03,  // BTH: ATOMIC WRITE
+      0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0xa1, 0xb2, 0xc3, 0xd4,  // RETH
+      0x00, 0x00, 0x00, 0x08,                                                  //   length 8
+      0xf0, 0xe1, 0xd2, 0xc3, 0xb4, 0xa5, 0x96, 0x87,                          // the 8 bytes, as given
+  };
+  ASSERT_EQ(f.size(), bth + want_aw.size() + kIcrcSize);
+  EXPECT_EQ(std::vector<uint8_t>(f.begin() + long(bth), f.end() - long(kIcrcSize)), want_aw);
+  ASSERT_TRUE(parse(f, q).ok());
+  EXPECT_EQ(q.info().name, "RC_ATOMIC_WRITE");
+  EXPECT_EQ(std::vector<uint8_t>(q.payload.begin(), q.payload.end()), value);
+  // Neither is a UC or UD opcode.
+  EXPECT_FALSE(opcode_info(op::kUc | op::kFlush).valid);
+  EXPECT_FALSE(opcode_info(op::kUc | op::kAtomicWrite).valid);
 }
 
 TEST(WholePacket, BuildReportsErrors) {

@@ -83,6 +83,8 @@ std::vector<Sample> samples() {
   add(op::kCmpSwap, 4, 0, 0);
   add(op::kFetchAdd, 6, 1, 0);
   add(op::kSendOnlyInv, 4, 0, 7);
+  add(op::kFlush, 4, 1, 0);
+  add(op::kAtomicWrite, 6, 0, 8);
   add(op::kUc | op::kWriteFirst, 4, 0, 9);
   add(op::kUd | op::kSendOnlyImm, 6, 1, 3);
   add(op::kUd | op::kSendOnly, 4, 0, 256);
@@ -163,9 +165,9 @@ TEST(Negative, EveryFixedUpPrefixIsReportedAtTheCutHeader) {
     }
   }
   // UDP, BTH, every extension header, the ICRC.
-  const std::set<Layer> all = {Layer::Udp,  Layer::Bth,          Layer::Deth,  Layer::Reth, Layer::AtomicEth,
-                               Layer::Aeth, Layer::AtomicAckEth, Layer::ImmDt, Layer::Ieth, Layer::Cnp,
-                               Layer::Icrc};
+  const std::set<Layer> all = {Layer::Udp,       Layer::Bth,  Layer::Deth,         Layer::Feth,
+                               Layer::Reth,      Layer::AtomicEth, Layer::Aeth, Layer::AtomicAckEth,
+                               Layer::ImmDt,     Layer::Ieth, Layer::Cnp,  Layer::Icrc};
   EXPECT_EQ(seen, all);
   EXPECT_TRUE(errors.count(ParseError::BadPadCount));
   EXPECT_TRUE(errors.count(ParseError::BadIcrc));
@@ -416,9 +418,9 @@ TEST(ParseErrors, UnknownOpcodeAndInvalidForTransport) {
     }
     EXPECT_TRUE(parses_as(f, want)) << c;
   }
-  EXPECT_EQ(valid, 38);
+  EXPECT_EQ(valid, 40);
   EXPECT_EQ(unknown, 32 + 127);                       // RD, and 0x80-0xff except the CNP
-  EXPECT_EQ(invalid, 256 - 38 - 32 - 127);            // RC 0x15, 0x18-0x1f; UC 0x2c-0x3f; UD others
+  EXPECT_EQ(invalid, 256 - 40 - 32 - 127);            // RC 0x15, 0x18-0x1b, 0x1e-0x1f; UC 0x2c-0x3f; UD others
   Frame uc_read = base_v4();
   uc_read[14 + 28] = 0x2c;
   EXPECT_TRUE(parses_as(uc_read, {ParseError::OpcodeInvalidForTransport}));

@@ -64,6 +64,7 @@ inline Packet make_packet(uint8_t opcode, int ip_version, int vlans, const std::
   p.imm = 0xC0DE0001;
   p.ieth_rkey = 0x00ABCDEF;
   p.deth = {0x11111111, 0, 0x000001};
+  p.feth = {1, 1, 0};
   if (opcode == op::kCnp) {
     p.becn = true;
     p.solicited = false;

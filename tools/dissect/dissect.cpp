@@ -166,6 +166,17 @@ std::string aeth_text(uint8_t syndrome) {
   return "?";
 }
 
+// What a FLUSH asks for: "placement=global|persistent selectivity=range".
+std::string feth_text(uint8_t placement, uint8_t selectivity) {
+  std::string pl;
+  if (placement & 1) pl += "global";
+  if (placement & 2) pl += pl.empty() ? "persistent" : "|persistent";
+  if (placement & ~3u) pl += fmt("%sreserved:0x%x", pl.empty() ? "" : "|", placement & ~3u);
+  if (pl.empty()) pl = "none";
+  const char* sel = selectivity == 0 ? "range" : selectivity == 1 ? "memory-region" : "reserved";
+  return fmt("placement=%s selectivity=%s", pl.c_str(), sel);
+}
+
 // ---- the one-line summary of a packet ------------------------------------------------------
 
 std::string ext_summary(const Packet& p) {
@@ -175,6 +186,7 @@ std::string ext_summary(const Packet& p) {
     if (!info.has(e)) continue;
     switch (e) {
       case kDeth: s += fmt("  DETH qkey=0x%08" PRIx32 " srcqp=0x%06" PRIx32, p.deth.qkey, p.deth.src_qp); break;
+      case kFeth: s += "  FETH " + feth_text(p.feth.placement, p.feth.selectivity); break;
       case kReth:
         s += fmt("  RETH va=0x%016" PRIx64 " rkey=0x%08" PRIx32 " len=%" PRIu32, p.reth.va, p.reth.rkey, p.reth.dma_len);
         break;
@@ -333,6 +345,12 @@ void print_layout(std::span<const uint8_t> f, const Located& o, const std::strin
                uint32_t q = load_be24(d + h + 5);
                return named("SrcQP", fmt("0x%06" PRIx32 " (%" PRIu32 ")", q, q));
              });
+        break;
+      case kFeth:
+        ok = L.field(N, h, 0, 4, [&] {
+          const uint32_t v = load_be32(d + h);
+          return named("Flush", fmt("0x%08" PRIx32 " %s", v, feth_text(v & 0x0F, (v >> 4) & 3).c_str()));
+        });
         break;
       case kReth:
         ok = L.field(N, h, 0, 8, [&] { return named("VA", u64(0)); }) &&
