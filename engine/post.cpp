@@ -22,6 +22,14 @@ int Device::post_send(Qp* qp, const SendWr& wr) {
     case WrOpcode::SendWithInv: case WrOpcode::RdmaRead: case WrOpcode::AtomicCmpSwp: case WrOpcode::AtomicFetchAdd:
       if (type != QpType::RC) return EINVAL;  // UC: SEND and WRITE only
       break;
+    case WrOpcode::AtomicWrite: case WrOpcode::Flush:
+      // RC only (IBA 1.5 A19), no local buffers: the 8 bytes travel in the WR, a FLUSH has none.
+      if (type != QpType::RC || wr.num_sge != 0) return EINVAL;
+      if (wr.opcode == WrOpcode::Flush &&
+          ((wr.flush_type & ~uint32_t(kFlushToGlobal | kFlushToPersistence)) || wr.flush_type == 0 ||
+           wr.flush_level > kFlushMr || wr.compare_add > param::kMaxMessage))
+        return EINVAL;
+      break;
     default:
       return EINVAL;
   }
@@ -33,7 +41,10 @@ int Device::post_send(Qp* qp, const SendWr& wr) {
     if (!wr.ah || len > mtu_limit() || wr.remote_qpn > 0xFFFFFF) return EINVAL;
     ah_local = loops_back(wr.ah->av.dgid);
   }
-  const bool atomic = wr.opcode == WrOpcode::AtomicCmpSwp || wr.opcode == WrOpcode::AtomicFetchAdd;
+  const bool placement = wr.opcode == WrOpcode::AtomicWrite || wr.opcode == WrOpcode::Flush;
+  if (wr.opcode == WrOpcode::AtomicWrite) len = 8;
+  if (wr.opcode == WrOpcode::Flush) len = wr.compare_add;  // the range's length: the RETH's, and byte_len
+  const bool atomic = wr.opcode == WrOpcode::AtomicCmpSwp || wr.opcode == WrOpcode::AtomicFetchAdd || placement;
   const bool is_inline = (wr.send_flags & kSendInline) && !atomic && wr.opcode != WrOpcode::RdmaRead;
   // Inline data is copied whole into the WQE (any number of SGEs); otherwise the WQE holds the
   // SGEs, at most the QP's max_send_sge (a READ or an atomic flagged inline is not inline).

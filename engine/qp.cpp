@@ -31,7 +31,8 @@ std::string_view wc_status_name(WcStatus s) {
 std::string_view wr_opcode_name(WrOpcode o) {
   static constexpr std::string_view names[] = {
       "RDMA_WRITE", "RDMA_WRITE_WITH_IMM", "SEND", "SEND_WITH_IMM", "RDMA_READ",
-      "ATOMIC_CMP_AND_SWP", "ATOMIC_FETCH_AND_ADD", "LOCAL_INV", "BIND_MW", "SEND_WITH_INV"};
+      "ATOMIC_CMP_AND_SWP", "ATOMIC_FETCH_AND_ADD", "LOCAL_INV", "BIND_MW", "SEND_WITH_INV",
+      "TSO", "DRIVER1", "?", "?", "FLUSH", "ATOMIC_WRITE"};
   return name_in(names, o);
 }
 
@@ -57,7 +58,7 @@ std::string_view comp_state_name(CompState s) {
 std::string_view resp_state_name(RespState s) {
   static constexpr std::string_view names[] = {
       "CHECK_PSN", "DUPLICATE", "OUT_OF_SEQUENCE", "CHECK_OP_SEQ", "CHECK_LENGTH", "EXEC_SEND", "EXEC_WRITE",
-      "EXEC_READ", "EXEC_ATOMIC", "RNR_NAK", "IDLE", "ERROR"};
+      "EXEC_READ", "EXEC_ATOMIC", "EXEC_ATOMIC_WRITE", "EXEC_FLUSH", "RNR_NAK", "IDLE", "ERROR"};
   return name_in(names, s);
 }
 

@@ -52,7 +52,15 @@ struct SendWqe {
   bool signaled = false;
 
   bool is_atomic() const { return wr.opcode == WrOpcode::AtomicCmpSwp || wr.opcode == WrOpcode::AtomicFetchAdd; }
-  bool is_read_or_atomic() const { return wr.opcode == WrOpcode::RdmaRead || is_atomic(); }
+  // ATOMIC WRITE and FLUSH (IBA 1.5 A19): one request packet, answered by one RDMA READ
+  // response carrying nothing; like a READ they take a READ/atomic slot and are answered again,
+  // never executed twice, when repeated.
+  bool is_placement() const { return wr.opcode == WrOpcode::AtomicWrite || wr.opcode == WrOpcode::Flush; }
+  // Answered by RDMA READ responses (the READ's data; nothing for a placement operation).
+  bool takes_read_responses() const { return wr.opcode == WrOpcode::RdmaRead || is_placement(); }
+  // The bytes its READ responses carry.
+  uint32_t response_bytes() const { return wr.opcode == WrOpcode::RdmaRead ? length : 0; }
+  bool is_read_or_atomic() const { return takes_read_responses() || is_atomic(); }
   bool all_sent() const { return started && next_pkt >= npkts; }
   uint32_t num_sge() const { return is_inline ? 1 : wr.num_sge; }
   bool ah_local = false;      // UD: the address handle names this device
@@ -63,6 +71,7 @@ struct SendWqe {
 struct RdAtomicRes {
   bool valid = false;
   bool atomic = false;
+  bool placement = false;     // ATOMIC WRITE or FLUSH: one zero-length READ response
   uint32_t psn = 0;           // first PSN of the request
   uint32_t npkts = 0;         // response packets
   uint32_t sent = 0;          // response packets emitted (READ)
@@ -113,6 +122,8 @@ enum class RespState : uint8_t {
   CheckOpSeq,   // MIDDLE/LAST only inside a message of the same kind
   CheckLength,  // FIRST/MIDDLE carry exactly one MTU, nothing carries more
   ExecSend, ExecWrite, ExecRead, ExecAtomic,
+  ExecAtomicWrite,  // 8 bytes placed as one (IBA 1.5 A19), answered like a READ of nothing
+  ExecFlush,        // earlier writes made visible (or persistent), answered the same way
   RnrNak,       // (end) no receive WQE: RNR NAK, the expected PSN does not move
   Idle,         // (end) handled
   Error,        // (end) a NAK went out and the QP is in ERR, or it was already

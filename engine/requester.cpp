@@ -54,8 +54,8 @@ bool start_wqe(Device& dev, Qp& qp, SendWqe& w) {
       return false;
     }
     w.npkts = 1;
-  } else if (qp.init.qp_type == QpType::UD) {
-    w.npkts = 1;  // a datagram is one packet (post_send checked its length)
+  } else if (qp.init.qp_type == QpType::UD || w.is_placement()) {
+    w.npkts = 1;  // a datagram is one packet (post_send checked its length); so is an ATOMIC WRITE or FLUSH
   } else {
     w.npkts = w.length == 0 ? 1 : uint32_t((uint64_t(w.length) + qp.mtu - 1) / qp.mtu);
   }
@@ -144,12 +144,23 @@ bool send_packet(Device& dev, Qp& qp, SendWqe& w, bool out_of_line, bool ack) {
       p.opcode = proto::op::kFetchAdd;
       p.atomic = {wr.remote_addr, wr.rkey, wr.compare_add, 0};
       break;
+    case WrOpcode::AtomicWrite:
+      // The RETH names the 8 bytes' place; the bytes travel as the caller gave them.
+      p.opcode = proto::op::kAtomicWrite;
+      p.reth = {wr.remote_addr, wr.rkey, 8};
+      break;
+    case WrOpcode::Flush:
+      p.opcode = proto::op::kFlush;
+      p.feth = {wr.flush_type, wr.flush_level, 0};
+      p.reth = {wr.remote_addr, wr.rkey, w.length};
+      break;
     default:
       return false;
   }
   if (len && w.mr_gen != dev.mrs().gen() && !resolve_sges(dev, qp, w)) return false;
   if (qp.init.qp_type == QpType::UC) p.opcode |= proto::op::kUc;  // the UC opcode of the same operation
-  p.payload = sge_gather(w, off, len, dev.scratch());
+  if (wr.opcode == WrOpcode::AtomicWrite) p.payload = {reinterpret_cast<const uint8_t*>(&w.wr.swap), 8};
+  else p.payload = sge_gather(w, off, len, dev.scratch());
   ++t.pkts_since_ackreq;
   // RC: AckReq on the last packet of every message (READ requests and atomics included, as
   // rxe does), at least every ack_req_every packets inside long ones, and on the packet that

@@ -153,6 +153,8 @@ const CounterField kCounterFields[] = {
     {"rtt_samples", &Counters::rtt_samples},
     {"sr_resends", &Counters::sr_resends},
     {"sr_held", &Counters::sr_held},
+    {"atomic_writes", &Counters::atomic_writes},
+    {"flushes", &Counters::flushes},
 };
 const size_t kCounterFieldCount = sizeof kCounterFields / sizeof kCounterFields[0];
 static_assert(sizeof kCounterFields / sizeof kCounterFields[0] == sizeof(Counters) / sizeof(uint64_t),

@@ -301,6 +301,9 @@ struct Counters {
   // Selective repeat (docs/reliability.md).
   uint64_t sr_resends = 0;         // requester: packets resent selectively (one gap, not what follows it)
   uint64_t sr_held = 0;            // responder: WRITE (placed) and SEND (stored) packets kept ahead of the expected PSN
+  // IBA 1.5 annex A19 (responder).
+  uint64_t atomic_writes = 0;      // ATOMIC WRITEs placed (a repeated one is answered, not placed again)
+  uint64_t flushes = 0;            // FLUSHes executed
 
   void add(const Counters& o);
   // "name=value" for every counter that is not zero, in declaration order ("(all zero)" if none).

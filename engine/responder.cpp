@@ -64,7 +64,7 @@ RespState duplicate(Qp& qp, const proto::Packet& p) {
     if (!res.valid) continue;
     const int32_t d = psn_diff(p.psn, res.psn);
     if (d < 0 || uint32_t(d) >= res.npkts) continue;
-    if (op == Operation::ReadRequest && !res.atomic) {
+    if (op == Operation::ReadRequest && !res.atomic && !res.placement) {
       // Re-issued for the rest of the range (or, from a requester using selective repeat, a
       // part of it: its RETH names the same key, the address of that packet and a shorter
       // length): answer from that packet on, to the end of what it asks for.
@@ -88,11 +88,12 @@ RespState duplicate(Qp& qp, const proto::Packet& p) {
       res.replay = true;
       return RespState::Idle;
     }
-    if ((op == Operation::CmpSwap || op == Operation::FetchAdd) && res.atomic && d == 0) {
+    if (((op == Operation::CmpSwap || op == Operation::FetchAdd) && res.atomic && d == 0) ||
+        ((op == Operation::AtomicWrite || op == Operation::Flush) && res.placement && d == 0)) {
       if (!res.owes()) ++r.res_pending;
       res.sent = 0;
       res.end = 1;
-      res.replay = true;  // answer again with the saved original value
+      res.replay = true;  // answer again (an atomic: with the saved original value), never execute again
       return RespState::Idle;
     }
   }
@@ -365,6 +366,8 @@ void process(Device& dev, Qp& qp, const proto::Packet& p) {
         else if (op == Operation::Write) s = RespState::ExecWrite;
         else if (op == Operation::ReadRequest) s = RespState::ExecRead;
         else if (op == Operation::CmpSwap || op == Operation::FetchAdd) s = RespState::ExecAtomic;
+        else if (op == Operation::AtomicWrite) s = RespState::ExecAtomicWrite;
+        else if (op == Operation::Flush) s = RespState::ExecFlush;
         else s = RespState::Idle;  // not a request opcode: the dispatcher sends only requests
         break;
       case RespState::ExecSend:
@@ -384,6 +387,12 @@ void process(Device& dev, Qp& qp, const proto::Packet& p) {
         break;
       case RespState::ExecAtomic:
         s = exec_atomic(dev, qp, p);
+        break;
+      case RespState::ExecAtomicWrite:
+        s = exec_atomic_write(dev, qp, p);
+        break;
+      case RespState::ExecFlush:
+        s = exec_flush(dev, qp, p);
         break;
       default:  // Idle, RnrNak, Error
         r.state = s;

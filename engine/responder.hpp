@@ -44,5 +44,7 @@ RespState exec_send(Device& dev, Qp& qp, const proto::Packet& p);
 RespState exec_write(Device& dev, Qp& qp, const proto::Packet& p);
 RespState exec_read(Device& dev, Qp& qp, const proto::Packet& p);
 RespState exec_atomic(Device& dev, Qp& qp, const proto::Packet& p);
+RespState exec_atomic_write(Device& dev, Qp& qp, const proto::Packet& p);
+RespState exec_flush(Device& dev, Qp& qp, const proto::Packet& p);
 
 }  // namespace uroce::engine::responder

@@ -202,6 +202,72 @@ RespState exec_atomic(Device& dev, Qp& qp, const proto::Packet& p) {
   return RespState::Idle;
 }
 
+// ATOMIC WRITE and FLUSH (IBA 1.5 annex A19) take a responder resource as a READ does: their
+// answer, an RDMA READ response with no payload, goes out in order with READ responses and
+// atomic ACKs, and a duplicate is answered again from it without executing twice.
+namespace {
+RespState take_placement_res(Device& dev, Qp& qp, const proto::Packet& p) {
+  ack_before_responses(dev, qp);
+  RdAtomicRes* res = take_res(qp, p.psn, 1);
+  res->placement = true;  // length 0: the response carries nothing
+  return RespState::Idle;
+}
+
+// Checked before anything is placed: a new request while the resource in turn still answers
+// its own (more outstanding than max_dest_rd_atomic).
+bool res_free(const Qp& qp) {
+  const RdAtomicRes& next = qp.rx.res[qp.rx.res_next];
+  return !next.owes() || next.replay;
+}
+}  // namespace
+
+// An ATOMIC WRITE: 8 bytes, to an 8-byte aligned address the R_Key opens for remote write,
+// placed as one store. The RETH says 8 and the packet carries 8 (rxe's check_rkey), else an
+// invalid request; a misaligned address is one too (rxe: RESPST_ERR_MISALIGNED_ATOMIC).
+RespState exec_atomic_write(Device& dev, Qp& qp, const proto::Packet& p) {
+  if (p.payload.size() != 8 || p.reth.dma_len != 8) return nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);
+  AccessCheck c = check_remote(dev.mrs(), p.reth.rkey, qp.init.pd, p.reth.va, 8, kRemoteWrite);
+  if (!c.ok || !(qp.attrs.qp_access_flags & kRemoteWrite))
+    return nak_and_error(dev, qp, NakCode::RemoteAccessError, p.psn);
+  if (p.reth.va % 8 != 0) return nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);
+  if (!res_free(qp)) return nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);
+  dma_store8(c.host, p.payload.data());
+  ++qp.ctr.atomic_writes;
+  return take_placement_res(dev, qp, p);
+}
+
+// A FLUSH: the placement types it names must be granted by the QP (else an invalid request, as
+// rxe's check_qp_attr_access) and by the memory region its R_Key names (else a remote access
+// error); selectivity "range" checks the RETH's range against the region, "memory region"
+// takes the whole region. Every earlier request was executed before this one (in order; WRITE
+// packets kept ahead of a gap were placed at once), so what it makes visible or persistent
+// includes all the WRITEs before it: the ordering IBA 1.5 asks of a FLUSH.
+RespState exec_flush(Device& dev, Qp& qp, const proto::Packet& p) {
+  const uint8_t type = p.feth.placement, level = p.feth.selectivity;
+  if ((type & ~uint32_t(kFlushToGlobal | kFlushToPersistence)) || level > kFlushMr)
+    return nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);  // reserved placement or selectivity
+  const uint32_t need = ((type & kFlushToGlobal) ? uint32_t(kFlushGlobal) : 0u) |
+                        ((type & kFlushToPersistence) ? uint32_t(kFlushPersistent) : 0u);
+  if ((qp.attrs.qp_access_flags & need) != need) return nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);
+  const Mr* mr = dev.mrs().by_rkey(p.reth.rkey);
+  if (!mr || mr->pd != qp.init.pd || (mr->access & need) != need)
+    return nak_and_error(dev, qp, NakCode::RemoteAccessError, p.psn);
+  const uint8_t* host = mr->host;
+  uint64_t len = mr->length;
+  if (level == kFlushRange) {
+    if (p.reth.dma_len > param::kMaxMessage) return nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);
+    const AccessCheck c = check_mr(mr, qp.init.pd, p.reth.va, p.reth.dma_len, need);
+    if (!c.ok) return nak_and_error(dev, qp, NakCode::RemoteAccessError, p.psn);
+    host = c.host;
+    len = p.reth.dma_len;
+  }
+  if (!res_free(qp)) return nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);
+  if (type & kFlushToPersistence) dma_writeback(host, len);
+  else dma_visible();
+  ++qp.ctr.flushes;
+  return take_placement_res(dev, qp, p);
+}
+
 // A UD datagram (SEND ONLY, with or without immediate): the Q_Key, a receive WQE, then the
 // 40-byte GRH area (the IPv6 header, or 20 zero bytes and the IPv4 header, as rxe and ConnectX
 // write it) and the payload. No PSN checks, no acknowledgement; what cannot be received is a

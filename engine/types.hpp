@@ -20,12 +20,14 @@ std::string_view wc_status_name(WcStatus s);
 
 enum class WcOpcode : uint32_t {
   Send = 0, RdmaWrite = 1, RdmaRead = 2, CompSwap = 3, FetchAdd = 4, BindMw = 5, LocalInv = 6,
+  Flush = 8, AtomicWrite = 9,  // IBV_WC_FLUSH, IBV_WC_ATOMIC_WRITE (rdma-core 45 names the first)
   Recv = 128, RecvRdmaWithImm = 129,
 };
 
 enum class WrOpcode : uint32_t {
   RdmaWrite = 0, RdmaWriteWithImm = 1, Send = 2, SendWithImm = 3, RdmaRead = 4,
   AtomicCmpSwp = 5, AtomicFetchAdd = 6, LocalInv = 7, BindMw = 8, SendWithInv = 9,
+  Flush = 14, AtomicWrite = 15,  // IBV_WR_FLUSH, IBV_WR_ATOMIC_WRITE (IBA 1.5 annex A19)
 };
 std::string_view wr_opcode_name(WrOpcode o);
 
@@ -34,8 +36,15 @@ enum WcFlags : uint32_t { kWcGrh = 1, kWcWithImm = 2, kWcWithInv = 8 };
 
 enum Access : uint32_t {
   kLocalWrite = 1, kRemoteWrite = 2, kRemoteRead = 4, kRemoteAtomic = 8, kMwBind = 16,
-  kZeroBased = 32, kOnDemand = 64, kRelaxedOrdering = 0x100000,
+  kZeroBased = 32, kOnDemand = 64,
+  kFlushGlobal = 0x100, kFlushPersistent = 0x200,  // IBV_ACCESS_FLUSH_GLOBAL / _PERSISTENT: a FLUSH may target it
+  kRelaxedOrdering = 0x100000,
 };
+
+// A FLUSH's placement types (the FETH's bits 3:0) and selectivity levels (bits 5:4), as
+// rdma-core's enum ibv_placement_type and enum ibv_selectivity_level number them.
+enum FlushType : uint8_t { kFlushToGlobal = 1, kFlushToPersistence = 2 };
+enum FlushLevel : uint8_t { kFlushRange = 0, kFlushMr = 1 };
 
 enum class QpState : uint32_t { Reset = 0, Init = 1, Rtr = 2, Rts = 3, Sqd = 4, Sqe = 5, Err = 6 };
 std::string_view qp_state_name(QpState s);
@@ -75,8 +84,11 @@ struct SendWr {
   uint32_t invalidate_rkey = 0;
   uint64_t remote_addr = 0;
   uint32_t rkey = 0;
-  uint64_t compare_add = 0;      // compare (CMP_SWAP) or add (FETCH_ADD)
-  uint64_t swap = 0;
+  uint8_t flush_type = 0;        // FLUSH: FlushType bits
+  uint8_t flush_level = 0;       // FLUSH: FlushLevel
+  uint64_t compare_add = 0;      // compare (CMP_SWAP), add (FETCH_ADD), the range's length (FLUSH)
+  uint64_t swap = 0;             // swap (CMP_SWAP); ATOMIC WRITE: its 8 bytes as they lie in the
+                                 // caller's memory, sent as they are (memcpy in and out)
   // UD only: where the datagram goes.
   const struct Ah* ah = nullptr;
   uint32_t remote_qpn = 0;

@@ -13,6 +13,8 @@ inline WcOpcode wc_opcode(WrOpcode o) {
     case WrOpcode::AtomicFetchAdd: return WcOpcode::FetchAdd;
     case WrOpcode::LocalInv: return WcOpcode::LocalInv;
     case WrOpcode::BindMw: return WcOpcode::BindMw;
+    case WrOpcode::Flush: return WcOpcode::Flush;
+    case WrOpcode::AtomicWrite: return WcOpcode::AtomicWrite;
     default: return WcOpcode::Send;
   }
 }

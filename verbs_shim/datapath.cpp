@@ -48,7 +48,10 @@ int op_post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   post_begin(r);
   uint64_t n = 0;
   for (; wr; wr = wr->next, ++n) {
-    rc = r.engine->post_send(q->e, to_engine(*wr, qp->qp_type));
+    // ATOMIC WRITE and FLUSH have no place in struct ibv_send_wr (their 8 bytes, their placement
+    // type): the ibv_wr_* API only, as in rdma-core's providers.
+    rc = wr->opcode == IBV_WR_ATOMIC_WRITE || wr->opcode == ext::kWrFlush ? EINVAL
+                                                                         : r.engine->post_send(q->e, to_engine(*wr, qp->qp_type));
     if (rc) {
       *bad = wr;
       break;

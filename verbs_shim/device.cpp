@@ -39,6 +39,9 @@ int vop_query_device_ex(ibv_context* /*ctx*/, const ibv_query_device_ex_input* i
   fill_device_attr(&a.orig_attr);
   // As rxe's: the same capabilities in the 64-bit field, the port count in the wide one.
   a.device_cap_flags_ex = a.orig_attr.device_cap_flags;
+  // IBA 1.5 annex A19, as rxe since Linux 6.2 announces them: FLUSH of both placement types
+  // (IBV_ACCESS_FLUSH_GLOBAL / _PERSISTENT registrations) and ATOMIC WRITE.
+  a.device_cap_flags_ex |= ext::kDeviceFlushGlobal | ext::kDeviceFlushPersistent | ext::kDeviceAtomicWrite;
   a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
   a.max_dm_size = 0;
   // Completion timestamps (ibv_create_cq_ex): 64-bit ticks of a 1 GHz clock (the engine's).

@@ -13,6 +13,7 @@
 
 #include "engine/engine.hpp"
 #include "verbs_shim/runtime.hpp"
+#include "verbs_shim/verbs_ext.hpp"
 
 namespace uroce::shim {
 
@@ -57,6 +58,7 @@ struct USrq {
 };
 struct UQp {
   ibv_qp_ex qpx;     // qpx.qp_base is the ibv_qp
+  ext::WrFlushFn wr_flush;  // ibv_qp_ex's next member in rdma-core 45 and later (verbs_ext.hpp)
   engine::Qp* e;
   bool ex;           // created with ibv_create_qp_ex and send_ops_flags: ibv_wr_* work
   // ibv_wr_* batch between wr_start and wr_complete
@@ -66,6 +68,8 @@ struct UQp {
   engine::QpState seen = engine::QpState::Reset;  // the state last seen by the shim (token)
   uint32_t async_reported = 0;       // (ctx ev_mu)
 };
+// wr_flush sits right after qpx, with no padding between: where a newer rdma-core puts it.
+static_assert(sizeof(ibv_qp_ex) % alignof(ext::WrFlushFn) == 0);
 struct UAh {
   ibv_ah ah;
   ibv_ah_attr attr;

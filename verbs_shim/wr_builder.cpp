@@ -53,6 +53,22 @@ void wr_fadd(ibv_qp_ex* x, uint32_t rkey, uint64_t ra, uint64_t add) {
   E::SendWr& w = wr_new(x, E::WrOpcode::AtomicFetchAdd);
   w.rkey = rkey, w.remote_addr = ra, w.compare_add = add;
 }
+// IBA 1.5's ATOMIC WRITE: the 8 bytes at atomic_wr are copied now (the caller may reuse them
+// at once, as with rdma-core's providers) and placed at the peer as one.
+void wr_atomic_write(ibv_qp_ex* x, uint32_t rkey, uint64_t ra, const void* atomic_wr) {
+  E::SendWr& w = wr_new(x, E::WrOpcode::AtomicWrite);
+  w.rkey = rkey, w.remote_addr = ra;
+  std::memcpy(&w.swap, atomic_wr, 8);
+}
+// IBA 1.5's FLUSH: type is IBV_FLUSH_GLOBAL and/or IBV_FLUSH_PERSISTENT, level IBV_FLUSH_RANGE
+// ([remote_addr, remote_addr + len)) or IBV_FLUSH_MR (the whole region rkey names).
+void wr_flush(ibv_qp_ex* x, uint32_t rkey, uint64_t ra, size_t len, uint8_t type, uint8_t level) {
+  E::SendWr& w = wr_new(x, E::WrOpcode::Flush);
+  w.rkey = rkey, w.remote_addr = ra;
+  w.compare_add = len;
+  w.flush_type = type;
+  w.flush_level = level;
+}
 void wr_set_sge_list(ibv_qp_ex* x, size_t n, const ibv_sge* sg) {
   E::SendWr* w = wr_cur(x);
   if (!w) return;
@@ -131,7 +147,6 @@ void wr_unsupported_bind(ibv_qp_ex* x, ibv_mw*, uint32_t, const ibv_mw_bind_info
   from_ex(x)->batch_err = EOPNOTSUPP;
 }
 void wr_unsupported_tso(ibv_qp_ex* x, void*, uint16_t, uint16_t) { from_ex(x)->batch_err = EOPNOTSUPP; }
-void wr_unsupported_aw(ibv_qp_ex* x, uint32_t, uint64_t, const void*) { from_ex(x)->batch_err = EOPNOTSUPP; }
 
 }  // namespace
 
@@ -140,7 +155,8 @@ namespace uroce::shim {
 const uint64_t kSupportedSendOps =
     IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
     IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_INV;
+    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_ATOMIC_WRITE |
+    ext::kQpExWithFlush;
 
 void install_wr_ops(UQp* u) {
   ibv_qp_ex& x = u->qpx;
@@ -164,7 +180,8 @@ void install_wr_ops(UQp* u) {
   x.wr_local_inv = wr_unsupported_inv;
   x.wr_bind_mw = wr_unsupported_bind;
   x.wr_send_tso = wr_unsupported_tso;
-  x.wr_atomic_write = wr_unsupported_aw;
+  x.wr_atomic_write = wr_atomic_write;
+  u->wr_flush = wr_flush;
   u->batch.reserve(param::kShimWrBatchReserve);
 }
 

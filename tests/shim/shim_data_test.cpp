@@ -1,7 +1,8 @@
 // shim_data_test: two processes, each on its own uroce device through liburoce-verbs.so and the
 // plain libibverbs API only (run with scripts/uroce-run). The client writes, sends, reads and
-// runs atomics against the server; both sides check the data byte for byte. Before connecting,
-// each side checks that illegal RTR transitions fail with EINVAL at once.
+// runs atomics against the server, then an ATOMIC WRITE and a FLUSH (IBA 1.5) through the
+// ibv_wr_* API; both sides check the data byte for byte. Before connecting, each side checks
+// that illegal RTR transitions fail with EINVAL at once.
 //
 //   server: shim_data_test [--port N]
 //   client: shim_data_test [--port N] SERVER_IP
@@ -30,6 +31,22 @@ using shim_test::xfer;
 
 constexpr size_t kBuf = 4 << 20;
 constexpr uint32_t kGidIndex = 1;
+
+// IBA 1.5's FLUSH as rdma-core 45 and later declare it (Debian 12's rdma-core 44 headers lack
+// it): the values, and wr_flush right after wr_atomic_write in struct ibv_qp_ex. A program built
+// against a newer rdma-core calls it there; so does this one.
+constexpr int kWcFlush = 8;                              // IBV_WC_FLUSH
+constexpr uint64_t kQpExWithFlush = 1 << 11;             // IBV_QP_EX_WITH_FLUSH
+constexpr unsigned kAccessFlushGlobal = 1 << 8;          // IBV_ACCESS_FLUSH_GLOBAL
+constexpr unsigned kAccessFlushPersistent = 1 << 9;      // IBV_ACCESS_FLUSH_PERSISTENT
+constexpr uint64_t kDeviceFlushGlobal = 1ULL << 38;      // IB_UVERBS_DEVICE_FLUSH_GLOBAL
+constexpr uint64_t kDeviceFlushPersistent = 1ULL << 39;  // IB_UVERBS_DEVICE_FLUSH_PERSISTENT
+constexpr uint64_t kDeviceAtomicWrite = 1ULL << 40;      // IB_UVERBS_DEVICE_ATOMIC_WRITE
+constexpr uint8_t kFlushPersistent = 2, kFlushRange = 0;  // IBV_FLUSH_PERSISTENT, IBV_FLUSH_RANGE
+struct QpEx45 {
+  ibv_qp_ex base;
+  void (*wr_flush)(ibv_qp_ex* qp, uint32_t rkey, uint64_t remote_addr, size_t len, uint8_t type, uint8_t level);
+};
 
 struct Info {
   uint32_t qpn, psn, rkey, pad;
@@ -215,12 +232,26 @@ int main(int argc, char** argv) {
   std::memset(c.buf, 0, kBuf);
   c.mr = ibv_reg_mr(c.pd, c.buf, kBuf,
                     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                        IBV_ACCESS_REMOTE_ATOMIC);
+                        IBV_ACCESS_REMOTE_ATOMIC | kAccessFlushGlobal | kAccessFlushPersistent);
   c.cq = ibv_create_cq(c.ctx, 256, nullptr, nullptr, 0);
   if (!c.pd || !c.mr || !c.cq) fail("pd/mr/cq: %s", std::strerror(errno));
+  // The device announces IBA 1.5's placement operations, as rxe does since Linux 6.2.
+  ibv_device_attr_ex dx{};
+  if (ibv_query_device_ex(c.ctx, nullptr, &dx)) fail("ibv_query_device_ex");
+  const uint64_t a15 = kDeviceFlushGlobal | kDeviceFlushPersistent | kDeviceAtomicWrite;
+  if ((dx.device_cap_flags_ex & a15) != a15)
+    fail("device_cap_flags_ex 0x%llx lacks FLUSH/ATOMIC WRITE", (unsigned long long)dx.device_cap_flags_ex);
   ibv_qp_init_attr ia = rc_attr(c.cq, 64, 4);
-  c.qp = ibv_create_qp(c.pd, &ia);
-  if (!c.qp) fail("ibv_create_qp: %s", std::strerror(errno));
+  // An extended QP: ibv_post_send and the ibv_wr_* builder, ATOMIC WRITE and FLUSH included.
+  ibv_qp_init_attr_ex iax{};
+  iax.send_cq = iax.recv_cq = c.cq;
+  iax.qp_type = IBV_QPT_RC;
+  iax.cap = ia.cap;
+  iax.pd = c.pd;
+  iax.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  iax.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_ATOMIC_WRITE | kQpExWithFlush;
+  c.qp = ibv_create_qp_ex(c.ctx, &iax);
+  if (!c.qp) fail("ibv_create_qp_ex: %s", std::strerror(errno));
   // A UD QP is created; a raw packet QP (not a RoCE transport) is refused cleanly.
   ibv_qp_init_attr ud = ia;
   ud.qp_type = IBV_QPT_UD;
@@ -251,7 +282,8 @@ int main(int argc, char** argv) {
   ibv_qp_attr at{};
   at.qp_state = IBV_QPS_INIT;
   at.port_num = 1;
-  at.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+  at.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
+                       kAccessFlushGlobal | kAccessFlushPersistent;
   if (ibv_modify_qp(c.qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
     fail("INIT");
   // INIT -> RTR without a required attribute (RQ_PSN).
@@ -379,6 +411,28 @@ int main(int argc, char** argv) {
     c.wait();
     if (*res != 5) fail("CMP_SWAP returned %lu", (unsigned long)*res);
     std::printf("verified atomics: FETCH_ADD returned 0, CMP_SWAP returned 5\n");
+    // IBA 1.5: an ATOMIC WRITE of 8 bytes (placed as given), then a FLUSH to persistence of the
+    // range, both through the ibv_wr_* API; ibv_post_send has no place for them (EINVAL).
+    wr = {};
+    wr.opcode = IBV_WR_ATOMIC_WRITE;
+    wr.sg_list = &as;
+    wr.num_sge = 1;
+    if (ibv_post_send(c.qp, &wr, &bad) != EINVAL) fail("ibv_post_send took an ATOMIC WRITE");
+    ibv_qp_ex* qx = ibv_qp_to_qp_ex(c.qp);
+    const uint8_t aw[8] = {0x10, 0x32, 0x54, 0x76, 0x98, 0xba, 0xdc, 0xfe};
+    ibv_wr_start(qx);
+    qx->wr_id = 40;
+    qx->wr_flags = IBV_SEND_SIGNALED;
+    ibv_wr_atomic_write(qx, theirs.rkey, theirs.addr + (7 << 19) + 64, aw);
+    qx->wr_id = 41;
+    reinterpret_cast<QpEx45*>(qx)->wr_flush(qx, theirs.rkey, theirs.addr + (7 << 19), 128, kFlushPersistent,
+                                            kFlushRange);
+    if (int e = ibv_wr_complete(qx)) fail("ibv_wr_complete: %s", std::strerror(e));
+    ibv_wc w1 = c.wait(), w2 = c.wait();
+    if (w1.wr_id != 40 || w1.opcode != IBV_WC_ATOMIC_WRITE || w2.wr_id != 41 || int(w2.opcode) != kWcFlush)
+      fail("placement completions: wr_id %lu opcode %d, wr_id %lu opcode %d", (unsigned long)w1.wr_id, int(w1.opcode),
+           (unsigned long)w2.wr_id, int(w2.opcode));
+    std::printf("verified ATOMIC WRITE and FLUSH completions (opcodes %d, %d)\n", int(w1.opcode), int(w2.opcode));
     xfer(fd, &sync, 1, true);   // done: the server checks its memory
     xfer(fd, &sync, 1, false);
     if (sync != 'P') fail("the server found wrong data");
@@ -400,6 +454,8 @@ int main(int argc, char** argv) {
     std::memcpy(&v, c.buf + (7 << 19), 8);
     if (v != 77) fail("atomic target is %lu, expected 77", (unsigned long)v);
     std::printf("verified atomic target: 77\n");
+    const uint8_t aw[8] = {0x10, 0x32, 0x54, 0x76, 0x98, 0xba, 0xdc, 0xfe};
+    compare(c.buf + (7 << 19) + 64, aw, 8, "ATOMIC WRITE target");
     sync = 'P';
     xfer(fd, &sync, 1, true);
   }
