@@ -23,24 +23,25 @@ PairOptions placement_options() {
   return o;
 }
 
-SendWr atomic_write(Pair& pr, uint64_t off, const uint8_t (&bytes)[8], uint64_t id = 1) {
+// A signaled `op` aimed at offset `off` of B's registered buffer.
+SendWr at_b(Pair& pr, WrOpcode op, uint64_t off, uint64_t id) {
   SendWr wr;
   wr.wr_id = id;
-  wr.opcode = WrOpcode::AtomicWrite;
+  wr.opcode = op;
   wr.send_flags = kSendSignaled;
   wr.remote_addr = pr.b.addr() + off;
   wr.rkey = pr.b.mr->rkey;
+  return wr;
+}
+
+SendWr atomic_write(Pair& pr, uint64_t off, const uint8_t (&bytes)[8], uint64_t id = 1) {
+  SendWr wr = at_b(pr, WrOpcode::AtomicWrite, off, id);
   std::memcpy(&wr.swap, bytes, 8);
   return wr;
 }
 
 SendWr flush(Pair& pr, uint64_t off, uint64_t len, uint8_t type, uint8_t level, uint64_t id = 2) {
-  SendWr wr;
-  wr.wr_id = id;
-  wr.opcode = WrOpcode::Flush;
-  wr.send_flags = kSendSignaled;
-  wr.remote_addr = pr.b.addr() + off;
-  wr.rkey = pr.b.mr->rkey;
+  SendWr wr = at_b(pr, WrOpcode::Flush, off, id);
   wr.flush_type = type;
   wr.flush_level = level;
   wr.compare_add = len;
@@ -247,22 +248,9 @@ class PlacementResponder : public ::testing::Test {
     pr->wire.b().tap = [this](const uint8_t* d, uint32_t n) { out.emplace_back(d, d + n); };
     epsn = pr->b.qp->expected_psn();
   }
-  proto::Packet request(uint8_t opcode, uint32_t psn) {
-    proto::Packet p;
-    p.eth_src = pr->a.dev->config().mac;
-    p.eth_dst = pr->b.dev->config().mac;
-    std::memcpy(p.ip_src.data(), pr->a.dev->config().gid.data() + 12, 4);
-    std::memcpy(p.ip_dst.data(), pr->b.dev->config().gid.data() + 12, 4);
-    p.opcode = opcode;
-    p.dest_qp = pr->b.qp->qpn();
-    p.psn = psn;
-    p.ack_req = true;
-    return p;
-  }
+  proto::Packet request(uint8_t opcode, uint32_t psn) { return forge(pr->a, pr->b, opcode, psn); }
   void inject(const proto::Packet& p) {
-    std::vector<uint8_t> f(proto::frame_len(p));
-    ASSERT_TRUE(proto::build(p, f).ok());
-    pr->wire.b().inject(f.data(), uint32_t(f.size()));
+    test::inject(pr->wire.b(), p);
     pr->b.dev->progress();
     pr->b.dev->progress();
   }
@@ -332,10 +320,8 @@ TEST_F(PlacementResponder, AFlushOfAWholeRegionNeedsNoRangeAndAnswersInOrderAfte
   proto::Packet fl = request(op::kFlush, proto::psn_add(epsn, 2));
   fl.feth = {kFlushToGlobal | kFlushToPersistence, kFlushMr, 0};
   fl.reth = {0, pr->b.mr->rkey, 0};  // the whole region: no address, no length
-  std::vector<uint8_t> f1(proto::frame_len(rd)), f2(proto::frame_len(fl));
-  ASSERT_TRUE(proto::build(rd, f1).ok() && proto::build(fl, f2).ok());
-  pr->wire.b().inject(f1.data(), uint32_t(f1.size()));
-  pr->wire.b().inject(f2.data(), uint32_t(f2.size()));
+  test::inject(pr->wire.b(), rd);
+  test::inject(pr->wire.b(), fl);
   for (int i = 0; i < 4; ++i) pr->b.dev->progress();
   ASSERT_EQ(out.size(), 3u);
   const uint8_t want[] = {op::kReadRespFirst, op::kReadRespLast, op::kReadRespOnly};
