@@ -9,10 +9,13 @@
 //     once), both polled on this one core, in wall time: one QP pair with 0, 1,024 and --idle
 //     (65,536) connected idle QPs per device beside it, and the traffic spread over 1, 16 and
 //     1,024 QP pairs. Each figure the median of 3 runs, and its ratio to the first row.
+//  4. An SRQ shared by --srq-qps (10,000) QPs with four 64 B SENDs on each, and --reads (16,384)
+//     QPs each with one 64 B READ outstanding at once: every message and READ checked
+//     (tests/support/many_pairs.hpp), the time from the first post to the last completion.
 // Each row runs in a process of its own (memory given back by an earlier row is not reused).
 // scripts/bench-scale.sh runs it.
 //
-//   scale_bench [--qps N] [--many N] [--idle N] [--msgs N]
+//   scale_bench [--qps N] [--many N] [--idle N] [--msgs N] [--srq-qps N] [--reads N]
 #include <malloc.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,6 +31,7 @@
 #include <vector>
 
 #include "engine/engine.hpp"
+#include "tests/support/many_pairs.hpp"
 #include "tests/support/pair.hpp"
 
 using namespace uroce::engine;
@@ -233,6 +237,29 @@ struct Rig {
   }
 };
 
+// ---- 4. An SRQ shared by many QPs; a READ outstanding on many QPs ---------------------------------
+
+bool shared_row(const char* what, uint32_t pairs, bool srq) {
+  uroce::test::ManyPairs::Options o;
+  o.pairs = pairs;
+  o.send_depth = srq ? 4 : 1;
+  o.srq_depth = srq ? 16384 : 0;
+  o.mem_a = size_t(pairs) * (srq ? 4 : 1) * 64;
+  o.mem_b = size_t(srq ? 16384 : pairs) * 64;
+  const auto t0 = std::chrono::steady_clock::now();
+  uroce::test::ManyPairs m(o);
+  const double t_setup = seconds_since(t0);
+  const uroce::test::ScaleResult r = srq ? uroce::test::srq_shared_by_all(m, 4) : uroce::test::one_read_per_qp(m);
+  if (r.error || r.wrong) {
+    std::fprintf(stderr, "scale_bench: %s: %s, %lu wrong\n", what, r.error ? r.error : "checks failed",
+                 (unsigned long)r.wrong);
+    return false;
+  }
+  std::printf("| %-44s | %7u | %8lu | %.2f s | %.1f ms | %9.0f |\n", what, pairs, (unsigned long)r.done, t_setup,
+              r.seconds * 1e3, double(r.done) / r.seconds);
+  return true;
+}
+
 double median3(double x, double y, double z) { return std::max(std::min(x, y), std::min(std::max(x, y), z)); }
 
 bool rate_row(const char* what, uint32_t active, uint32_t idle, uint64_t msgs, double* base) {
@@ -264,13 +291,16 @@ bool rate_row(const char* what, uint32_t active, uint32_t idle, uint64_t msgs, d
 int main(int argc, char** argv) {
   uint32_t n = 2000, many = 262144, idle = 65536;
   uint64_t msgs = 300000;
+  uint32_t srq_qps = 10000, reads = 16384;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--qps") && i + 1 < argc) n = uint32_t(std::atoi(argv[++i])) & ~1u;
     else if (!std::strcmp(argv[i], "--many") && i + 1 < argc) many = uint32_t(std::atoi(argv[++i])) & ~1u;
     else if (!std::strcmp(argv[i], "--idle") && i + 1 < argc) idle = uint32_t(std::atoi(argv[++i]));
     else if (!std::strcmp(argv[i], "--msgs") && i + 1 < argc) msgs = uint64_t(std::atoll(argv[++i]));
+    else if (!std::strcmp(argv[i], "--srq-qps") && i + 1 < argc) srq_qps = uint32_t(std::atoi(argv[++i]));
+    else if (!std::strcmp(argv[i], "--reads") && i + 1 < argc) reads = uint32_t(std::atoi(argv[++i]));
     else {
-      std::fprintf(stderr, "usage: scale_bench [--qps N] [--many N] [--idle N] [--msgs N]\n");
+      std::fprintf(stderr, "usage: scale_bench [--qps N] [--many N] [--idle N] [--msgs N] [--srq-qps N] [--reads N]\n");
       return 2;
     }
   }
@@ -312,5 +342,12 @@ int main(int argc, char** argv) {
   ok = ok && rate_row("traffic over 1 pair", 1, 0, msgs, &base);
   ok = ok && rate_row("traffic over 16 pairs", 16, 0, msgs, &base);
   ok = ok && rate_row("traffic over 1,024 pairs", 1024, 0, msgs, &base);
+
+  std::printf("\n4. Many QPs at work at once, two engines on the FakeLink (frames delivered at once), both polled on\n"
+              "this core; every message and READ checked. Set-up: the QP pairs created and connected.\n\n");
+  std::printf("| %-44s | %7s | %8s | %6s | %8s | %9s |\n", "scenario", "QPs", "done", "set-up", "time", "per second");
+  std::printf("|---|---:|---:|---:|---:|---:|\n");
+  ok = ok && in_child([&] { return shared_row("one SRQ on B for all, 4 SENDs of 64 B per QP", srq_qps, true); });
+  ok = ok && in_child([&] { return shared_row("one 64 B READ outstanding per QP, all at once", reads, false); });
   return ok ? 0 : 1;
 }

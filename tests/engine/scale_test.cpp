@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tests/support/harness.hpp"
+#include "tests/support/many_pairs.hpp"
 
 namespace uroce::test {
 namespace {
@@ -182,6 +183,42 @@ TEST(ActiveList, IdleQpsAreNotVisited) {
     EXPECT_LE(most, 1u) << "only the QP with traffic is on A's list";
   }
   for (Qp* x : idle) EXPECT_EQ(x->counters().sent_pkts, 0u);
+}
+
+// Issue 30: an SRQ shared by 10,000 QPs with traffic on all of them (four 64-byte SENDs each,
+// 40,000 messages through 16,384 receive buffers posted again as they fill), and 16,384 QPs each
+// with one READ outstanding at once. Every message arrives once, on its own QP, in order, every
+// byte as sent; every READ completes with its own bytes (tests/support/many_pairs.hpp).
+TEST(ManyQps, AnSrqSharedByTenThousandQpsReceivesEveryMessage) {
+  ManyPairs::Options o;
+  o.pairs = 10000;
+  o.send_depth = 4;
+  o.srq_depth = 16384;
+  o.mem_a = size_t(10000) * 4 * 64;
+  o.mem_b = size_t(16384) * 64;
+  ManyPairs m(o);
+  ASSERT_EQ(m.error, nullptr) << m.error;
+  const ScaleResult r = srq_shared_by_all(m, 4);
+  ASSERT_EQ(r.error, nullptr) << r.error;
+  EXPECT_EQ(r.done, 40000u);
+  EXPECT_EQ(r.wrong, 0u);
+  uint64_t rnr = 0;
+  for (Qp* q : m.qb) rnr += q->counters().send_rnr_err;
+  EXPECT_EQ(rnr, 0u) << "the SRQ never ran dry";
+}
+
+TEST(ManyQps, SixteenThousandQpsEachWithAReadOutstandingAllComplete) {
+  ManyPairs::Options o;
+  o.pairs = 16384;
+  o.send_depth = 1;
+  o.mem_a = o.mem_b = size_t(16384) * 64;
+  ManyPairs m(o);
+  ASSERT_EQ(m.error, nullptr) << m.error;
+  for (uint32_t i = 0; i < 16384; i += 4096) EXPECT_EQ(m.qa[i]->attr().max_rd_atomic, 1u);
+  const ScaleResult r = one_read_per_qp(m);
+  ASSERT_EQ(r.error, nullptr) << r.error;
+  EXPECT_EQ(r.done, 16384u);
+  EXPECT_EQ(r.wrong, 0u);
 }
 
 }  // namespace
