@@ -116,9 +116,52 @@ Conn* Manager::new_conn(State s) {
 void Manager::free_conn(uint32_t id) {
   Conn* c = get(id);
   if (!c) return;
-  if (c->state == State::Listen && on_listen) on_listen(c->service_id, false);
+  if (c->state == State::Listen) {
+    if (auto it = listeners_.find(c->service_id); it != listeners_.end() && it->second == id) listeners_.erase(it);
+    if (on_listen) on_listen(c->service_id, false);
+  }
   set_state(*c, State::Idle);
+  unindex_peer(*c);
   conns_.erase(id);
+}
+
+size_t Manager::PeerKeyHash::operator()(const PeerKey& k) const {
+  uint64_t h = k.v * 0x9E3779B97F4A7C15ull;
+  for (size_t i = 0; i < k.gid.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, k.gid.data() + i, 8);
+    h = (h ^ w) * 0xC2B2AE3D27D4EB4Full;
+  }
+  return size_t(h ^ (h >> 29));
+}
+
+void Manager::index_peer(Conn& c) {
+  unindex_peer(c);
+  c.indexed = true;
+  c.idx_remote_id = c.remote_id;
+  c.idx_remote_qpn = c.remote_qpn;
+  by_remote_id_.emplace(PeerKey{c.remote_id, c.peer.dgid}, c.local_id);
+  if (c.remote_qpn) by_remote_qpn_.emplace(PeerKey{c.remote_qpn, c.peer.dgid}, c.local_id);
+}
+
+void Manager::unindex_peer(Conn& c) {
+  if (!c.indexed) return;
+  c.indexed = false;
+  auto drop = [&](auto& index, uint32_t v) {
+    auto [b, e] = index.equal_range(PeerKey{v, c.peer.dgid});
+    for (auto it = b; it != e; ++it)
+      if (it->second == c.local_id) {
+        index.erase(it);
+        return;
+      }
+  };
+  drop(by_remote_id_, c.idx_remote_id);
+  if (c.idx_remote_qpn) drop(by_remote_qpn_, c.idx_remote_qpn);
+}
+
+void Manager::set_timer(Conn& c, uint64_t due_ns) {
+  c.timer_ns = due_ns;
+  if (due_ns) timers_.push({due_ns, c.local_id});
 }
 
 // The connection `id` names, if the frame comes from that connection's peer (a MAD naming our ID
@@ -138,15 +181,27 @@ Conn* Manager::get_pair(uint32_t id, uint32_t remote_id, const proto::Packet& p)
 }
 
 Conn* Manager::find_remote(uint32_t remote_id, const proto::Ip6& peer_gid) {
-  for (auto& [id, c] : conns_)
-    if (c.state != State::Listen && c.remote_id == remote_id && c.peer.dgid == peer_gid) return &c;
+  auto [b, e] = by_remote_id_.equal_range(PeerKey{remote_id, peer_gid});
+  for (auto it = b; it != e; ++it)
+    if (Conn* c = get(it->second); c && c->state != State::Listen) return c;
+  return nullptr;
+}
+
+// A connection, live or in TimeWait, that already joins the peer's QP `remote_qpn` to one of
+// ours (a REQ naming it again is stale).
+Conn* Manager::find_stale(uint32_t remote_qpn, const proto::Ip6& peer_gid) {
+  auto [b, e] = by_remote_qpn_.equal_range(PeerKey{remote_qpn, peer_gid});
+  for (auto it = b; it != e; ++it)
+    if (Conn* c = get(it->second);
+        c && c->state != State::Listen && c->state != State::SidrReqRcvd && c->state != State::SidrReqSent)
+      return c;
   return nullptr;
 }
 
 Conn* Manager::find_listener(uint64_t service_id) {
-  for (auto& [id, c] : conns_)
-    if (c.state == State::Listen && c.service_id == service_id) return &c;
-  return nullptr;
+  auto it = listeners_.find(service_id);
+  Conn* c = it == listeners_.end() ? nullptr : get(it->second);
+  return c && c->state == State::Listen ? c : nullptr;
 }
 
 void Manager::push(Event&& e) {
@@ -179,8 +234,21 @@ Event Manager::event(EventType t, const Conn& c) const {
 void Manager::set_state(Conn& c, State s) {
   const bool was = c.state == State::RepSent || c.state == State::MraRepRcvd;
   const bool is = s == State::RepSent || s == State::MraRepRcvd;
-  if (was && !is) --awaiting_rtu_;
-  if (!was && is) ++awaiting_rtu_;
+  if (was && !is) {
+    --awaiting_rtu_;
+    if (auto it = rtu_by_qpn_.find(c.local_qpn); it != rtu_by_qpn_.end() && it->second == c.local_id)
+      rtu_by_qpn_.erase(it);
+  }
+  if (!was && is) {
+    ++awaiting_rtu_;
+    rtu_by_qpn_[c.local_qpn] = c.local_id;
+  }
+  const bool tw = c.state == State::TimeWait, to_tw = s == State::TimeWait;
+  if (tw && !to_tw) {
+    if (auto it = timewait_qpns_.find(c.local_qpn); it != timewait_qpns_.end() && --it->second == 0)
+      timewait_qpns_.erase(it);
+  }
+  if (!tw && to_tw) ++timewait_qpns_[c.local_qpn];
   if (s == State::Established) c.was_established = true;
   const bool owed = owes_goodbye(s), was_owed = owes_goodbye(c.state);
   c.state = s;
@@ -195,13 +263,13 @@ uint64_t Manager::cm_time_ns(uint8_t exp) const {
 void Manager::arm(Conn& c, uint64_t timeout_ns, uint8_t retries) {
   c.timeout_ns = timeout_ns;
   c.retries_left = retries;
-  c.timer_ns = dev_.step_ns() + timeout_ns;
+  set_timer(c, dev_.step_ns() + timeout_ns);
 }
 
 void Manager::enter_timewait(Conn& c) {
   set_state(c, State::TimeWait);
   c.retries_left = 0;
-  c.timer_ns = dev_.step_ns() + dev_.config().cm_timewait_ns;
+  set_timer(c, dev_.step_ns() + dev_.config().cm_timewait_ns);
 }
 
 // ---- Sending ------------------------------------------------------------------------------------
@@ -288,10 +356,17 @@ void Manager::send_rej(Conn& c, uint8_t msg, uint16_t reason, std::span<const ui
 // Resend what is unanswered, give up after the retries, end TimeWait.
 bool Manager::progress() {
   const uint64_t now = dev_.step_ns();
+  if (timers_.empty() || timers_.top().due > now) return false;  // the common case: nothing due
   bool did = false;
   std::vector<uint32_t> gone;
-  for (auto& [id, c] : conns_) {
-    if (c.timer_ns == 0 || now < c.timer_ns) continue;
+  std::vector<uint32_t> rearmed;  // resent: their next timers go on the heap after this pass
+  while (!timers_.empty() && timers_.top().due <= now) {
+    const Timer t = timers_.top();
+    timers_.pop();
+    Conn* cp = get(t.id);
+    if (!cp || cp->timer_ns != t.due) continue;  // stale: the timer was stopped or moved since
+    const uint32_t id = t.id;
+    Conn& c = *cp;
     did = true;
     if (c.state == State::TimeWait) {
       c.timer_ns = 0;
@@ -302,6 +377,7 @@ bool Manager::progress() {
     if (c.retries_left > 0 && c.state != State::MraReqRcvd && c.state != State::MraRepRcvd) {
       --c.retries_left;
       c.timer_ns = now + c.timeout_ns;
+      rearmed.push_back(id);
       resend(c);
       continue;
     }
@@ -335,6 +411,8 @@ bool Manager::progress() {
     }
     push(std::move(e));
   }
+  for (uint32_t id : rearmed)
+    if (Conn* c = get(id); c && c->timer_ns) timers_.push({c->timer_ns, id});
   for (uint32_t id : gone) free_conn(id);
   return did;
 }

@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <queue>
 #include <span>
 #include <string>
 #include <string_view>
@@ -179,6 +180,8 @@ struct Conn {
   uint8_t retries_left = 0;
   std::array<uint8_t, pcm::kMadSize> last{};  // the last MAD sent (resent on the timer or a duplicate)
   bool have_last = false;
+  bool indexed = false;     // in the peer indexes (Manager::index_peer) under these two:
+  uint32_t idx_remote_id = 0, idx_remote_qpn = 0;
   std::string describe() const;
 };
 
@@ -265,7 +268,11 @@ class Manager {
   Conn* get_from(uint32_t id, const proto::Packet& p);
   Conn* get_pair(uint32_t id, uint32_t remote_id, const proto::Packet& p);
   Conn* find_remote(uint32_t remote_id, const proto::Ip6& peer_gid);
+  Conn* find_stale(uint32_t remote_qpn, const proto::Ip6& peer_gid);
   Conn* find_listener(uint64_t service_id);
+  void index_peer(Conn& c);    // after remote_id, remote_qpn and peer.dgid are set
+  void unindex_peer(Conn& c);
+  void set_timer(Conn& c, uint64_t due_ns);  // every timer_ns that is not 0 goes through here
   void push(Event&& e);
   Event event(EventType t, const Conn& c) const;
   void set_state(Conn& c, State s);
@@ -297,6 +304,31 @@ class Manager {
   std::unordered_map<uint32_t, Conn> conns_;
   std::deque<Event> events_;
   uint32_t awaiting_rtu_ = 0;  // connections in REP_SENT / MRA_REP_RCVD (qp_data's fast check)
+  // Indexes, so that no MAD, timer or data packet walks every connection (issue 30: 10,000 and
+  // more): the peer's communication ID and its QP, each with the peer's GID (a REQ's duplicate
+  // and stale checks, SIDR duplicates); listeners by service ID; local QP numbers held in
+  // TimeWait (connect's EBUSY) and waiting for the RTU (qp_data). All kept by set_state,
+  // index_peer, listen and free_conn.
+  struct PeerKey {
+    uint32_t v;
+    proto::Ip6 gid;
+    bool operator==(const PeerKey& o) const { return v == o.v && gid == o.gid; }
+  };
+  struct PeerKeyHash {
+    size_t operator()(const PeerKey& k) const;
+  };
+  std::unordered_multimap<PeerKey, uint32_t, PeerKeyHash> by_remote_id_, by_remote_qpn_;
+  std::unordered_map<uint64_t, uint32_t> listeners_;
+  std::unordered_map<uint32_t, uint32_t> timewait_qpns_;   // local QPN -> connections in TimeWait with it
+  std::unordered_map<uint32_t, uint32_t> rtu_by_qpn_;      // local QPN -> the connection waiting for its RTU
+  // Timers: (due, id), earliest first. An entry whose connection is gone or whose timer_ns has
+  // changed since is stale and skipped when it comes up.
+  struct Timer {
+    uint64_t due;
+    uint32_t id;
+    bool operator>(const Timer& o) const { return due > o.due; }
+  };
+  std::priority_queue<Timer, std::vector<Timer>, std::greater<Timer>> timers_;
   CmCounters ctr_{};
 };
 

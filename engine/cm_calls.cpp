@@ -25,6 +25,7 @@ int Manager::listen(uint64_t service_id, uint32_t* id) {
   Conn* c = new_conn(State::Listen);
   if (!c) return ENOMEM;
   c->service_id = service_id;
+  listeners_[service_id] = c->local_id;
   *id = c->local_id;
   if (on_listen) on_listen(service_id, true);
   return 0;
@@ -50,8 +51,7 @@ int Manager::connect(const ConnectParams& p, uint32_t* id) {
       p.max_retries > 15 || p.response_timeout > 31 || p.local_response_timeout > 31)
     return EINVAL;
   // TimeWait: a QP number still reserved by a finished connection is not used again yet.
-  for (const auto& [cid, c] : conns_)
-    if (c.state == State::TimeWait && c.local_qpn == p.qpn) return EBUSY;
+  if (timewait_qpns_.count(p.qpn)) return EBUSY;
   Conn* c = new_active(State::ReqSent, p.service_id, p.peer, p.max_retries);
   if (!c) return ENOMEM;
   c->local_qpn = p.qpn;
@@ -240,14 +240,12 @@ size_t Manager::disconnecting() const {
 }
 
 void Manager::qp_data(uint32_t qpn) {
-  for (auto& [id, c] : conns_) {
-    if ((c.state == State::RepSent || c.state == State::MraRepRcvd) && c.local_qpn == qpn) {
-      set_state(c, State::Established);
-      c.timer_ns = 0;
-      push(event(EventType::Established, c));
-      return;
-    }
-  }
+  auto it = rtu_by_qpn_.find(qpn);
+  Conn* c = it == rtu_by_qpn_.end() ? nullptr : get(it->second);
+  if (!c || !(c->state == State::RepSent || c->state == State::MraRepRcvd) || c->local_qpn != qpn) return;
+  set_state(*c, State::Established);
+  c->timer_ns = 0;
+  push(event(EventType::Established, *c));
 }
 
 }  // namespace uroce::engine::cm

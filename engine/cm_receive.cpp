@@ -74,19 +74,16 @@ void Manager::on_req(const proto::Packet& p, const pcm::MadHeader& h, const pcm:
     }
   }
   // Stale: a live connection (or one in TimeWait) already joins this peer's QP to one of ours.
-  for (auto& [id, c] : conns_) {
-    if (c.state != State::Listen && c.state != State::SidrReqRcvd && c.state != State::SidrReqSent &&
-        c.remote_qpn == m.local_qpn && c.peer.dgid == peer_gid) {
-      pcm::Rej r;
-      r.remote_comm_id = m.local_comm_id;
-      r.message_rejected = pcm::kMsgReq;
-      r.reason = pcm::rej::kStaleConn;
-      pcm::Mad out{{}, r};
-      out.hdr.tid = h.tid;
-      reply_to(p, out);
-      ++ctr_.rej_stale;
-      return;
-    }
+  if (find_stale(m.local_qpn, peer_gid)) {
+    pcm::Rej r;
+    r.remote_comm_id = m.local_comm_id;
+    r.message_rejected = pcm::kMsgReq;
+    r.reason = pcm::rej::kStaleConn;
+    pcm::Mad out{{}, r};
+    out.hdr.tid = h.tid;
+    reply_to(p, out);
+    ++ctr_.rej_stale;
+    return;
   }
   auto reject_now = [&](uint16_t reason, uint64_t& counter) {
     pcm::Rej r;
@@ -124,6 +121,7 @@ void Manager::on_req(const proto::Packet& p, const pcm::MadHeader& h, const pcm:
   c->peer.traffic_class = m.primary.traffic_class;
   c->local_gid = gid_of(p, false);
   c->remote_qpn = m.local_qpn;
+  index_peer(*c);
   c->local_psn = m.starting_psn;  // the REQ announces the PSN *we* send from
   c->responder_resources = m.initiator_depth;  // what the peer issues is what we must accept
   c->initiator_depth = m.responder_resources;
@@ -158,7 +156,7 @@ void Manager::on_mra(const proto::Packet& p, const pcm::Mra& m) {
     ++ctr_.dropped_wrong_state;
     return;
   }
-  c->timer_ns = dev_.step_ns() + wait;
+  set_timer(*c, dev_.step_ns() + wait);
   c->retries_left = 0;
   push(event(EventType::MraReceived, *c));
 }
@@ -207,6 +205,7 @@ void Manager::on_rep(const proto::Packet& p, const pcm::MadHeader&, const pcm::R
     case State::MraReqRcvd: {
       c->remote_id = m.local_comm_id;
       c->remote_qpn = m.local_qpn;
+      index_peer(*c);
       c->local_psn = m.starting_psn;  // the REP announces the PSN *we* send from
       c->timer_ns = 0;
       // Our RTU and DREQ wait for answers as long as our REQ said the peer may take.
@@ -332,6 +331,7 @@ void Manager::on_sidr_req(const proto::Packet& p, const pcm::MadHeader& h, const
   c->peer.dgid = peer_gid;
   c->peer.dmac = p.eth_src;
   c->local_gid = gid_of(p, false);
+  index_peer(*c);
   e.type = EventType::SidrReqReceived;
   e.id = c->local_id;
   e.listen_id = listen_id;

@@ -120,11 +120,14 @@ inline constexpr uint8_t kCmMraTimeout = 24;
 inline constexpr uint64_t kCmTimewaitNs = 1'000'000'000;
 inline constexpr uint32_t kCmTimewaitMaxMs = 600'000;  // the key's upper bound (10 minutes)
 // Connections (listeners, SIDR requests and ids in TimeWait included) one device keeps; a REQ
-// beyond that is rejected with "no resources". Key cm_max_conns.
-inline constexpr uint32_t kCmMaxConns = 4096;
+// beyond that is rejected with "no resources". Key cm_max_conns. Every lookup is a hash probe and
+// the timers a heap (engine/cm.hpp), so the number costs memory only (about 450 bytes each,
+// allocated as they are used): cmtime -c 10000 needs 10,000 at once and as many in TimeWait.
+inline constexpr uint32_t kCmMaxConns = 65536;
 inline constexpr uint32_t kCmMaxConnsMax = 1u << 20;  // the key's upper bound
-// Events waiting for the library to poll; further ones are dropped and counted.
-inline constexpr uint32_t kCmMaxEvents = 4096;
+// Events waiting for the library to poll; further ones are dropped and counted. As many as
+// connections: 10,000 REQs that arrive together are 10,000 events before the first accept.
+inline constexpr uint32_t kCmMaxEvents = 65536;
 // liburoce-rdmacm's own REQs (verbs_shim/rdmacm/; the key's default in engine::Device::Config and
 // port::EndpointConfig, so it stays here).
 // The CM response timeouts the library's REQs announce (both: how long we wait for the peer's

@@ -491,6 +491,77 @@ TEST_F(CmPair, FirstDataPacketIsAnImplicitRtu) {
   EXPECT_EQ(count(1, attr(pcm::Attr::Rep)), 1u);
 }
 
+// Issue 30: 10,000 connections at once between two CMs (more than the 4,096 cm_max_conns
+// allowed before), every one made, established and torn down through TimeWait, nothing resent
+// or dropped; a QP number in TimeWait refused (EBUSY) among them, free again after. The CM's
+// lookups are indexes and its timers a heap (engine/cm.hpp): no step walks all connections.
+TEST_F(CmPair, TenThousandConnectionsAtOnce) {
+  constexpr uint32_t kN = 10000;
+  uint32_t lid;
+  ASSERT_EQ(cm(1).listen(kSid, &lid), 0);
+  std::vector<uint32_t> ida(kN);
+  for (uint32_t i = 0; i < kN; ++i) {
+    ConnectParams p = req();
+    p.qpn = 0x10000 + i;
+    ASSERT_EQ(cm(0).connect(p, &ida[i]), 0) << i;
+  }
+  uint32_t established[2] = {0, 0}, dreq = 0, disconnected = 0, exited[2] = {0, 0}, other = 0;
+  bool torn_down = false;
+  int busy = -1;  // connect()'s answer for a QP number in TimeWait
+  auto drive = [&] {
+    Event e;
+    while (cm(1).poll_event(e)) {
+      if (e.type == EventType::ReqReceived) {
+        engine::cm::AcceptParams a = rep();
+        a.qpn = 0x20000 + e.remote_qpn - 0x10000;
+        EXPECT_EQ(cm(1).accept(e.id, a), 0);
+      } else if (e.type == EventType::Established) ++established[1];
+      else if (e.type == EventType::DreqReceived) {
+        ++dreq;
+        EXPECT_EQ(cm(1).disconnect(e.id), 0);
+      } else if (e.type == EventType::TimewaitExit) ++exited[1];
+      else ++other;
+    }
+    while (cm(0).poll_event(e)) {
+      if (e.type == EventType::RepReceived) {
+        EXPECT_EQ(cm(0).establish(e.id), 0);
+        ++established[0];
+      } else if (e.type == EventType::Disconnected) ++disconnected;
+      else if (e.type == EventType::TimewaitExit) ++exited[0];
+      else ++other;
+    }
+    if (!torn_down && established[0] == kN && established[1] == kN) {
+      torn_down = true;
+      EXPECT_EQ(cm(0).conns(), size_t(kN));
+      for (uint32_t id : ida) EXPECT_EQ(cm(0).disconnect(id), 0);
+    }
+    if (busy < 0 && disconnected == kN && exited[0] == 0) {  // all of A's ids in TimeWait
+      ConnectParams p = req();
+      p.qpn = 0x10000 + 4321;
+      uint32_t x;
+      busy = cm(0).connect(p, &x);
+    }
+    return exited[0] == kN && exited[1] == kN;
+  };
+  ASSERT_TRUE(pr->run_until(drive, 60'000'000'000ull)) << established[0] << " " << established[1] << " " << dreq
+                                                       << " " << disconnected << " " << exited[0] << " " << exited[1];
+  EXPECT_EQ(dreq, kN);
+  EXPECT_EQ(disconnected, kN);
+  EXPECT_EQ(other, 0u);
+  EXPECT_EQ(busy, EBUSY) << "a QP number in TimeWait";
+  EXPECT_EQ(cm(0).conns(), 0u);
+  EXPECT_EQ(cm(1).conns(), 1u);  // the listener
+  for (int s = 0; s < 2; ++s) {
+    EXPECT_EQ(cm(s).counters().resent, 0u) << cm(s).counters().text();
+    EXPECT_EQ(cm(s).counters().dropped_events, 0u) << cm(s).counters().text();
+    EXPECT_EQ(cm(s).counters().rej_no_resources, 0u) << cm(s).counters().text();
+  }
+  ConnectParams p = req();
+  p.qpn = 0x10000 + 4321;
+  uint32_t x;
+  EXPECT_EQ(cm(0).connect(p, &x), 0) << "free again after TimeWait";
+}
+
 TEST_F(CmPair, StaleReqForAConnectedQpIsRejected) {
   uint32_t ida, idb;
   connect(ida, idb);
