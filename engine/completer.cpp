@@ -92,7 +92,7 @@ void complete_acked(Device& dev, Qp& qp, uint32_t psn, bool inclusive) {
   while (!t.sq.empty()) {
     SendWqe& w = t.sq.front();
     if (!w.started) break;
-    if (w.is_read_or_atomic() && w.rcvd_pkts == w.npkts) {
+    if ((w.is_read_or_atomic() || w.is_local()) && w.rcvd_pkts == w.npkts) {
       // Answered while an earlier one waited for its own (selective repeat keeps such answers).
       qp_ops::complete_wqe(qp, WcStatus::Success);
       progress = true;
@@ -163,6 +163,7 @@ SendWqe* answered(Qp& qp, uint32_t psn, bool atomic) {
   SendSide& t = qp.tx;
   for (uint32_t i = 0; i < t.sq.size(); ++i) {
     SendWqe& w = t.sq.at(i);
+    if (w.started && w.is_local()) continue;  // no PSN of its own
     if (!w.started || w.sent_max == 0) break;
     const int32_t d = psn_diff(psn, w.first_psn);
     if (d < 0) break;

@@ -164,12 +164,32 @@ Mr* Device::reg_mr_iova(Pd* pd, void* addr, uint64_t length, uint64_t iova, uint
 
 int Device::rereg_mr(Mr* mr, Pd* pd, void* addr, uint64_t length, uint64_t iova, uint32_t access) {
   if (!mr || !mr->valid || mrs_.by_lkey(mr->lkey) != mr) return EINVAL;
+  if (mr->windows) return EBUSY;  // its windows would point at what it no longer maps
   if (int e = check_registration(pd, addr, length, access)) return e;
   mrs_.modify(*mr, pd, addr, length, iova, access);
   return 0;
 }
 
-int Device::dereg_mr(Mr* mr) { return mr && mrs_.dereg(mr->lkey) ? 0 : EINVAL; }
+int Device::dereg_mr(Mr* mr) {
+  if (mr && mr->valid && mr->windows) return EBUSY;  // IBA 10.6.7.2.6 (rxe says EINVAL)
+  return mr && mrs_.dereg(mr->lkey) ? 0 : EINVAL;
+}
+
+Mw* Device::alloc_mw(Pd* pd, uint8_t type) {
+  if (!pd || (type != 1 && type != 2)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  Mw* w = mrs_.alloc_mw(pd, type);
+  if (!w) errno = ENOMEM;
+  return w;
+}
+
+int Device::dealloc_mw(Mw* mw) {
+  if (!mw || !mw->valid || mrs_.mw_by_rkey(mw->rkey) != mw) return EINVAL;
+  mrs_.dealloc_mw(*mw);
+  return 0;
+}
 
 Cq* Device::create_cq(uint32_t depth, bool completion_times) {
   if (depth == 0 || depth > cfg_.max_cqe || cqs_.size() >= cfg_.max_cq) return nullptr;

@@ -99,7 +99,11 @@ class Device {
   int dealloc_pd(Pd* pd);              // EBUSY while MRs, QPs or SRQs use it
   Mr* reg_mr(Pd* pd, void* addr, uint64_t length, uint32_t access);
   Mr* reg_mr_iova(Pd* pd, void* addr, uint64_t length, uint64_t iova, uint32_t access);
-  int dereg_mr(Mr* mr);
+  int dereg_mr(Mr* mr);                // EBUSY while memory windows are bound to it
+  // Memory windows (ibv_alloc_mw; bound and invalidated by work requests: engine/local_ops.cpp).
+  // nullptr and errno EINVAL (type not 1 or 2, no PD) or ENOMEM (max_mw allocated).
+  Mw* alloc_mw(Pd* pd, uint8_t type);
+  int dealloc_mw(Mw* mw);              // a bound window is unbound first
   // ibv_rereg_mr: the same MR (the same keys, as rxe and ConnectX keep them) with another PD,
   // range or rights, checked as reg_mr checks them. 0 or an errno; on failure nothing changes.
   int rereg_mr(Mr* mr, Pd* pd, void* addr, uint64_t length, uint64_t iova, uint32_t access);
@@ -186,6 +190,7 @@ class Device {
   size_t active_qps() const { return active_.size(); }
   size_t timer_entries() const { return timers_.size(); }
   const MrTable& mrs() const { return mrs_; }
+  MrTable& mrs() { return mrs_; }  // the roles' own (binds and invalidations of memory windows)
   Clock& clock() { return clock_; }
   Tx& tx() { return tx_; }
   std::vector<uint8_t>& scratch() { return scratch_; }

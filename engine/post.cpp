@@ -22,6 +22,10 @@ int Device::post_send(Qp* qp, const SendWr& wr) {
     case WrOpcode::SendWithInv: case WrOpcode::RdmaRead: case WrOpcode::AtomicCmpSwp: case WrOpcode::AtomicFetchAdd:
       if (type != QpType::RC) return EINVAL;  // UC: SEND and WRITE only
       break;
+    case WrOpcode::BindMw: case WrOpcode::LocalInv:
+      // Local operations (engine/local_ops.cpp): no buffers; RC and UC (rxe: LOCAL_INV on RC).
+      if (type == QpType::UD || wr.num_sge != 0) return EINVAL;
+      break;
     case WrOpcode::AtomicWrite: case WrOpcode::Flush:
       // RC only (IBA 1.5 A19), no local buffers: the 8 bytes travel in the WR, a FLUSH has none.
       if (type != QpType::RC || wr.num_sge != 0) return EINVAL;
@@ -44,7 +48,8 @@ int Device::post_send(Qp* qp, const SendWr& wr) {
   const bool placement = wr.opcode == WrOpcode::AtomicWrite || wr.opcode == WrOpcode::Flush;
   if (wr.opcode == WrOpcode::AtomicWrite) len = 8;
   if (wr.opcode == WrOpcode::Flush) len = wr.compare_add;  // the range's length: the RETH's, and byte_len
-  const bool atomic = wr.opcode == WrOpcode::AtomicCmpSwp || wr.opcode == WrOpcode::AtomicFetchAdd || placement;
+  const bool local = wr.opcode == WrOpcode::BindMw || wr.opcode == WrOpcode::LocalInv;
+  const bool atomic = wr.opcode == WrOpcode::AtomicCmpSwp || wr.opcode == WrOpcode::AtomicFetchAdd || placement || local;
   const bool is_inline = (wr.send_flags & kSendInline) && !atomic && wr.opcode != WrOpcode::RdmaRead;
   // Inline data is copied whole into the WQE (any number of SGEs); otherwise the WQE holds the
   // SGEs, at most the QP's max_send_sge (a READ or an atomic flagged inline is not inline).

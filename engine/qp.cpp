@@ -239,17 +239,21 @@ void flush(Qp& qp) {
   }
 }
 
-// Retires the oldest WQE with status `st`. Successful unsignaled WQEs make no completion.
+// Retires the oldest WQE with status `st`. Successful unsignaled WQEs make no completion. A
+// local operation (BIND_MW, LOCAL_INV) that was executed behind it follows it at once.
 void complete_wqe(Qp& qp, WcStatus st) {
   SendSide& t = qp.tx;
-  SendWqe& w = t.sq.front();
-  if (w.signaled || st != WcStatus::Success) qp.init.send_cq->push(send_wc(qp, w, st));
-  if (st == WcStatus::Success && (w.wr.opcode == WrOpcode::Send || w.wr.opcode == WrOpcode::SendWithImm ||
-                                  w.wr.opcode == WrOpcode::SendWithInv))
-    ++qp.ctr.rdma_sends;
-  if (w.started && w.is_read_or_atomic() && t.rd_atomic_inflight) --t.rd_atomic_inflight;
-  t.sq.pop();
-  if (t.send_idx) --t.send_idx;
+  for (;;) {
+    SendWqe& w = t.sq.front();
+    if (w.signaled || st != WcStatus::Success) qp.init.send_cq->push(send_wc(qp, w, st));
+    if (st == WcStatus::Success && (w.wr.opcode == WrOpcode::Send || w.wr.opcode == WrOpcode::SendWithImm ||
+                                    w.wr.opcode == WrOpcode::SendWithInv))
+      ++qp.ctr.rdma_sends;
+    if (w.started && w.is_read_or_atomic() && t.rd_atomic_inflight) --t.rd_atomic_inflight;
+    t.sq.pop();
+    if (t.send_idx) --t.send_idx;
+    if (st != WcStatus::Success || t.sq.empty() || !t.sq.front().started || !t.sq.front().is_local()) return;
+  }
 }
 
 void fail_wqe(Qp& qp, SendWqe& w, WcStatus st) {

@@ -52,6 +52,8 @@ struct SendWqe {
   bool signaled = false;
 
   bool is_atomic() const { return wr.opcode == WrOpcode::AtomicCmpSwp || wr.opcode == WrOpcode::AtomicFetchAdd; }
+  // BIND_MW, LOCAL_INV: executed by the requester, no packet (engine/local_ops.cpp).
+  bool is_local() const { return wr.opcode == WrOpcode::BindMw || wr.opcode == WrOpcode::LocalInv; }
   // ATOMIC WRITE and FLUSH (IBA 1.5 A19): one request packet, answered by one RDMA READ
   // response carrying nothing; like a READ they take a READ/atomic slot and are answered again,
   // never executed twice, when repeated.

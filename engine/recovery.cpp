@@ -57,9 +57,11 @@ uint32_t resend_end(Qp& qp, uint32_t psn) {
     end = w->is_read_or_atomic() ? psn_add(w->first_psn, w->npkts) : psn_add(w->first_psn, k + 1);
     if (psn_diff(end, psn) >= int32_t(param::kSelectiveRepeatWindow)) break;
     if (w->is_read_or_atomic() || k + 1 == w->npkts) {
-      if (++i >= t.sq.size()) break;
-      w = &t.sq.at(i);
-      if (!w->started) break;
+      do {
+        if (++i >= t.sq.size()) break;
+        w = &t.sq.at(i);
+      } while (w->started && w->is_local());  // no PSN of its own
+      if (i >= t.sq.size() || !w->started) break;
       k = 0;
     } else {
       ++k;

@@ -217,13 +217,15 @@ void run(Device& dev, Qp& qp) {
         else if (t.send_idx >= t.sq.size()) s = ReqState::Idle;
         else {
           w = &t.sq.at(t.send_idx);
-          s = w->started ? ReqState::CheckWindow : ReqState::StartWqe;
+          if (w->started && w->is_local()) ++t.send_idx;  // executed once (a restart walks past it)
+          else s = w->started ? ReqState::CheckWindow : ReqState::StartWqe;
         }
         break;
       case ReqState::StartWqe:
         if (qp.attrs.qp_state == QpState::Sqd) s = ReqState::Drained;  // draining: nothing new starts
         else if (w->is_read_or_atomic() && t.rd_atomic_inflight >= max_rd) s = ReqState::WaitRdAtomic;
         else if ((w->wr.send_flags & kSendFence) && t.rd_atomic_inflight > 0) s = ReqState::WaitFence;
+        else if (w->is_local()) s = local_ops::execute(dev, qp, *w) ? ReqState::NextWqe : ReqState::Error;
         else s = start_wqe(dev, qp, *w) ? ReqState::CheckWindow : ReqState::Error;
         break;
       case ReqState::CheckWindow: {

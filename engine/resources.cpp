@@ -34,15 +34,19 @@ uint64_t Rng::next() {
   return r;
 }
 
-MrTable::MrTable(uint32_t max_mr, Rng& rng)
-    : rng_(rng), slots_(max_mr), lkeys_(max_mr), rkeys_(max_mr), recent_(param::kRecentKeys, 0) {
+MrTable::MrTable(uint32_t max_mr, Rng& rng, uint32_t max_mw)
+    : rng_(rng), slots_(max_mr), lkeys_(max_mr), rkeys_(max_mr), recent_(param::kRecentKeys, 0), mws_(max_mw),
+      mw_index_(max_mw) {
   free_.reserve(max_mr);
   for (uint32_t i = max_mr; i-- > 0;) free_.push_back(i);
+  mw_free_.reserve(max_mw);
+  for (uint32_t i = max_mw; i-- > 0;) mw_free_.push_back(i);
 }
 
+// An MR's key: random, bit 31 clear (a memory window's R_Key has it set).
 uint32_t MrTable::new_key() {
   for (;;) {
-    const uint32_t k = rng_.next32();
+    const uint32_t k = rng_.next32() & ~kMwKeyBit;
     if (k == 0 || lkeys_.find(k) || rkeys_.find(k)) continue;
     if (std::find(recent_.begin(), recent_.end(), k) != recent_.end()) continue;
     return k;
@@ -96,7 +100,74 @@ void MrTable::modify(Mr& mr, const Pd* pd, void* host, uint64_t length, uint64_t
 bool MrTable::uses_pd(const Pd* pd) const {
   for (const Mr& mr : slots_)
     if (mr.valid && mr.pd == pd) return true;
+  for (const Mw& w : mws_)
+    if (w.valid && w.pd == pd) return true;
   return false;
+}
+
+Mr* MrTable::mr_by_lkey(uint32_t lkey) {
+  const uint32_t* i = lkeys_.find(lkey);
+  return i ? &slots_[*i] : nullptr;
+}
+
+Mw* MrTable::alloc_mw(const Pd* pd, uint8_t type) {
+  if (mw_free_.empty()) return nullptr;
+  const uint32_t idx = mw_free_.back();
+  uint32_t index;  // bits 30:8 of the R_Key, never one in use
+  do index = (rng_.next32() >> 9) | (kMwKeyBit >> 8);
+  while (mw_index_.find(index));
+  mw_free_.pop_back();
+  Mw& w = mws_[idx];
+  w = Mw{};
+  w.rkey = index << 8 | (rng_.next32() & 0xFF);
+  w.type = type;
+  w.pd = pd;
+  w.valid = true;
+  mw_index_.insert(index, idx);
+  return &w;
+}
+
+void MrTable::dealloc_mw(Mw& w) {
+  unbind_mw(w);
+  mw_index_.erase(w.rkey >> 8);
+  mw_free_.push_back(uint32_t(&w - mws_.data()));
+  w = Mw{};
+}
+
+Mw* MrTable::mw_by_rkey(uint32_t rkey) {
+  if (!is_mw_key(rkey)) return nullptr;
+  const uint32_t* i = mw_index_.find(rkey >> 8);
+  return i && mws_[*i].rkey == rkey ? &mws_[*i] : nullptr;
+}
+Mw* MrTable::mw_by_index(uint32_t rkey) {
+  if (!is_mw_key(rkey)) return nullptr;
+  const uint32_t* i = mw_index_.find(rkey >> 8);
+  return i ? &mws_[*i] : nullptr;
+}
+
+const Mw* MrTable::mw_by_rkey(uint32_t rkey) const { return const_cast<MrTable*>(this)->mw_by_rkey(rkey); }
+
+void MrTable::bind_mw(Mw& w, Mr* mr, uint64_t addr, uint64_t length, uint32_t access, uint32_t rkey, uint32_t qpn) {
+  unbind_mw(w);
+  w.rkey = (w.rkey & ~0xFFu) | (rkey & 0xFF);  // the index stays: only the consumer's key changes
+  w.access = access;
+  w.qpn = qpn;
+  if (length) {
+    w.bound = true;
+    w.mr = mr;
+    w.addr = addr;
+    w.length = length;
+    ++mr->windows;
+  }
+  ++gen_;
+}
+
+void MrTable::unbind_mw(Mw& w) {
+  if (w.bound && w.mr) --w.mr->windows;
+  w.bound = false;
+  w.mr = nullptr;
+  w.addr = w.length = 0;
+  ++gen_;  // host pointers resolved through it are checked again
 }
 
 void Counters::add(const Counters& o) {

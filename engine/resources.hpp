@@ -45,6 +45,26 @@ struct Mr {
   uint32_t access = 0;
   const Pd* pd = nullptr;
   bool valid = false;
+  uint32_t windows = 0;  // memory windows bound to it: no deregistration while any (IBA 10.6.7.2.6)
+};
+
+// A memory window (IBA 10.6.7): part of an MR that a peer reaches with the window's own R_Key
+// and rights, bound and invalidated by work requests (type 2, and type 1's ibv_bind_mw). Its
+// R_Key has bit 31 set (an MR's never has), a random index in bits 30:8, and in bits 7:0 the key
+// the consumer picks at each bind (ibv_inc_rkey). Type 2 windows answer only the QP that bound
+// them (type 2B, as rxe's: its peer's requests arrive on that QP).
+inline constexpr uint32_t kMwKeyBit = 0x80000000u;
+constexpr bool is_mw_key(uint32_t rkey) { return rkey & kMwKeyBit; }
+struct Mw {
+  uint32_t rkey = 0;
+  uint8_t type = 0;          // 1 or 2
+  const Pd* pd = nullptr;
+  bool bound = false;        // a window of nonzero length on `mr`: remote access goes through it
+  Mr* mr = nullptr;
+  uint64_t addr = 0, length = 0;
+  uint32_t access = 0;       // kRemoteRead | kRemoteWrite | kRemoteAtomic (and kLocalWrite, ignored)
+  uint32_t qpn = 0;          // type 2: the QP that bound it
+  bool valid = false;        // allocated
 };
 
 // The registered MRs and their keys. Keys are random 32-bit values (an off-path injector
@@ -53,7 +73,7 @@ struct Mr {
 // key fails the lookup. Lookups are one hash probe.
 class MrTable {
  public:
-  MrTable(uint32_t max_mr, Rng& rng);
+  MrTable(uint32_t max_mr, Rng& rng, uint32_t max_mw = param::kMaxMw);
 
   // Returns nullptr when the table is full.
   Mr* reg(const Pd* pd, void* host, uint64_t length, uint64_t iova, uint32_t access);
@@ -71,7 +91,23 @@ class MrTable {
     return i ? &slots_[*i] : nullptr;
   }
   uint32_t count() const { return lkeys_.size(); }
-  bool uses_pd(const Pd* pd) const;
+  bool uses_pd(const Pd* pd) const;  // an MR or a memory window of the PD
+
+  // Memory windows. alloc_mw: nullptr when max_mw are allocated. The window's R_Key is new and
+  // random (bit 31 set); type 1 windows are valid unbound (length 0), type 2 free.
+  Mw* alloc_mw(const Pd* pd, uint8_t type);
+  void dealloc_mw(Mw& mw);  // unbinds it first
+  // The window whose current R_Key is `rkey` (an older key of a window that was bound again
+  // since, or a key of a freed window, names none).
+  const Mw* mw_by_rkey(uint32_t rkey) const;
+  Mw* mw_by_rkey(uint32_t rkey);
+  Mw* mw_by_index(uint32_t rkey);  // the window whose R_Key has rkey's index (bits 31:8), whatever its key
+  Mr* mr_by_lkey(uint32_t lkey);
+  // Binds `mw` (checked by the caller: engine/local_ops.cpp) to [addr, addr + length) of `mr`
+  // (length 0: unbound) with R_Key `rkey`; unbind_mw: the window has no range (invalidated).
+  void bind_mw(Mw& mw, Mr* mr, uint64_t addr, uint64_t length, uint32_t access, uint32_t rkey, uint32_t qpn);
+  void unbind_mw(Mw& mw);
+  uint32_t mw_count() const { return mw_index_.size(); }
   // Changes with every deregistration and re-registration: a host pointer resolved under the
   // same generation is still good; otherwise its key must be checked again.
   uint64_t gen() const { return gen_; }
@@ -85,6 +121,9 @@ class MrTable {
   std::vector<uint32_t> recent_;     // the last deregistered keys (a ring)
   uint32_t recent_next_ = 0;
   uint64_t gen_ = 0;
+  std::vector<Mw> mws_;              // max_mw windows
+  std::vector<uint32_t> mw_free_;
+  IdMap<uint32_t> mw_index_;         // R_Key >> 8 (never 0: bit 31 is set) -> window slot
 };
 
 // Is [addr, addr + len) inside the MR? (len 0 is always inside.)
@@ -120,6 +159,14 @@ inline const Mr* cached_key(const MrTable& t, KeyCache& c, uint32_t key, bool re
   return m;
 }
 
+// A remote access through a memory window: bound, of the QP's PD (and, type 2, bound by this
+// QP `qpn`), with the right, inside the window (which lies inside its MR, checked at the bind).
+inline AccessCheck check_window(const Mw* w, const Pd* pd, uint32_t qpn, uint64_t addr, uint64_t len, uint32_t need) {
+  if (!w || !w->bound || w->pd != pd || (w->type == 2 && w->qpn != qpn) || (need && !(w->access & need))) return {};
+  if (len != 0 && !(addr >= w->addr && len <= w->length && addr - w->addr <= w->length - len)) return {};
+  return check_mr(w->mr, pd, addr, len, 0);
+}
+
 // Checks an lkey (local SGEs), its PD, bounds and access right (`need`: an Access bit, 0 = any).
 inline AccessCheck check_local(const MrTable& t, uint32_t lkey, const Pd* pd, uint64_t addr, uint64_t len,
                                uint32_t need) {
@@ -130,14 +177,20 @@ inline AccessCheck check_local(const MrTable& t, KeyCache& c, uint32_t lkey, con
                                uint64_t len, uint32_t need) {
   return check_mr(cached_key(t, c, lkey, false), pd, addr, len, need);
 }
-inline AccessCheck check_remote(const MrTable& t, KeyCache& c, uint32_t rkey, const Pd* pd, uint64_t addr,
-                                uint64_t len, uint32_t need) {
+// Checks an rkey of a remote request (an MR's, or a memory window's), its PD, bounds and access
+// right; `qpn`: the QP the request came on (a type 2 window answers only the QP that bound it).
+inline AccessCheck check_remote(const MrTable& t, KeyCache& c, uint32_t rkey, const Pd* pd, uint32_t qpn,
+                                uint64_t addr, uint64_t len, uint32_t need) {
+  if (is_mw_key(rkey)) [[unlikely]]
+    return check_window(t.mw_by_rkey(rkey), pd, qpn, addr, len, need);
   return check_mr(cached_key(t, c, rkey, true), pd, addr, len, need);
 }
 
-// Checks an rkey (a remote request), its PD, bounds and access right.
-inline AccessCheck check_remote(const MrTable& t, uint32_t rkey, const Pd* pd, uint64_t addr, uint64_t len,
-                                uint32_t need) {
+// The same without a key cache.
+inline AccessCheck check_remote(const MrTable& t, uint32_t rkey, const Pd* pd, uint32_t qpn, uint64_t addr,
+                                uint64_t len, uint32_t need) {
+  if (is_mw_key(rkey)) [[unlikely]]
+    return check_window(t.mw_by_rkey(rkey), pd, qpn, addr, len, need);
   return check_mr(t.by_rkey(rkey), pd, addr, len, need);
 }
 

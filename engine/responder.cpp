@@ -161,7 +161,7 @@ bool hold_write(Device& dev, Qp& qp, const proto::Packet& p, RecvSide::Held& h) 
   if (pos != want || (is_last && plen != len - off)) return false;
   if (plen) {
     if (!(qp.attrs.qp_access_flags & kRemoteWrite)) return false;
-    AccessCheck c = check_remote(dev.mrs(), rkey, qp.init.pd, va + off, plen, kRemoteWrite);
+    AccessCheck c = check_remote(dev.mrs(), rkey, qp.init.pd, qp.qpn(), va + off, plen, kRemoteWrite);
     if (!c.ok) return false;  // the in-order pass NAKs it, when it comes again
     dma_copy(c.host, p.payload.data(), plen);
   }

@@ -133,7 +133,7 @@ void send_responses(Device& dev, Qp& qp) {
       continue;
     }
     if (r.length && r.mr_gen != mrs.gen()) {
-      AccessCheck c = check_remote(mrs, r.rkey, qp.init.pd, r.va, r.length, kRemoteRead);
+      AccessCheck c = check_remote(mrs, r.rkey, qp.init.pd, qp.qpn(), r.va, r.length, kRemoteRead);
       if (!c.ok) {
         nak_and_error(dev, qp, NakCode::RemoteAccessError, psn_add(r.psn, r.sent));
         return;

@@ -81,6 +81,15 @@ RespState exec_send(Device& dev, Qp& qp, const proto::Packet& p) {
       wc.wc_flags |= kWcWithImm;
     }
     if (p.info().has(proto::kIeth)) {
+      // SEND with Invalidate: the memory window it names is invalidated before the receive
+      // completes. A key that names no bound type 2 window of this QP is an invalid request:
+      // the receive completes with REM_INV_REQ_ERR (as rxe's), the NAK goes back, and the QP
+      // goes to ERR (rxe ACKs the SEND all the same).
+      if (!local_ops::remote_invalidate(dev, qp, p.ieth_rkey)) {
+        r.have_recv = false;
+        qp.init.recv_cq->push(recv_wc(qp, r.cur_recv.wr_id, WcStatus::RemInvReqErr));
+        return nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);
+      }
       wc.invalidated_rkey = p.ieth_rkey;
       wc.wc_flags |= kWcWithInv;
     }
@@ -107,7 +116,7 @@ RespState exec_write(Device& dev, Qp& qp, const proto::Packet& p) {
     const uint32_t len = p.reth.dma_len;
     r.write_host = nullptr;
     if (len != 0) {
-      AccessCheck c = check_remote(mrs, r.rkeys, p.reth.rkey, qp.init.pd, p.reth.va, len, kRemoteWrite);
+      AccessCheck c = check_remote(mrs, r.rkeys, p.reth.rkey, qp.init.pd, qp.qpn(), p.reth.va, len, kRemoteWrite);
       if (!c.ok || !(qp.attrs.qp_access_flags & kRemoteWrite))
         return nak_and_error(dev, qp, NakCode::RemoteAccessError, p.psn);
       r.write_host = c.host;
@@ -122,7 +131,7 @@ RespState exec_write(Device& dev, Qp& qp, const proto::Packet& p) {
   if (plen > r.write_left || (ends && plen != r.write_left))
     return nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);
   if (plen && r.write_gen != mrs.gen()) {
-    AccessCheck c = check_remote(mrs, r.write_rkey, qp.init.pd, r.write_va, r.write_left, kRemoteWrite);
+    AccessCheck c = check_remote(mrs, r.write_rkey, qp.init.pd, qp.qpn(), r.write_va, r.write_left, kRemoteWrite);
     if (!c.ok) return nak_and_error(dev, qp, NakCode::RemoteAccessError, p.psn);
     r.write_host = c.host;
     r.write_gen = mrs.gen();
@@ -158,7 +167,7 @@ RespState exec_read(Device& dev, Qp& qp, const proto::Packet& p) {
   if (len > param::kMaxMessage) return nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);
   uint8_t* host = nullptr;
   if (len != 0) {
-    AccessCheck c = check_remote(dev.mrs(), p.reth.rkey, qp.init.pd, p.reth.va, len, kRemoteRead);
+    AccessCheck c = check_remote(dev.mrs(), p.reth.rkey, qp.init.pd, qp.qpn(), p.reth.va, len, kRemoteRead);
     if (!c.ok || !(qp.attrs.qp_access_flags & kRemoteRead))
       return nak_and_error(dev, qp, NakCode::RemoteAccessError, p.psn);
     host = c.host;
@@ -184,7 +193,7 @@ RespState exec_read(Device& dev, Qp& qp, const proto::Packet& p) {
 // resource, never executed twice.
 RespState exec_atomic(Device& dev, Qp& qp, const proto::Packet& p) {
   const uint64_t va = p.atomic.va;
-  AccessCheck c = check_remote(dev.mrs(), p.atomic.rkey, qp.init.pd, va, 8, kRemoteAtomic);
+  AccessCheck c = check_remote(dev.mrs(), p.atomic.rkey, qp.init.pd, qp.qpn(), va, 8, kRemoteAtomic);
   if (!c.ok || !(qp.attrs.qp_access_flags & kRemoteAtomic))
     return nak_and_error(dev, qp, NakCode::RemoteAccessError, p.psn);
   if (va % 8 != 0) return nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);
@@ -226,7 +235,7 @@ bool res_free(const Qp& qp) {
 // invalid request; a misaligned address is one too (rxe: RESPST_ERR_MISALIGNED_ATOMIC).
 RespState exec_atomic_write(Device& dev, Qp& qp, const proto::Packet& p) {
   if (p.payload.size() != 8 || p.reth.dma_len != 8) return nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);
-  AccessCheck c = check_remote(dev.mrs(), p.reth.rkey, qp.init.pd, p.reth.va, 8, kRemoteWrite);
+  AccessCheck c = check_remote(dev.mrs(), p.reth.rkey, qp.init.pd, qp.qpn(), p.reth.va, 8, kRemoteWrite);
   if (!c.ok || !(qp.attrs.qp_access_flags & kRemoteWrite))
     return nak_and_error(dev, qp, NakCode::RemoteAccessError, p.psn);
   if (p.reth.va % 8 != 0) return nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);

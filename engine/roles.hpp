@@ -79,6 +79,15 @@ void send_responses(Device& dev, Qp& qp);      // READ responses and atomic ACKs
 bool flush_ack(Device& dev, Qp& qp);           // a coalesced ACK, once no response is owed
 }  // namespace responder
 
+// BIND_MW and LOCAL_INV on the send queue, and the responder's remote invalidation
+// (local_ops.cpp). execute: false when the operation failed (the WQE completes MW_BIND_ERR or
+// LOC_QP_OP_ERR, the QP is in ERR). remote_invalidate: false when `rkey` names no bound type 2
+// window of this QP (the SEND with Invalidate is an invalid request).
+namespace local_ops {
+bool execute(Device& dev, Qp& qp, SendWqe& w);
+bool remote_invalidate(Device& dev, Qp& qp, uint32_t rkey);
+}  // namespace local_ops
+
 namespace qp_ops {
 void set_error(Qp& qp);                        // to ERR: stop, flush every outstanding WR
 void flush(Qp& qp);

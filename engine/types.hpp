@@ -81,7 +81,11 @@ struct SendWr {
   // The ImmDt header's value (its four bytes read big-endian): 0x01020304 goes on the wire as
   // 01 02 03 04. ibverbs' imm_data is those bytes in memory (__be32): the verbs shim converts.
   uint32_t imm_data = 0;
-  uint32_t invalidate_rkey = 0;
+  uint32_t invalidate_rkey = 0;  // SEND_WITH_INV, LOCAL_INV: the R_Key to invalidate; BIND_MW: the
+                                 // window (an R_Key it had: its index part names it)
+  // BIND_MW (engine/local_ops.cpp): rkey the window's R_Key after the bind (its index part the
+  // window's), remote_addr and compare_add the window's address and length (0: unbind, type 1),
+  // swap the MR's lkey (bits 31:0) and the window's rights (bits 63:32, Access).
   uint64_t remote_addr = 0;
   uint32_t rkey = 0;
   uint8_t flush_type = 0;        // FLUSH: FlushType bits

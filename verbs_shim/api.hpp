@@ -92,6 +92,14 @@ int destroy_object(std::vector<U*>& watched, U* u, Obj& obj, int (engine::Device
 // completion writes its event to its channel's pipe and leaves the armed list.
 void notify_channels(Registry& reg);
 
+// Memory windows (pd_mr.cpp): the context ops behind ibv_alloc_mw, ibv_dealloc_mw and
+// ibv_bind_mw (type 1), and the engine's BIND_MW work request for a bind's description (also
+// ibv_post_send's IBV_WR_BIND_MW and ibv_wr_bind_mw).
+ibv_mw* op_alloc_mw(ibv_pd* pd, ibv_mw_type type);
+int op_dealloc_mw(ibv_mw* mw);
+int op_bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* mw_bind);
+void bind_wr(engine::SendWr& w, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info& b);
+
 // The ibv_wr_* builder (wr_builder.cpp): the send operations it supports (send_ops_flags), and
 // the function pointers of a QP created with them.
 extern const uint64_t kSupportedSendOps;

@@ -1,5 +1,6 @@
 // Conversions between the ibv_* structures and the engine's types (verbs_shim/convert.hpp).
 #include "verbs_shim/convert.hpp"
+#include "verbs_shim/api.hpp"
 #include "verbs_shim/objects.hpp"
 
 #include <endian.h>
@@ -50,7 +51,9 @@ void fill_device_attr(ibv_device_attr* a) {
   a->hw_ver = 0;
   a->max_qp = int(r.dcfg.max_qp);
   a->max_qp_wr = int(r.dcfg.max_qp_wr);
-  a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID;
+  // Memory windows of type 1 and 2B, as rxe announces them.
+  a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID |
+                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
   a->max_sge = int(E::kMaxSge);
   a->max_sge_rd = int(E::kMaxSge);
   a->max_cq = int(r.dcfg.max_cq);
@@ -62,6 +65,7 @@ void fill_device_attr(ibv_device_attr* a) {
   a->max_res_rd_atom = int(r.dcfg.max_rd_atomic * r.dcfg.max_qp);
   a->max_qp_init_rd_atom = int(r.dcfg.max_rd_atomic);
   a->atomic_cap = IBV_ATOMIC_HCA;
+  a->max_mw = int(uroce::param::kMaxMw);
   a->max_srq = int(param::kShimMaxSrq);
   a->max_srq_wr = int(r.dcfg.max_qp_wr);
   a->max_srq_sge = int(E::kMaxSge);
@@ -116,10 +120,12 @@ E::SendWr to_engine(const ibv_send_wr& wr, ibv_qp_type type) {
     w.rkey = wr.wr.atomic.rkey;
     w.compare_add = wr.wr.atomic.compare_add;
     w.swap = wr.wr.atomic.swap;
+  } else if (wr.opcode == IBV_WR_BIND_MW) {
+    bind_wr(w, wr.bind_mw.mw, wr.bind_mw.rkey, wr.bind_mw.bind_info);
   } else {
     w.remote_addr = wr.wr.rdma.remote_addr;
     w.rkey = wr.wr.rdma.rkey;
-    if (wr.opcode == IBV_WR_SEND_WITH_INV) w.invalidate_rkey = wr.invalidate_rkey;
+    if (wr.opcode == IBV_WR_SEND_WITH_INV || wr.opcode == IBV_WR_LOCAL_INV) w.invalidate_rkey = wr.invalidate_rkey;
   }
   return w;
 }

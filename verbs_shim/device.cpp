@@ -132,6 +132,9 @@ SHIM_EXPORT ibv_context* ibv_open_device(ibv_device* dev) {
   c.ops.post_send = op_post_send;
   c.ops.post_recv = op_post_recv;
   c.ops.post_srq_recv = op_post_srq_recv;
+  c.ops.alloc_mw = op_alloc_mw;
+  c.ops.dealloc_mw = op_dealloc_mw;
+  c.ops.bind_mw = op_bind_mw;
   c.cmd_fd = -1;
   c.async_fd = afd;   // pollable; async.cpp
   c.num_comp_vectors = 1;

@@ -34,6 +34,11 @@ struct UMr {
   ibv_mr mr;
   engine::Mr* e;
 };
+struct UMw {
+  ibv_mw mw;
+  engine::Mw* e;
+  uint32_t alloc_rkey;  // its R_Key at allocation: the index part names it in bind work requests
+};
 struct UChannel {
   ibv_comp_channel ch;
   int wfd;
@@ -83,6 +88,7 @@ inline bool mine(const ibv_context* c) { return c && c->device == &rt().identity
 inline UContext* uctx(ibv_context* c) { return reinterpret_cast<UContext*>(verbs_get_ctx(c)); }
 inline UPd* upd(ibv_pd* p) { return reinterpret_cast<UPd*>(p); }
 inline UMr* umr(ibv_mr* m) { return reinterpret_cast<UMr*>(m); }
+inline UMw* umw(ibv_mw* m) { return reinterpret_cast<UMw*>(m); }
 inline UCq* ucq(ibv_cq* c) { return reinterpret_cast<UCq*>(c); }
 inline UQp* uqp(ibv_qp* q) { return reinterpret_cast<UQp*>(q); }
 inline USrq* usrq(ibv_srq* s) { return reinterpret_cast<USrq*>(s); }

@@ -120,6 +120,70 @@ SHIM_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size
   return 0;
 }
 
+}  // extern "C"
+
+// ---- MW -------------------------------------------------------------------------------------------
+// Memory windows (docs/verbs_shim.md, "Memory windows"): type 1 bound by ibv_bind_mw, type 2 by a
+// BIND_MW work request; both executed by the engine in the QP's send queue order.
+namespace uroce::shim {
+
+ibv_mw* op_alloc_mw(ibv_pd* pd, ibv_mw_type type) {
+  errno = 0;
+  E::Mw* m = with_token([&] { return rt().engine->alloc_mw(upd(pd)->e, uint8_t(type)); });
+  if (!m) {
+    if (errno == 0) errno = ENOMEM;
+    return nullptr;
+  }
+  auto* u = new UMw{};
+  u->mw.context = pd->context;
+  u->mw.pd = pd;
+  u->mw.rkey = m->rkey;
+  u->mw.handle = m->rkey >> 8;
+  u->mw.type = type;
+  u->e = m;
+  u->alloc_rkey = m->rkey;
+  return &u->mw;
+}
+
+int op_dealloc_mw(ibv_mw* mw) {
+  const int rc = with_token([mw] { return rt().engine->dealloc_mw(umw(mw)->e); });
+  if (rc == 0) delete umw(mw);
+  return rc;
+}
+
+void bind_wr(E::SendWr& w, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info& b) {
+  w.opcode = E::WrOpcode::BindMw;
+  w.invalidate_rkey = mw ? umw(mw)->alloc_rkey : 0;
+  w.rkey = rkey;
+  w.remote_addr = b.addr;
+  w.compare_add = b.length;
+  w.swap = uint64_t(b.mr ? b.mr->lkey : 0) | uint64_t(b.mw_access_flags) << 32;
+  w.sg_list = nullptr;
+  w.num_sge = 0;
+}
+
+// ibv_bind_mw (libibverbs checked the type, the MR's PD and an MR for a range): a BIND_MW work
+// request with the next key (ibv_inc_rkey), as rdma-core's providers post it; the window's
+// rkey is that key once it is posted.
+int op_bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* mb) {
+  E::SendWr w;
+  bind_wr(w, mw, ibv_inc_rkey(mw->rkey), mb->bind_info);
+  w.wr_id = mb->wr_id;
+  w.send_flags = mb->send_flags;
+  Runtime& r = rt();
+  Guard g;
+  if (r.registry.device_lost) return EIO;
+  post_begin(r);
+  const int rc = r.engine->post_send(uqp(qp)->e, w);
+  posted(r, rc == 0);
+  if (rc == 0) mw->rkey = w.rkey;
+  return rc;
+}
+
+}  // namespace uroce::shim
+
+extern "C" {
+
 // dma-buf memory (device memory exported by a GPU driver) cannot be reached by a user-space engine.
 SHIM_EXPORT ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t length, uint64_t iova, int fd, int access) {
   if (!mine(pd->context)) return REAL(ibv_reg_dmabuf_mr)(pd, offset, length, iova, fd, access);

@@ -142,9 +142,14 @@ void wr_set_ud_addr(ibv_qp_ex* x, ibv_ah* ah, uint32_t remote_qpn, uint32_t remo
   w->remote_qkey = remote_qkey;
 }
 void wr_unsupported_xrc(ibv_qp_ex* x, uint32_t) { from_ex(x)->batch_err = EOPNOTSUPP; }
-void wr_unsupported_inv(ibv_qp_ex* x, uint32_t) { from_ex(x)->batch_err = EOPNOTSUPP; }
-void wr_unsupported_bind(ibv_qp_ex* x, ibv_mw*, uint32_t, const ibv_mw_bind_info*) {
-  from_ex(x)->batch_err = EOPNOTSUPP;
+void wr_local_inv(ibv_qp_ex* x, uint32_t rkey) { wr_new(x, E::WrOpcode::LocalInv).invalidate_rkey = rkey; }
+void wr_bind_mw(ibv_qp_ex* x, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* b) {
+  E::SendWr& w = wr_new(x, E::WrOpcode::BindMw);
+  const uint64_t id = w.wr_id;
+  const uint32_t flags = w.send_flags;
+  bind_wr(w, mw, rkey, *b);
+  w.wr_id = id;
+  w.send_flags = flags;
 }
 void wr_unsupported_tso(ibv_qp_ex* x, void*, uint16_t, uint16_t) { from_ex(x)->batch_err = EOPNOTSUPP; }
 
@@ -156,7 +161,7 @@ const uint64_t kSupportedSendOps =
     IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
     IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
     IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_ATOMIC_WRITE |
-    ext::kQpExWithFlush;
+    ext::kQpExWithFlush | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV;
 
 void install_wr_ops(UQp* u) {
   ibv_qp_ex& x = u->qpx;
@@ -177,8 +182,8 @@ void install_wr_ops(UQp* u) {
   x.wr_abort = wr_abort;
   x.wr_set_ud_addr = wr_set_ud_addr;
   x.wr_set_xrc_srqn = wr_unsupported_xrc;
-  x.wr_local_inv = wr_unsupported_inv;
-  x.wr_bind_mw = wr_unsupported_bind;
+  x.wr_local_inv = wr_local_inv;
+  x.wr_bind_mw = wr_bind_mw;
   x.wr_send_tso = wr_unsupported_tso;
   x.wr_atomic_write = wr_atomic_write;
   u->wr_flush = wr_flush;

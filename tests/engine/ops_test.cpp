@@ -38,7 +38,13 @@ TEST_P(OpsTest, BytesLandAndCompletionsAreExact) {
   PairOptions o;
   o.mtu = mtu;
   o.mem = (1 << 20) + 64;
+  o.access |= kMwBind;
   Pair pr(o);
+  // SEND with Invalidate names a memory window of B's that B's QP bound.
+  const uint32_t window = opc == WrOpcode::SendWithInv ? bound_window(pr, 1) : 0;
+  if (opc == WrOpcode::SendWithInv) {
+    ASSERT_NE(window, 0u);
+  }
   const uint32_t len = size_of(sk, mtu_bytes(mtu));
   const bool read = opc == WrOpcode::RdmaRead;
   Endpoint& src = read ? pr.b : pr.a;  // where the bytes come from
@@ -56,7 +62,7 @@ TEST_P(OpsTest, BytesLandAndCompletionsAreExact) {
   Sge s{pr.a.addr(), len, pr.a.mr->lkey};
   SendWr wr = signaled_wr(0xA11CE, &s, opc);
   wr.imm_data = 0xC0DE0001;
-  wr.invalidate_rkey = 0x1234;
+  wr.invalidate_rkey = window;
   wr.remote_addr = pr.b.addr();
   wr.rkey = pr.b.mr->rkey;
   ASSERT_EQ(pr.a.dev->post_send(pr.a.qp, wr), 0);
@@ -88,7 +94,8 @@ TEST_P(OpsTest, BytesLandAndCompletionsAreExact) {
     }
     EXPECT_EQ(bool(rwc.wc_flags & kWcWithInv), opc == WrOpcode::SendWithInv);
     if (opc == WrOpcode::SendWithInv) {
-      EXPECT_EQ(rwc.invalidated_rkey, 0x1234u);
+      EXPECT_EQ(rwc.invalidated_rkey, window);
+      EXPECT_EQ(pr.b.mr->windows, 0u) << "the window is invalidated";
     }
   } else {
     Wc none;

@@ -796,6 +796,7 @@ class SrResponder : public Responder {
   void SetUp() override {
     PairOptions o;
     o.mtu = Mtu::M256;
+    o.access |= kMwBind;  // a window for the SEND with Invalidate (SrSend)
     o.config_b = [](Device::Config& c) { c.selective_repeat = true; };
     pr = std::make_unique<Pair>(o);
     pr->wire.b().tap = [this](const uint8_t* d, uint32_t n) { out.frames.emplace_back(d, d + n); };
@@ -887,6 +888,8 @@ class SrSend : public SrResponder {
 
 TEST_F(SrSend, HeldSendsReachTheirReceiveBuffersInOrder) {
   EXPECT_TRUE(pr->b.qp->rx.send_store.empty()) << "no reorder store before a SEND is kept (issue 30)";
+  const uint32_t window = bound_window(*pr, 1);  // what the SEND with Invalidate invalidates
+  ASSERT_NE(window, 0u);
   std::memset(pr->b.buf(), 0, 16384);
   recv_at(1, 0, 1024);
   recv_at(2, 4096, 64);
@@ -899,7 +902,7 @@ TEST_F(SrSend, HeldSendsReachTheirReceiveBuffersInOrder) {
   imm.imm = 0x5566;
   inject(imm);
   proto::Packet inv = send(op::kSendOnlyInv, 4, 2000, 20);
-  inv.ieth_rkey = 0xABCD;
+  inv.ieth_rkey = window;
   inv.ack_req = true;
   inject(inv);
   ASSERT_EQ(out.frames.size(), 1u) << "one NAK for the gap, nothing for the packets after it";
@@ -942,7 +945,8 @@ TEST_F(SrSend, HeldSendsReachTheirReceiveBuffersInOrder) {
   EXPECT_EQ(wcs[2].wr_id, 3u);
   EXPECT_EQ(wcs[2].byte_len, 20u);
   EXPECT_EQ(wcs[2].wc_flags, kWcWithInv);
-  EXPECT_EQ(wcs[2].invalidated_rkey, 0xABCDu);
+  EXPECT_EQ(wcs[2].invalidated_rkey, window);
+  EXPECT_EQ(pr->b.mr->windows, 0u) << "invalidated when its message was delivered";
   // Reset gives the store back.
   QpAttr a;
   a.qp_state = QpState::Reset;
@@ -1073,6 +1077,7 @@ class Selective : public ::testing::Test {
   void make(bool sr_a, bool sr_b) {
     PairOptions o;
     o.mtu = Mtu::M256;
+    o.access |= kMwBind;  // three_sends' SEND with Invalidate names a window of B's
     o.config_a = [sr_a](Device::Config& c) { c.selective_repeat = sr_a; };
     o.config_b = [sr_b](Device::Config& c) { c.selective_repeat = sr_b; };
     pr = std::make_unique<Pair>(o);
@@ -1153,12 +1158,14 @@ class Selective : public ::testing::Test {
       RecvWr rw{10 + i, &r, 1};
       ASSERT_EQ(pr->b.dev->post_recv(pr->b.qp, rw), 0);
     }
+    const uint32_t window = bound_window(*pr, 1);
+    ASSERT_NE(window, 0u);
     static constexpr WrOpcode kOps[] = {WrOpcode::SendWithImm, WrOpcode::Send, WrOpcode::SendWithInv};
     for (uint64_t i = 0; i < 3; ++i) {
       Sge s{pr->a.addr() + i * 2048, 2048, pr->a.mr->lkey};
       SendWr w = wr_to(pr->b, i + 1, kOps[i], &s);
       w.imm_data = 0x100 + uint32_t(i);
-      w.invalidate_rkey = 0x200 + uint32_t(i);
+      w.invalidate_rkey = window;
       ASSERT_EQ(pr->a.dev->post_send(pr->a.qp, w), 0);
     }
     a_completes_three();
@@ -1173,7 +1180,7 @@ class Selective : public ::testing::Test {
         EXPECT_EQ(wc.imm_data, 0x100u);
       }
       if (i == 2) {
-        EXPECT_EQ(wc.invalidated_rkey, 0x202u);
+        EXPECT_EQ(wc.invalidated_rkey, window);
       }
       EXPECT_EQ(std::memcmp(pr->b.buf() + i * 4096, pr->a.buf() + i * 2048, 2048), 0) << "message " << i;
     }

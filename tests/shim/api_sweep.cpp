@@ -357,10 +357,17 @@ int main() {
     ibv_device_attr_ex x;
     std::memset(&x, 0xA5, sizeof x);
     int rx = ibv_query_device_ex(ctx, nullptr, &x);
+    // The 32-bit flags again in the 64-bit field, with IBA 1.5's above them (rdma-core 45's
+    // IB_UVERBS_DEVICE_FLUSH_GLOBAL, _FLUSH_PERSISTENT, _ATOMIC_WRITE: bits 38, 39, 40), and memory
+    // windows of type 1 and 2B.
+    const uint64_t iba15 = 7ULL << 38;
     check(rx == 0 && x.phys_port_cnt_ex == 1 && x.orig_attr.phys_port_cnt == 1 &&
-              x.device_cap_flags_ex == x.orig_attr.device_cap_flags,
-          "ibv_query_device_ex: %d, phys_port_cnt_ex %u, device_cap_flags_ex 0x%lx (0x%x)", rx, x.phys_port_cnt_ex,
-          (unsigned long)x.device_cap_flags_ex, x.orig_attr.device_cap_flags);
+              (x.device_cap_flags_ex & 0xFFFFFFFFULL) == x.orig_attr.device_cap_flags &&
+              (x.device_cap_flags_ex & ~0xFFFFFFFFULL) == iba15 &&
+              (x.orig_attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW) &&
+              (x.orig_attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) && x.orig_attr.max_mw > 0,
+          "ibv_query_device_ex: %d, phys_port_cnt_ex %u, device_cap_flags_ex 0x%lx (0x%x), max_mw %d", rx,
+          x.phys_port_cnt_ex, (unsigned long)x.device_cap_flags_ex, x.orig_attr.device_cap_flags, x.orig_attr.max_mw);
     // Completion timestamps: a 64-bit 1 GHz device clock, read by ibv_query_rt_values_ex (inline,
     // through the context's ops) as a ConnectX's provider gives it (ticks in tv_nsec), and a
     // CQ made with both timestamp flags.
@@ -467,6 +474,16 @@ int main() {
           "ibv_rereg_mr CHANGE_TRANSLATION: %d", r2);
     int r3 = FN(ibv_rereg_mr)(mr2, 1 << 7, nullptr, nullptr, 0, 0);
     check(r3 == IBV_REREG_MR_ERR_INPUT, "ibv_rereg_mr with an unknown flag: IBV_REREG_MR_ERR_INPUT (%d)", r3);
+    // Memory windows (inline in verbs.h, through the context's ops): both types allocated with
+    // keys of their own, a third type refused, both freed.
+    ibv_mw* w1 = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
+    ibv_mw* w2 = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+    check(w1 && w2 && w1->type == IBV_MW_TYPE_1 && w2->type == IBV_MW_TYPE_2 && w1->rkey != w2->rkey &&
+              w1->rkey != mr2->rkey && w1->pd == pd,
+          "ibv_alloc_mw: type 1 and type 2 windows");
+    errno = 0;
+    check(!ibv_alloc_mw(pd, ibv_mw_type(3)) && errno == EINVAL, "ibv_alloc_mw of type 3: NULL, EINVAL (%d)", errno);
+    check(w1 && w2 && ibv_dealloc_mw(w1) == 0 && ibv_dealloc_mw(w2) == 0, "ibv_dealloc_mw: 0");
     return num(r);
   });
   call("ibv_reg_dmabuf_mr", [&] { return ptr(FN(ibv_reg_dmabuf_mr)(pd, 0, 4096, 0, -1, IBV_ACCESS_LOCAL_WRITE)); });

@@ -354,8 +354,9 @@ def sc_cxx():
     st, ct = sf.read(), cf.read()
     log("---- client\n" + ct[-4000:] + "\n---- server\n" + st[-4000:])
     ok = crc == 0 and src == 0
-    check(ok, "shim_data_test")
-    record({"tool": "shim_data_test", "options": "", "link": "veth", "ok": ok, "client_rc": crc, "server_rc": src,
+    name = os.path.basename(exe)  # shim_data_test, mw_pingpong
+    check(ok, name)
+    record({"tool": name, "options": "", "link": "veth", "ok": ok, "client_rc": crc, "server_rc": src,
             "result": [l for l in ct.splitlines() if l.startswith("PASS") or "verified" in l]})
 
 

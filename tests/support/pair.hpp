@@ -273,6 +273,28 @@ inline proto::Packet forge(const Endpoint& from, const Endpoint& to, uint8_t opc
   return p;
 }
 
+// A type 2 memory window on `side`'s PD, bound by its QP over [off, off + len) of its buffer
+// with remote read and write (the MR needs kMwBind: PairOptions::access), for a peer's SEND with
+// Invalidate or its RDMA through the window. Its R_Key, or 0 if the bind failed.
+inline uint32_t bound_window(ConnectedPair& pr, int side, uint64_t off = 0, uint64_t len = 4096) {
+  Endpoint& e = pr.end(side);
+  Mw* mw = e.dev->alloc_mw(e.pd, 2);
+  if (!mw) return 0;
+  SendWr w;
+  w.wr_id = 0xB1D;
+  w.opcode = WrOpcode::BindMw;
+  w.send_flags = kSendSignaled;
+  w.invalidate_rkey = mw->rkey;
+  w.rkey = (mw->rkey & ~0xFFu) | ((mw->rkey + 1) & 0xFF);
+  w.remote_addr = e.addr() + off;
+  w.compare_add = len;
+  w.swap = uint64_t(e.mr->lkey) | uint64_t(kRemoteRead | kRemoteWrite) << 32;
+  if (e.dev->post_send(e.qp, w)) return 0;
+  Wc wc;
+  if (!pr.next_wc(e.scq, wc) || wc.status != WcStatus::Success || wc.wr_id != 0xB1D) return 0;
+  return mw->rkey;
+}
+
 // A signaled work request of `op` (a SEND unless named) from the one SGE `sge`.
 inline SendWr signaled_wr(uint64_t id, const Sge* sge, WrOpcode op = WrOpcode::Send) {
   SendWr wr;
