@@ -68,15 +68,21 @@ struct Side {
     ibv_send_wr* bad = nullptr;
     if (int rc = ibv_post_send(qp, &wr, &bad)) fail("%s: ibv_post_send %s", what, std::strerror(rc));
   }
-  // One RDMA WRITE or READ of kWinLen bytes at local offset `loff`, through `rkey` at `raddr`.
-  ibv_wc rdma(ibv_wr_opcode op, size_t loff, uint64_t raddr, uint32_t rkey, const char* what) {
-    ibv_sge s{reinterpret_cast<uintptr_t>(buf + loff), uint32_t(kWinLen), mr->lkey};
+  // A signaled work request of `op` from `len` bytes at local offset `loff` (`sge` holds them).
+  ibv_send_wr signaled(ibv_wr_opcode op, ibv_sge& sge, size_t loff, size_t len, uint64_t id) {
+    sge = {reinterpret_cast<uintptr_t>(buf + loff), uint32_t(len), mr->lkey};
     ibv_send_wr wr{};
-    wr.wr_id = 7;
+    wr.wr_id = id;
     wr.opcode = op;
     wr.send_flags = IBV_SEND_SIGNALED;
-    wr.sg_list = &s;
+    wr.sg_list = &sge;
     wr.num_sge = 1;
+    return wr;
+  }
+  // One RDMA WRITE or READ of kWinLen bytes at local offset `loff`, through `rkey` at `raddr`.
+  ibv_wc rdma(ibv_wr_opcode op, size_t loff, uint64_t raddr, uint32_t rkey, const char* what) {
+    ibv_sge s;
+    ibv_send_wr wr = signaled(op, s, loff, kWinLen, 7);
     wr.wr.rdma.remote_addr = raddr;
     wr.wr.rdma.rkey = rkey;
     post(wr, what);
@@ -120,21 +126,10 @@ void connect_qp(Side& s, const Info& peer, uint32_t my_psn) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string peer;
-  int port = 18620;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--port") && i + 1 < argc) port = std::atoi(argv[++i]);
-    else peer = argv[i];
-  }
-  const bool server = peer.empty();
-  setvbuf(stdout, nullptr, _IOLBF, 0);
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (!list || n == 0) fail("no device (run under scripts/uroce-run)");
+  const shim_test::Args args = shim_test::parse_args(argc, argv, 18620);
+  const bool server = args.server();
   Side s;
-  s.ctx = ibv_open_device(list[0]);
-  if (!s.ctx) fail("ibv_open_device");
-  ibv_free_device_list(list);
+  s.ctx = shim_test::open_first_device();
   ibv_device_attr da{};
   if (ibv_query_device(s.ctx, &da)) fail("ibv_query_device");
   if (!(da.device_cap_flags & IBV_DEVICE_MEM_WINDOW) || !(da.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) ||
@@ -154,7 +149,7 @@ int main(int argc, char** argv) {
   s.qp = s.pd && s.mr && s.cq ? ibv_create_qp(s.pd, &ia) : nullptr;
   if (!s.qp) fail("pd/mr/cq/qp: %s", std::strerror(errno));
 
-  const int fd = shim_test::tcp_connect(port, server ? std::string() : peer);
+  const int fd = shim_test::tcp_connect(args.port, args.peer);
   Info mine{}, theirs{};
   mine.qpn = s.qp->qp_num;
   mine.psn = server ? 0x111111 : 0x222222;
@@ -243,13 +238,8 @@ int main(int argc, char** argv) {
       if (s.buf[8192 + i] != pattern(kWin1 + i)) fail("READ byte %zu is 0x%02x", i, s.buf[8192 + i]);
     std::printf("verified READ through the type 1 window: %zu bytes\n", kWinLen);
     xfer(fd, &sync, 1, true);
-    ibv_sge ss{reinterpret_cast<uintptr_t>(s.buf), 64, s.mr->lkey};
-    ibv_send_wr sw{};
-    sw.wr_id = 8;
-    sw.opcode = IBV_WR_SEND_WITH_INV;
-    sw.send_flags = IBV_SEND_SIGNALED;
-    sw.sg_list = &ss;
-    sw.num_sge = 1;
+    ibv_sge ss;
+    ibv_send_wr sw = s.signaled(IBV_WR_SEND_WITH_INV, ss, 0, 64, 8);
     sw.invalidate_rkey = theirs.rkey2;
     s.post(sw, "SEND with Invalidate");
     s.wait_ok("SEND with Invalidate", IBV_WC_SEND);

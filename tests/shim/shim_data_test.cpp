@@ -207,23 +207,12 @@ void loopback(Ctx& c, ibv_mtu mtu) {
 }
 
 int main(int argc, char** argv) {
-  std::string peer;
-  int port = 18600;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--port") && i + 1 < argc) port = std::atoi(argv[++i]);
-    else peer = argv[i];
-  }
-  const bool server = peer.empty();
-  setvbuf(stdout, nullptr, _IOLBF, 0);
-
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (!list || n == 0) fail("no device (run under scripts/uroce-run)");
+  const shim_test::Args args = shim_test::parse_args(argc, argv, 18600);
+  const std::string& peer = args.peer;
+  const int port = args.port;
+  const bool server = args.server();
   Ctx c;
-  c.ctx = ibv_open_device(list[0]);
-  if (!c.ctx) fail("ibv_open_device: %s", std::strerror(errno));
-  std::printf("device %s\n", ibv_get_device_name(list[0]));
-  ibv_free_device_list(list);
+  c.ctx = shim_test::open_first_device();
   ibv_port_attr pa{};
   if (ibv_query_port(c.ctx, 1, &pa)) fail("ibv_query_port");
   if (pa.link_layer != IBV_LINK_LAYER_ETHERNET || pa.state != IBV_PORT_ACTIVE) fail("port attributes");

@@ -1,7 +1,9 @@
-// What the two-process test programs of the shim (shim_data_test.cpp, soak.cpp) share: failing
-// with one line, and the TCP connection over which the two sides swap QP numbers and keys.
+// What the two-process test programs of the shim (shim_data_test.cpp, soak.cpp, mw_pingpong.cpp)
+// share: their command line, the device they open, failing with one line, and the TCP
+// connection over which the two sides swap QP numbers and keys.
 #pragma once
 #include <arpa/inet.h>
+#include <infiniband/verbs.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -9,6 +11,7 @@
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -25,6 +28,36 @@ inline void fail(const char* fmt, ...) {
   va_end(ap);
   std::fflush(stdout);
   _exit(1);
+}
+
+// "[--port N] [SERVER_IP]": the server is the side without an address. Also makes stdout line
+// buffered (the test driver reads both sides' output as they go).
+struct Args {
+  std::string peer;
+  int port = 0;
+  bool server() const { return peer.empty(); }
+};
+inline Args parse_args(int argc, char** argv, int default_port) {
+  Args a;
+  a.port = default_port;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--port") && i + 1 < argc) a.port = std::atoi(argv[++i]);
+    else a.peer = argv[i];
+  }
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  return a;
+}
+
+// The first device, opened: uroce's under scripts/uroce-run.
+inline ibv_context* open_first_device() {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (!list || n == 0) fail("no device (run under scripts/uroce-run)");
+  ibv_context* ctx = ibv_open_device(list[0]);
+  if (!ctx) fail("ibv_open_device: %s", std::strerror(errno));
+  std::printf("device %s\n", ibv_get_device_name(list[0]));
+  ibv_free_device_list(list);
+  return ctx;
 }
 
 // Sends or receives exactly n bytes.
