@@ -56,10 +56,11 @@ class Windows : public ::testing::Test {
     }
     return wc.status;
   }
-  // A's WRITE of `len` bytes to B's buffer at `off` with `rkey`; its completion status.
-  WcStatus write(uint32_t rkey, uint64_t off, uint32_t len, uint64_t id = 1) {
-    Sge s{pr->a.addr(), len, pr->a.mr->lkey};
-    SendWr w = signaled_wr(id, &s, WrOpcode::RdmaWrite);
+  // A's WRITE of `len` bytes (from its buffer) or READ (into its buffer at 8192) of B's buffer at
+  // `off` with `rkey`; its completion status.
+  WcStatus rdma(WrOpcode op, uint32_t rkey, uint64_t off, uint32_t len) {
+    Sge s{pr->a.addr() + (op == WrOpcode::RdmaRead ? 8192 : 0), len, pr->a.mr->lkey};
+    SendWr w = signaled_wr(1, &s, op);
     w.remote_addr = pr->b.addr() + off;
     w.rkey = rkey;
     EXPECT_EQ(pr->a.dev->post_send(pr->a.qp, w), 0);
@@ -67,16 +68,8 @@ class Windows : public ::testing::Test {
     EXPECT_TRUE(pr->next_wc(pr->a.scq, wc));
     return wc.status;
   }
-  WcStatus read(uint32_t rkey, uint64_t off, uint32_t len) {
-    Sge s{pr->a.addr() + 8192, len, pr->a.mr->lkey};
-    SendWr w = signaled_wr(2, &s, WrOpcode::RdmaRead);
-    w.remote_addr = pr->b.addr() + off;
-    w.rkey = rkey;
-    EXPECT_EQ(pr->a.dev->post_send(pr->a.qp, w), 0);
-    Wc wc;
-    EXPECT_TRUE(pr->next_wc(pr->a.scq, wc));
-    return wc.status;
-  }
+  WcStatus write(uint32_t rkey, uint64_t off, uint32_t len) { return rdma(WrOpcode::RdmaWrite, rkey, off, len); }
+  WcStatus read(uint32_t rkey, uint64_t off, uint32_t len) { return rdma(WrOpcode::RdmaRead, rkey, off, len); }
   // A SEND with Invalidate of `rkey` into a receive posted on B; A's status, B's completion.
   WcStatus send_inv(uint32_t rkey, Wc& rwc) {
     Sge r{pr->b.addr() + 32768, 256, pr->b.mr->lkey};

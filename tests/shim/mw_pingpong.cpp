@@ -96,31 +96,7 @@ void connect_qp(Side& s, const Info& peer, uint32_t my_psn) {
   a.port_num = 1;
   a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
   if (ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) fail("INIT");
-  a = {};
-  a.qp_state = IBV_QPS_RTR;
-  a.path_mtu = IBV_MTU_1024;
-  a.dest_qp_num = peer.qpn;
-  a.rq_psn = peer.psn;
-  a.max_dest_rd_atomic = 4;
-  a.min_rnr_timer = 12;
-  a.ah_attr.is_global = 1;
-  std::memcpy(a.ah_attr.grh.dgid.raw, peer.gid, 16);
-  a.ah_attr.grh.sgid_index = kGidIndex;
-  a.ah_attr.grh.hop_limit = 64;
-  a.ah_attr.port_num = 1;
-  if (int rc = ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                         IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-    fail("RTR: %s", std::strerror(rc));
-  a = {};
-  a.qp_state = IBV_QPS_RTS;
-  a.sq_psn = my_psn;
-  a.timeout = 14;
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.max_rd_atomic = 4;
-  if (ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                  IBV_QP_MAX_QP_RD_ATOMIC))
-    fail("RTS");
+  shim_test::to_rts(s.qp, IBV_MTU_1024, peer.qpn, peer.psn, peer.gid, kGidIndex, my_psn, 4);
 }
 
 }  // namespace

@@ -288,31 +288,7 @@ int main(int argc, char** argv) {
       if (ibv_post_recv(c.qp, &r, &bad)) fail("ibv_post_recv");
     }
   }
-  at = {};
-  at.qp_state = IBV_QPS_RTR;
-  at.path_mtu = pa.active_mtu;
-  at.dest_qp_num = theirs.qpn;
-  at.rq_psn = theirs.psn;
-  at.max_dest_rd_atomic = 16;
-  at.min_rnr_timer = 12;
-  at.ah_attr.is_global = 1;
-  std::memcpy(at.ah_attr.grh.dgid.raw, theirs.gid, 16);
-  at.ah_attr.grh.sgid_index = kGidIndex;
-  at.ah_attr.grh.hop_limit = 64;
-  at.ah_attr.port_num = 1;
-  int rc = ibv_modify_qp(c.qp, &at, kRtrMask);
-  if (rc) fail("RTR: %s", std::strerror(rc));
-  at = {};
-  at.qp_state = IBV_QPS_RTS;
-  at.sq_psn = mine.psn;
-  at.timeout = 14;
-  at.retry_cnt = 7;
-  at.rnr_retry = 7;
-  at.max_rd_atomic = 16;
-  if (ibv_modify_qp(c.qp, &at,
-                    IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                        IBV_QP_MAX_QP_RD_ATOMIC))
-    fail("RTS");
+  shim_test::to_rts(c.qp, pa.active_mtu, theirs.qpn, theirs.psn, theirs.gid, kGidIndex, mine.psn, 16);
   ibv_qp_attr qa{};
   ibv_qp_init_attr qia{};
   if (ibv_query_qp(c.qp, &qa, IBV_QP_STATE, &qia) || qa.qp_state != IBV_QPS_RTS || qa.dest_qp_num != theirs.qpn)

@@ -60,6 +60,38 @@ inline ibv_context* open_first_device() {
   return ctx;
 }
 
+// An RC QP in INIT to RTR and RTS towards the peer's QP `dest_qpn` at GID `dgid` (from our
+// GID `sgid_index`): it expects PSN `rq_psn`, sends from `sq_psn`, `rd_atomic` READs and atomics
+// each way.
+inline void to_rts(ibv_qp* qp, ibv_mtu mtu, uint32_t dest_qpn, uint32_t rq_psn, const uint8_t* dgid, int sgid_index,
+                   uint32_t sq_psn, uint8_t rd_atomic) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = mtu;
+  a.dest_qp_num = dest_qpn;
+  a.rq_psn = rq_psn;
+  a.max_dest_rd_atomic = rd_atomic;
+  a.min_rnr_timer = 12;
+  a.ah_attr.is_global = 1;
+  std::memcpy(a.ah_attr.grh.dgid.raw, dgid, 16);
+  a.ah_attr.grh.sgid_index = uint8_t(sgid_index);
+  a.ah_attr.grh.hop_limit = 64;
+  a.ah_attr.port_num = 1;
+  if (int rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+    fail("RTR: %s", std::strerror(rc));
+  a = {};
+  a.qp_state = IBV_QPS_RTS;
+  a.sq_psn = sq_psn;
+  a.timeout = 14;
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  a.max_rd_atomic = rd_atomic;
+  if (int rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                       IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
+    fail("RTS: %s", std::strerror(rc));
+}
+
 // Sends or receives exactly n bytes.
 inline void xfer(int fd, void* p, size_t n, bool send) {
   auto* c = static_cast<char*>(p);
