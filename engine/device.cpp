@@ -125,6 +125,12 @@ Pd* Device::alloc_pd() {
   return pds_.back().get();
 }
 
+Pd* Device::pd_by_handle(uint32_t handle) const {
+  for (const auto& p : pds_)
+    if (p->handle == handle) return p.get();
+  return nullptr;
+}
+
 int Device::dealloc_pd(Pd* pd) {
   if (mrs_.uses_pd(pd)) return EBUSY;
   for (auto& a : ahs_)

@@ -96,6 +96,7 @@ class Device {
   const Config& config() const { return cfg_; }
 
   Pd* alloc_pd();
+  Pd* pd_by_handle(uint32_t handle) const;  // ibv_import_pd; nullptr if there is none
   int dealloc_pd(Pd* pd);              // EBUSY while MRs, QPs or SRQs use it
   Mr* reg_mr(Pd* pd, void* addr, uint64_t length, uint32_t access);
   Mr* reg_mr_iova(Pd* pd, void* addr, uint64_t length, uint64_t iova, uint32_t access);

@@ -3,6 +3,8 @@
 // async.cpp.
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -115,14 +117,20 @@ SHIM_EXPORT __be64 ibv_get_device_guid(ibv_device* dev) {
 }
 
 // ---- Open and close ----------------------------------------------------------------------------
-SHIM_EXPORT ibv_context* ibv_open_device(ibv_device* dev) {
-  if (!mine_dev(dev)) return REAL(ibv_open_device)(dev);
+namespace {
+
+// A context of uroce's device. Its command fd is a memfd of its own (the kernel's is a file of
+// /dev/infiniband): the file a dup() or a process that receives it refers to, which
+// ibv_import_device recognizes (same device and inode). `cmd_fd` >= 0: the imported one, which
+// the context now owns.
+ibv_context* open_context(ibv_device* dev, int cmd_fd) {
   if (!start_runtime()) {
     errno = ENODEV;
     return nullptr;
   }
   const int afd = new_async_fd();
   if (afd < 0) return nullptr;
+  if (cmd_fd < 0) cmd_fd = memfd_create("uroce-context", MFD_CLOEXEC);
   auto* u = new UContext{};
   verbs_context& v = u->vctx;
   ibv_context& c = v.context;
@@ -135,7 +143,7 @@ SHIM_EXPORT ibv_context* ibv_open_device(ibv_device* dev) {
   c.ops.alloc_mw = op_alloc_mw;
   c.ops.dealloc_mw = op_dealloc_mw;
   c.ops.bind_mw = op_bind_mw;
-  c.cmd_fd = -1;
+  c.cmd_fd = cmd_fd;
   c.async_fd = afd;   // pollable; async.cpp
   c.num_comp_vectors = 1;
   pthread_mutex_init(&c.mutex, nullptr);
@@ -150,10 +158,40 @@ SHIM_EXPORT ibv_context* ibv_open_device(ibv_device* dev) {
   return &c;
 }
 
+// Is `fd` the command fd of one of our contexts (or a dup of one, or one passed from a process
+// of this device)? Compared by the file it refers to.
+bool our_cmd_fd(int fd) {
+  struct stat want;
+  if (fd < 0 || fstat(fd, &want) != 0) return false;
+  Guard g;
+  for (UContext* c : rt().registry.contexts) {
+    struct stat st;
+    const int cfd = c->vctx.context.cmd_fd;
+    if (cfd >= 0 && fstat(cfd, &st) == 0 && st.st_dev == want.st_dev && st.st_ino == want.st_ino) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+SHIM_EXPORT ibv_context* ibv_open_device(ibv_device* dev) {
+  if (!mine_dev(dev)) return REAL(ibv_open_device)(dev);
+  return open_context(dev, -1);
+}
+
+// Another context on the device a command fd belongs to (rdma-core's import: the context takes
+// the fd and closes it with itself). Across processes once the device is the host's (issue 29);
+// today the fd must come from a context of this process (a dup of its cmd_fd).
+SHIM_EXPORT ibv_context* ibv_import_device(int cmd_fd) {
+  if (!rt().started || !our_cmd_fd(cmd_fd)) return REAL(ibv_import_device)(cmd_fd);
+  return open_context(&rt().identity.dev, cmd_fd);
+}
+
 SHIM_EXPORT int ibv_close_device(ibv_context* ctx) {
   if (!mine(ctx)) return REAL(ibv_close_device)(ctx);
   with_token([ctx] { async_close(uctx(ctx)); });
   if (ctx->async_fd >= 0) close(ctx->async_fd);
+  if (ctx->cmd_fd >= 0) close(ctx->cmd_fd);
   pthread_mutex_destroy(&ctx->mutex);
   delete uctx(ctx);
   return 0;

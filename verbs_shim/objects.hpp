@@ -29,10 +29,12 @@ struct UContext {
 struct UPd {
   ibv_pd pd;
   engine::Pd* e;
+  bool imported = false;  // by ibv_import_pd: ibv_unimport_pd frees this wrapper only
 };
 struct UMr {
   ibv_mr mr;
   engine::Mr* e;
+  bool imported = false;  // by ibv_import_mr
 };
 struct UMw {
   ibv_mw mw;

@@ -191,26 +191,58 @@ SHIM_EXPORT ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t offset, size_t length
   return nullptr;
 }
 
-// Importing objects shares them between processes through the kernel (a command fd); uroce's
-// objects live in one process: nothing can be imported, and none of ours was imported.
+// Importing: another object for a PD or MR that exists (by its handle), as rdma-core's providers
+// make one for an object the kernel holds. The device's objects live in this process until it
+// is the host's (issue 29), so an import names an object of this process (a context imported
+// with ibv_import_device from a dup of the first one's cmd_fd, a library sharing its caller's
+// PD). ibv_unimport_* frees the imported object only; ibv_dealloc_pd / ibv_dereg_mr on it
+// destroys the object itself, as with rdma-core.
 SHIM_EXPORT ibv_pd* ibv_import_pd(ibv_context* ctx, uint32_t handle) {
   if (!mine(ctx)) return REAL(ibv_import_pd)(ctx, handle);
-  errno = EOPNOTSUPP;
-  return nullptr;
+  E::Pd* p = with_token([handle] { return rt().engine->pd_by_handle(handle); });
+  if (!p) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* u = new UPd{};
+  u->pd.context = ctx;
+  u->pd.handle = p->handle;
+  u->e = p;
+  u->imported = true;
+  return &u->pd;
 }
 
 SHIM_EXPORT void ibv_unimport_pd(ibv_pd* pd) {
   if (!mine(pd->context)) return REAL(ibv_unimport_pd)(pd);
+  if (upd(pd)->imported) delete upd(pd);
 }
 
 SHIM_EXPORT ibv_mr* ibv_import_mr(ibv_pd* pd, uint32_t handle) {
   if (!mine(pd->context)) return REAL(ibv_import_mr)(pd, handle);
-  errno = EOPNOTSUPP;
-  return nullptr;
+  E::Mr* m = with_token([pd, handle]() -> E::Mr* {
+    E::Mr* x = rt().engine->mrs().mr_by_lkey(handle);  // an MR's handle is its lkey
+    return x && x->pd == upd(pd)->e ? x : nullptr;
+  });
+  if (!m) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  auto* u = new UMr{};
+  u->mr.context = pd->context;
+  u->mr.pd = pd;
+  u->mr.addr = m->host;
+  u->mr.length = m->length;
+  u->mr.handle = m->lkey;
+  u->mr.lkey = m->lkey;
+  u->mr.rkey = m->rkey;
+  u->e = m;
+  u->imported = true;
+  return &u->mr;
 }
 
 SHIM_EXPORT void ibv_unimport_mr(ibv_mr* mr) {
   if (!mine(mr->context)) return REAL(ibv_unimport_mr)(mr);
+  if (umr(mr)->imported) delete umr(mr);
 }
 
 // ---- AH -------------------------------------------------------------------------------------------

@@ -487,8 +487,32 @@ int main() {
     return num(r);
   });
   call("ibv_reg_dmabuf_mr", [&] { return ptr(FN(ibv_reg_dmabuf_mr)(pd, 0, 4096, 0, -1, IBV_ACCESS_LOCAL_WRITE)); });
-  call("ibv_import_pd", [&] { return ptr(FN(ibv_import_pd)(ctx, pd->handle)); });
-  call("ibv_import_mr", [&] { return ptr(FN(ibv_import_mr)(pd, mr ? mr->handle : 0)); });
+  // Importing (inside the process until the device is the host's, issue 29): a context from a
+  // dup of the first one's command fd, the PD and the MR into it by their handles; a handle that
+  // names nothing is EINVAL. The imported objects are released by ibv_unimport_*, the context
+  // by ibv_close_device (which closes the fd it took).
+  ibv_context* ctx2 = nullptr;
+  ibv_pd* pd2 = nullptr;
+  ibv_mr* mr4 = nullptr;
+  call("ibv_import_pd", [&] {
+    const int fd = dup(ctx->cmd_fd);
+    ctx2 = fd >= 0 ? FN(ibv_import_device)(fd) : nullptr;
+    check(ctx->cmd_fd >= 0 && ctx2 && ctx2->device == ctx->device && ctx2->cmd_fd == fd,
+          "ibv_import_device of a dup of cmd_fd %d: a context on the same device", ctx->cmd_fd);
+    pd2 = FN(ibv_import_pd)(ctx2 ? ctx2 : ctx, pd->handle);
+    check(pd2 && pd2 != pd && pd2->handle == pd->handle, "ibv_import_pd: the PD by its handle");
+    errno = 0;
+    check(!FN(ibv_import_pd)(ctx, pd->handle + 1000) && errno == EINVAL, "ibv_import_pd of no PD: EINVAL");
+    return ptr(pd2);
+  });
+  call("ibv_import_mr", [&] {
+    mr4 = pd2 && mr ? FN(ibv_import_mr)(pd2, mr->handle) : nullptr;
+    check(mr4 && mr4->lkey == mr->lkey && mr4->rkey == mr->rkey && mr4->addr == mr->addr && mr4->length == mr->length,
+          "ibv_import_mr: the MR by its handle, with its keys and range");
+    errno = 0;
+    check(!FN(ibv_import_mr)(pd, 0) && errno == EINVAL, "ibv_import_mr of no MR: EINVAL");
+    return ptr(mr4);
+  });
   call("ibv_import_dm", [&] { return ptr(FN(ibv_import_dm)(ctx, 1)); });
   call("ibv_unimport_dm", [&] {
     // No uroce DM can exist; an application passing one with uroce's context gets a no-op.
@@ -835,11 +859,14 @@ int main() {
 
   // ---- Destroy ----
   call("ibv_unimport_mr", [&] {
-    FN(ibv_unimport_mr)(mr3);   // uroce never imports: a no-op (mr3 is deregistered below)
+    if (mr4) FN(ibv_unimport_mr)(mr4);  // the imported object only: the MR stays (deregistered below)
+    FN(ibv_unimport_mr)(mr3);           // an MR that was not imported: a no-op
     return none();
   });
   call("ibv_unimport_pd", [&] {
-    FN(ibv_unimport_pd)(pd);    // a no-op for uroce's PD
+    if (pd2) FN(ibv_unimport_pd)(pd2);
+    FN(ibv_unimport_pd)(pd);            // a no-op for a PD that was not imported
+    if (ctx2) check(ibv_close_device(ctx2) == 0, "ibv_close_device of the imported context");
     return none();
   });
   call("ibv_destroy_qp", [&] { return rc(FN(ibv_destroy_qp)(qp)); });
