@@ -21,7 +21,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -119,6 +121,26 @@ bool memory_row(uint32_t n, uint32_t depth, uint32_t inline_bytes, const char* w
 
 // ---- 2. Many QPs ---------------------------------------------------------------------------------
 
+// The longest progress() step while another thread's telemetry request is served (what a
+// `uroce-stat` command costs the data path), in seconds.
+double served_step(Device& dev, const SnapshotRequest& req, size_t* rows) {
+  std::atomic<bool> done{false};
+  Snapshot s;
+  std::thread t([&] {
+    dev.telemetry().request(req, s, 10'000);
+    done = true;
+  });
+  double longest = 0;
+  while (!done) {
+    const auto t0 = std::chrono::steady_clock::now();
+    dev.progress();
+    longest = std::max(longest, seconds_since(t0));
+  }
+  t.join();
+  *rows = s.qps.size();
+  return longest;
+}
+
 bool many_row(uint32_t n) {
   FakeWire wire(64, 9216, 1);
   auto dev = std::make_unique<Device>(wire.a(), wire.clock(), config(10, n));
@@ -147,6 +169,16 @@ bool many_row(uint32_t n) {
   t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < 1000; ++i) dev->progress();
   const double t_idle = seconds_since(t0) / 1000;
+  // uroce-stat: one page of 96 QPs from the middle of the list, and the device's counters.
+  // Five of each: the fastest and the slowest (the helper thread shares the machine's cores).
+  size_t rows = 0, no_rows = 0;
+  double page_min = 1e9, page_max = 0, stats_min = 1e9, stats_max = 0;
+  for (int i = 0; i < 5; ++i) {
+    const double a = served_step(*dev, SnapshotRequest{false, 0, 96, n / 2, false}, &rows);
+    const double b = served_step(*dev, SnapshotRequest{false, 0, 0, 0, true}, &no_rows);
+    page_min = std::min(page_min, a), page_max = std::max(page_max, a);
+    stats_min = std::min(stats_min, b), stats_max = std::max(stats_max, b);
+  }
   t0 = std::chrono::steady_clock::now();
   for (uint32_t i = 0; i < n; ++i)
     if (dev->destroy_qp(qps[i]) || dev->destroy_cq(cqs[i]))
@@ -154,6 +186,10 @@ bool many_row(uint32_t n) {
   const double t_destroy = seconds_since(t0);
   std::printf("| %u | %.2f s | %.2f s | %.1f ms | %.2f us | %.2f s | %zu | %zu |\n", n, t_create, t_connect,
               t_first * 1e3, t_idle * 1e6, t_destroy, (heap1 - heap0) / n, res1 > res0 ? (res1 - res0) / n : 0);
+  std::printf("\nTelemetry at %u QPs, the longest progress() step while a request is served (5 requests: fastest "
+              "to slowest): a page of %zu QPs (/uroce/qps,%u) %.0f to %.0f us; the device's counters (/uroce/stats, "
+              "a sum over every QP) %.1f to %.1f ms.\n",
+              n, rows, n / 2, page_min * 1e6, page_max * 1e6, stats_min * 1e3, stats_max * 1e3);
   return true;
 }
 

@@ -68,11 +68,13 @@ void SnapshotMailbox::serve(const Device& dev) {
   Snapshot& s = *out_;
   const SnapshotRequest& r = *req_;
   s = Snapshot{};
-  s.counters = dev.counters();
-  s.qp_total = uint32_t(dev.qps().size());
-  for (const auto& q : dev.qps()) {
-    if (r.one_qp ? q->qpn() != r.qpn : s.qps.size() >= r.max_qps) continue;
-    s.qps.push_back(qp_info(*q));
+  if (r.with_counters) s.counters = dev.counters();
+  const auto& qps = dev.qps();
+  s.qp_total = uint32_t(qps.size());
+  if (r.one_qp) {
+    if (const Qp* q = dev.qp_by_num(r.qpn)) s.qps.push_back(qp_info(*q));
+  } else {
+    for (size_t i = r.offset; i < qps.size() && s.qps.size() < r.max_qps; ++i) s.qps.push_back(qp_info(*qps[i]));
   }
   if (extra_) extra_(s);
   out_ = nullptr;

@@ -65,10 +65,17 @@ struct Snapshot {
 };
 
 // What a telemetry command asks for.
+// Paging (issue 30): a device of 262,144 QPs is read a page at a time, each page one short
+// visit of the polling thread (the rows from `offset` in the device's list, not a walk of
+// every QP); the device's counters, a sum over every QP, only when asked for. The list's order
+// changes when QPs are destroyed (the last one takes the freed place), so a QP created or
+// destroyed while pages are read may be missed or shown twice.
 struct SnapshotRequest {
   bool one_qp = false;              // only the QP `qpn` (qps empty if there is none)
   uint32_t qpn = 0;
   uint32_t max_qps = 0;             // rows at most (all QPs are still counted in qp_total)
+  uint32_t offset = 0;              // the first row: the QP at this position of the device's list
+  bool with_counters = true;        // the device's counters (Device::counters(): every QP's summed)
 };
 
 class SnapshotMailbox {

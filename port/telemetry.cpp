@@ -106,10 +106,19 @@ int cmd_stats(const char*, const char*, rte_tel_data* d) {
   return 0;
 }
 
-int cmd_qps(const char*, const char*, rte_tel_data* d) {
+// /uroce/qps[,OFFSET]: a page of at most kTelemetryMaxQpRows QPs of each device, from position
+// OFFSET of its QP list (uroce-stat reads them page after page: issue 30's 262,144 QPs).
+int cmd_qps(const char*, const char* params, rte_tel_data* d) {
+  uint32_t offset = 0;
+  if (params && *params) {
+    char* end = nullptr;
+    const unsigned long v = std::strtoul(params, &end, 0);
+    if (*end != '\0' || v > UINT32_MAX) return -1;
+    offset = uint32_t(v);
+  }
   std::lock_guard<std::mutex> lk(hub().m);
   unsigned busy = 0;
-  auto snaps = take(engine::SnapshotRequest{false, 0, param::kTelemetryMaxQpRows}, busy);
+  auto snaps = take(engine::SnapshotRequest{false, 0, param::kTelemetryMaxQpRows, offset, false}, busy);
   rte_tel_data_start_dict(d);
   add_identity(d);
   rte_tel_data_add_dict_string(d, "status", busy ? "busy" : "ok");
@@ -146,6 +155,7 @@ int cmd_qps(const char*, const char*, rte_tel_data* d) {
   }
   rte_tel_data_add_dict_u64(d, "qps_total", total);
   rte_tel_data_add_dict_u64(d, "qps_shown", shown);
+  rte_tel_data_add_dict_u64(d, "qps_offset", offset);
   for (int i = 0; i < kStrCols; ++i) rte_tel_data_add_dict_container(d, kStrNames[i], str[i], 0);
   for (int i = 0; i < kNumCols; ++i) rte_tel_data_add_dict_container(d, kNumNames[i], num[i], 0);
   return 0;

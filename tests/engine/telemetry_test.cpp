@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <set>
 #include <thread>
 
 #include "tests/support/harness.hpp"
@@ -64,6 +65,29 @@ TEST(Telemetry, SnapshotTakenByThePollingThread) {
   EXPECT_GE(s.counters.sent_pkts, 4u);      // 4 KiB at the default 1 KiB MTU
   EXPECT_GE(q.counters.rcvd_pkts, 1u);      // the ACK
   EXPECT_EQ(q.counters.rdma_sends, 0u);     // a WRITE is not a SEND
+}
+
+// Paging (issue 30): 1,000 QPs read 96 at a time from increasing offsets, every QP exactly
+// once; a page asked without counters has none.
+TEST(Telemetry, PagesCoverEveryQpOnce) {
+  Pair p;
+  for (int i = 0; i < 999; ++i) ASSERT_NE(p.a.dev->create_qp(p.a.init_attr(QpType::RC)), nullptr);
+  std::set<uint32_t> seen;
+  uint32_t offset = 0, pages = 0;
+  for (;;) {
+    Snapshot s;
+    ASSERT_TRUE(ask_while_polling(p, *p.a.dev, SnapshotRequest{false, 0, 96, offset, false}, s));
+    EXPECT_EQ(s.qp_total, 1000u);
+    EXPECT_EQ(s.counters.sent_pkts + s.counters.rcvd_pkts, 0u) << "no counters asked for";
+    EXPECT_LE(s.qps.size(), 96u);
+    for (const QpInfo& q : s.qps) EXPECT_TRUE(seen.insert(q.qpn).second) << "QP " << q.qpn << " twice";
+    ++pages;
+    offset += uint32_t(s.qps.size());
+    if (s.qps.empty() || offset >= s.qp_total) break;
+  }
+  EXPECT_EQ(seen.size(), 1000u);
+  EXPECT_EQ(pages, 11u);  // 10 pages of 96 and one of 40
+  EXPECT_TRUE(seen.count(p.a.qp->qpn()));
 }
 
 TEST(Telemetry, OneQpAndAnUnknownOne) {
