@@ -13,6 +13,30 @@ namespace E = uroce::engine;
 
 namespace {
 
+// The application's objects for an engine PD or MR (a new one, or an imported one).
+ibv_pd* wrap_pd(ibv_context* ctx, E::Pd* p, bool imported) {
+  auto* u = new UPd{};
+  u->pd.context = ctx;
+  u->pd.handle = p->handle;
+  u->e = p;
+  u->imported = imported;
+  return &u->pd;
+}
+
+ibv_mr* wrap_mr(ibv_pd* pd, E::Mr* m, void* addr, size_t length, bool imported) {
+  auto* u = new UMr{};
+  u->mr.context = pd->context;
+  u->mr.pd = pd;
+  u->mr.addr = addr;
+  u->mr.length = length;
+  u->mr.handle = m->lkey;
+  u->mr.lkey = m->lkey;
+  u->mr.rkey = m->rkey;
+  u->e = m;
+  u->imported = imported;
+  return &u->mr;
+}
+
 ibv_mr* reg_mr_common(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
   if (!mr_access(access, access)) {
     errno = EINVAL;
@@ -25,16 +49,7 @@ ibv_mr* reg_mr_common(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsi
     if (errno == 0) errno = ENOMEM;  // the engine says EFAULT (not mapped) or EINVAL (too long)
     return nullptr;
   }
-  auto* u = new UMr{};
-  u->mr.context = pd->context;
-  u->mr.pd = pd;
-  u->mr.addr = addr;
-  u->mr.length = length;
-  u->mr.handle = m->lkey;
-  u->mr.lkey = m->lkey;
-  u->mr.rkey = m->rkey;
-  u->e = m;
-  return &u->mr;
+  return wrap_mr(pd, m, addr, length, false);
 }
 
 }  // namespace
@@ -49,11 +64,7 @@ SHIM_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* ctx) {
     errno = ENOMEM;
     return nullptr;
   }
-  auto* u = new UPd{};
-  u->pd.context = ctx;
-  u->pd.handle = p->handle;
-  u->e = p;
-  return &u->pd;
+  return wrap_pd(ctx, p, false);
 }
 
 SHIM_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
@@ -204,12 +215,7 @@ SHIM_EXPORT ibv_pd* ibv_import_pd(ibv_context* ctx, uint32_t handle) {
     errno = EINVAL;
     return nullptr;
   }
-  auto* u = new UPd{};
-  u->pd.context = ctx;
-  u->pd.handle = p->handle;
-  u->e = p;
-  u->imported = true;
-  return &u->pd;
+  return wrap_pd(ctx, p, true);
 }
 
 SHIM_EXPORT void ibv_unimport_pd(ibv_pd* pd) {
@@ -227,17 +233,7 @@ SHIM_EXPORT ibv_mr* ibv_import_mr(ibv_pd* pd, uint32_t handle) {
     errno = EINVAL;
     return nullptr;
   }
-  auto* u = new UMr{};
-  u->mr.context = pd->context;
-  u->mr.pd = pd;
-  u->mr.addr = m->host;
-  u->mr.length = m->length;
-  u->mr.handle = m->lkey;
-  u->mr.lkey = m->lkey;
-  u->mr.rkey = m->rkey;
-  u->e = m;
-  u->imported = true;
-  return &u->mr;
+  return wrap_mr(pd, m, m->host, m->length, true);
 }
 
 SHIM_EXPORT void ibv_unimport_mr(ibv_mr* mr) {
