@@ -93,6 +93,10 @@ Ah* Device::create_ah(Pd* pd, const AddressVector& av) {
     errno = EINVAL;
     return nullptr;
   }
+  if (ahs_.size() >= param::kMaxAh) {
+    errno = ENOMEM;
+    return nullptr;
+  }
   ahs_.push_back(std::make_unique<Ah>());
   Ah* ah = ahs_.back().get();
   ah->pd = pd;

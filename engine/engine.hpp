@@ -116,7 +116,7 @@ class Device {
   int destroy_srq(Srq* srq);
   Qp* create_qp(const QpInitAttr& init);  // nullptr on bad attributes (RC, UC or UD)
   // Address handles (UD): nullptr and EINVAL for a GID index not in the table or a family
-  // mismatch (IPv4 source, IPv6 destination). The caller resolved av.dmac (unless the
+  // mismatch (IPv4 source, IPv6 destination), ENOMEM past max_ah (param::kMaxAh). The caller resolved av.dmac (unless the
   // destination is this device's own address).
   Ah* create_ah(Pd* pd, const AddressVector& av);
   int destroy_ah(Ah* ah);

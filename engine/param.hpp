@@ -18,6 +18,7 @@ inline constexpr uint32_t kMaxQp = 262144;
 inline constexpr uint32_t kMaxCq = 2 * kMaxQp;
 inline constexpr uint32_t kMaxMr = 4096;
 inline constexpr uint32_t kMaxMw = 4096;   // memory windows (max_mw)
+inline constexpr uint32_t kMaxAh = 32767;  // address handles (max_ah), rxe's RXE_MAX_AH
 inline constexpr uint32_t kMaxCqe = (1u << 22) - 1;  // a ConnectX's: perftest -q 1024 asks 128 x 1024 in one CQ
 inline constexpr uint32_t kMaxQpWr = 16384;
 inline constexpr uint32_t kMaxSge = 16;

@@ -66,6 +66,7 @@ void fill_device_attr(ibv_device_attr* a) {
   a->max_qp_init_rd_atom = int(r.dcfg.max_rd_atomic);
   a->atomic_cap = IBV_ATOMIC_HCA;
   a->max_mw = int(uroce::param::kMaxMw);
+  a->max_ah = int(uroce::param::kMaxAh);
   a->max_srq = int(param::kShimMaxSrq);
   a->max_srq_wr = int(r.dcfg.max_qp_wr);
   a->max_srq_sge = int(E::kMaxSge);

@@ -255,9 +255,12 @@ SHIM_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
     errno = rc;
     return nullptr;
   }
+  errno = 0;
   E::Ah* e = with_token([&] { return rt().engine->create_ah(upd(pd)->e, av); });
   if (!e) {
-    errno = EINVAL;  // a GID index not in the table, or an IPv4 source for an IPv6 destination
+    // EINVAL: a GID index not in the table, or an IPv4 source for an IPv6 destination;
+    // ENOMEM: max_ah address handles exist.
+    if (errno == 0) errno = EINVAL;
     return nullptr;
   }
   auto* u = new UAh{};

@@ -80,6 +80,30 @@ TEST(Limits, MaxQpAndMaxCqAreEnforcedAndFreedSlotsAreUsedAgain) {
   EXPECT_TRUE(dev.qps().empty());
 }
 
+// max_ah, reported by the shim as ibv_query_device's max_ah: enforced with ENOMEM, a freed one
+// made again.
+TEST(Limits, MaxAhIsEnforced) {
+  FakeWire wire(64, 9216, 1);
+  Device::Config cfg = small_config(8, 8);
+  cfg.gids = {cfg.gid};
+  Device dev(wire.a(), wire.clock(), cfg);
+  Pd* pd = dev.alloc_pd();
+  AddressVector av;
+  av.dgid = v4gid(198, 18, 0, 20);
+  av.sgid_index = 0;
+  std::vector<Ah*> ahs;
+  for (uint32_t i = 0; i < param::kMaxAh; ++i) {
+    Ah* ah = dev.create_ah(pd, av);
+    ASSERT_NE(ah, nullptr) << i;
+    ahs.push_back(ah);
+  }
+  errno = 0;
+  EXPECT_EQ(dev.create_ah(pd, av), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  EXPECT_EQ(dev.destroy_ah(ahs.back()), 0);
+  EXPECT_NE(dev.create_ah(pd, av), nullptr);
+}
+
 TEST(ActiveList, AQpLeavesItWhenItsWorkIsDoneAndComesBackForAVerbOrAFrame) {
   PairOptions o;
   ConnectedPair p(o);
