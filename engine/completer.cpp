@@ -186,7 +186,7 @@ bool keep_later(Device& dev, Qp& qp, SendWqe& w, const proto::Packet& p) {
     sge_scatter(w, 0, reinterpret_cast<const uint8_t*>(&orig), 8);
   } else {
     const uint32_t off = uint32_t(d) * qp.mtu;
-    const uint32_t expect = std::min(qp.mtu, w.response_bytes() - std::min(w.response_bytes(), off));
+    const uint32_t expect = w.response_at(off, qp.mtu);
     if (p.payload.size() != expect) return false;
     sge_scatter(w, off, p.payload.data(), expect);
   }
@@ -220,7 +220,7 @@ CompState read_response(Device& dev, Qp& qp, const proto::Packet& p) {
     const uint32_t i = uint32_t(d) - w.rcvd_pkts - 1;
     if (sr && i < param::kSelectiveRepeatWindow && !held_bit(qp, i)) {
       const uint32_t off = uint32_t(d) * qp.mtu;
-      const uint32_t expect = std::min(qp.mtu, w.response_bytes() - std::min(w.response_bytes(), off));
+      const uint32_t expect = w.response_at(off, qp.mtu);
       if (p.payload.size() != expect) return CompState::Ghost;
       if (!requester::resolve_sges(dev, qp, w)) return CompState::Error;
       sge_scatter(w, off, p.payload.data(), expect);
@@ -238,7 +238,7 @@ CompState read_response(Device& dev, Qp& qp, const proto::Packet& p) {
                                : last        ? proto::Position::Last
                                              : proto::Position::Middle;
   const uint32_t off = k * qp.mtu;
-  const uint32_t expect = std::min(qp.mtu, w.response_bytes() - std::min(w.response_bytes(), off));
+  const uint32_t expect = w.response_at(off, qp.mtu);
   // A re-issued READ restarts the response sequence: FIRST (or ONLY) where we expect MIDDLE
   // (or LAST) is what the responder sends for the remaining range.
   const bool restart_ok = (want == proto::Position::Middle && pos == proto::Position::First) ||

@@ -39,12 +39,13 @@ bool bind(Device& dev, Qp& qp, const SendWr& wr) {
   return true;
 }
 
-// LOCAL_INV: a type 2 window of the QP's PD that is bound (o10-37.2.26: a type 1 window cannot
-// be invalidated). uroce has no fast-register MRs, so an MR's key is never invalidated.
-bool local_invalidate(Device& dev, Qp& qp, uint32_t rkey) {
+// An invalidation: a type 2 window of the QP's PD that is bound (o10-37.2.26: a type 1 window
+// cannot be invalidated); a remote one also bound by this QP. uroce has no fast-register MRs,
+// so an MR's key is never invalidated.
+bool invalidate(Device& dev, Qp& qp, uint32_t rkey, bool remote) {
   MrTable& t = dev.mrs();
   Mw* w = t.mw_by_rkey(rkey);
-  if (!w || w->type != 2 || !w->bound || w->pd != qp.init.pd) return false;
+  if (!w || w->type != 2 || !w->bound || w->pd != qp.init.pd || (remote && w->qpn != qp.qpn())) return false;
   t.unbind_mw(*w);
   return true;
 }
@@ -52,7 +53,7 @@ bool local_invalidate(Device& dev, Qp& qp, uint32_t rkey) {
 }  // namespace
 
 bool execute(Device& dev, Qp& qp, SendWqe& w) {
-  const bool ok = w.wr.opcode == WrOpcode::BindMw ? bind(dev, qp, w.wr) : local_invalidate(dev, qp, w.wr.invalidate_rkey);
+  const bool ok = w.wr.opcode == WrOpcode::BindMw ? bind(dev, qp, w.wr) : invalidate(dev, qp, w.wr.invalidate_rkey, false);
   if (!ok) {
     qp_ops::fail_wqe(qp, w, w.wr.opcode == WrOpcode::BindMw ? WcStatus::MwBindErr : WcStatus::LocQpOpErr);
     return false;
@@ -71,14 +72,7 @@ bool execute(Device& dev, Qp& qp, SendWqe& w) {
   return true;
 }
 
-bool remote_invalidate(Device& dev, Qp& qp, uint32_t rkey) {
-  MrTable& t = dev.mrs();
-  Mw* w = t.mw_by_rkey(rkey);
-  // A bound type 2 window of the QP's PD, bound by this QP (type 2B: its peer's requests come
-  // on it). rxe checks the type and the state only.
-  if (!w || w->type != 2 || !w->bound || w->pd != qp.init.pd || w->qpn != qp.qpn()) return false;
-  t.unbind_mw(*w);
-  return true;
-}
+// Bound by this QP too (type 2B: its peer's requests come on it); rxe checks the type and state only.
+bool remote_invalidate(Device& dev, Qp& qp, uint32_t rkey) { return invalidate(dev, qp, rkey, true); }
 
 }  // namespace uroce::engine::local_ops

@@ -4,6 +4,7 @@
 // Applications and the verbs shim use the accessors at the top of `Qp`. The members below
 // them belong to the engine's roles (engine/*.cpp): plain data, like rxe's struct rxe_qp.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -62,6 +63,11 @@ struct SendWqe {
   bool takes_read_responses() const { return wr.opcode == WrOpcode::RdmaRead || is_placement(); }
   // The bytes its READ responses carry.
   uint32_t response_bytes() const { return wr.opcode == WrOpcode::RdmaRead ? length : 0; }
+  // The bytes the READ response at byte offset `off` carries.
+  uint32_t response_at(uint32_t off, uint32_t mtu) const {
+    const uint32_t n = response_bytes();
+    return std::min(mtu, n - std::min(n, off));
+  }
   bool is_read_or_atomic() const { return takes_read_responses() || is_atomic(); }
   bool all_sent() const { return started && next_pkt >= npkts; }
   uint32_t num_sge() const { return is_inline ? 1 : wr.num_sge; }
