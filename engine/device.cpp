@@ -9,6 +9,7 @@
 
 #include "engine/cm.hpp"
 #include "engine/engine.hpp"
+#include "proto/multicast.hpp"
 
 namespace uroce::engine {
 
@@ -103,6 +104,7 @@ Ah* Device::create_ah(Pd* pd, const AddressVector& av) {
   ah->av = av;
   ah->sgid = *src;
   if (is_local(av.dgid)) ah->av.dmac = cfg_.mac;  // loopback: no address resolution
+  else if (proto::is_multicast_gid(av.dgid)) ah->av.dmac = proto::multicast_mac(av.dgid);  // a group's own MAC
   return ah;
 }
 
@@ -269,6 +271,12 @@ Qp* Device::create_qp(const QpInitAttr& init) {
 int Device::destroy_qp(Qp* qp) {
   if (!qp || qp->slot >= qps_.size() || qps_[qp->slot].get() != qp) return EINVAL;
   dev_ctr_.add(qp->ctr);
+  if (qp->mcast_groups) {  // out of its groups (ibv_destroy_qp does it for the application, as rxe)
+    std::vector<proto::Ip6> of;
+    for (const auto& [g, members] : groups_)
+      if (std::find(members.begin(), members.end(), qp) != members.end()) of.push_back(g);
+    for (const proto::Ip6& g : of) detach_mcast(qp, g);
+  }
   --qp->init.send_cq->qp_refs;
   --qp->init.recv_cq->qp_refs;
   if (qp->active) active_.erase(std::find(active_.begin(), active_.end(), qp));
@@ -276,6 +284,31 @@ int Device::destroy_qp(Qp* qp) {
   recent_qpns_[recent_qpn_next_] = qp->qpn();
   recent_qpn_next_ = (recent_qpn_next_ + 1) % uint32_t(recent_qpns_.size());
   take_out(qps_, qp->slot);
+  return 0;
+}
+
+int Device::attach_mcast(Qp* qp, const proto::Ip6& group) {
+  if (!qp || qp->init.qp_type != QpType::UD || !proto::is_multicast_gid(group)) return EINVAL;
+  auto it = groups_.find(group);
+  if (it != groups_.end() && std::find(it->second.begin(), it->second.end(), qp) != it->second.end()) return 0;
+  if (it == groups_.end() ? groups_.size() >= param::kMaxMcastGrp : it->second.size() >= param::kMaxMcastQpAttach)
+    return ENOMEM;
+  if (mcast_attached_ >= param::kMaxTotalMcastQpAttach) return ENOMEM;
+  groups_[group].push_back(qp);
+  ++mcast_attached_;
+  ++qp->mcast_groups;
+  return 0;
+}
+
+int Device::detach_mcast(Qp* qp, const proto::Ip6& group) {
+  auto it = groups_.find(group);
+  if (!qp || it == groups_.end()) return EINVAL;
+  auto m = std::find(it->second.begin(), it->second.end(), qp);
+  if (m == it->second.end()) return EINVAL;
+  it->second.erase(m);
+  if (it->second.empty()) groups_.erase(it);
+  --mcast_attached_;
+  --qp->mcast_groups;
   return 0;
 }
 

@@ -15,6 +15,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <queue>
 #include <vector>
@@ -136,8 +137,20 @@ class Device {
   // new ones use the new table, and frames to a removed address are no longer ours.
   void set_gids(const std::vector<proto::Ip6>& gids);
   const std::vector<proto::Ip6>& gids() const { return cfg_.gids; }
-  int destroy_qp(Qp* qp);
+  int destroy_qp(Qp* qp);  // and out of every multicast group it was attached to
   Qp* qp_by_num(uint32_t qpn) const;
+
+  // Multicast (ibv_attach_mcast; proto/multicast.hpp): a datagram to a group reaches every QP of
+  // this device attached to it, one sent from here included (a copy goes round inside as well as
+  // out to the link, as rxe's copy comes back through the kernel's multicast loop). 0, or EINVAL
+  // (not a UD QP, not a multicast GID; detach: not attached), ENOMEM (max_mcast_grp groups,
+  // max_mcast_qp_attach QPs in the group, max_total_mcast_qp_attach in all). Attaching twice
+  // is one attachment (as rxe).
+  int attach_mcast(Qp* qp, const proto::Ip6& group);
+  int detach_mcast(Qp* qp, const proto::Ip6& group);
+  // Has this device members of `group` that a datagram sent here goes round to?
+  bool mcast_loops_back(const proto::Ip6& group) const { return cfg_.loopback && groups_.count(group); }
+  size_t mcast_groups() const { return groups_.size(); }
 
   // ibv_modify_qp semantics: 0, or EINVAL for an illegal transition or a wrong attribute
   // mask (required attribute missing, or one the transition does not take); the QP is then
@@ -199,6 +212,8 @@ class Device {
  private:
   int check_registration(const Pd* pd, void* addr, uint64_t length, uint32_t access) const;
   void rx_frame(PacketBuf& b);
+  void rx_multicast(proto::Packet& p, PacketBuf& b);
+  void rx_to_qp(Qp& qp, proto::Packet& p, PacketBuf& b, proto::Transport tr, bool reserved_rc);
   void send_cnp(Qp& qp, const proto::Packet& p);  // to the sender of the CE-marked frame `p`
   bool to_us(const proto::Packet& p) const;
 
@@ -238,6 +253,8 @@ class Device {
   std::array<PacketBuf, param::kRxBurstMax> rx_{};
   proto::Packet rx_pkt_{};                 // reused for every received frame
   SnapshotMailbox telemetry_;              // telemetry requests from other threads
+  std::map<proto::Ip6, std::vector<Qp*>> groups_;  // multicast group -> its attached QPs
+  uint32_t mcast_attached_ = 0;            // attachments in all groups
   std::unique_ptr<cm::Manager> cm_;        // QP 1, when Config::cm is on
 };
 

@@ -19,6 +19,11 @@ inline constexpr uint32_t kMaxCq = 2 * kMaxQp;
 inline constexpr uint32_t kMaxMr = 4096;
 inline constexpr uint32_t kMaxMw = 4096;   // memory windows (max_mw)
 inline constexpr uint32_t kMaxAh = 32767;  // address handles (max_ah), rxe's RXE_MAX_AH
+// Multicast (ibv_attach_mcast): rxe's RXE_MAX_MCAST_GRP, RXE_MAX_MCAST_QP_ATTACH and
+// RXE_MAX_TOT_MCAST_QP_ATTACH (max_mcast_grp, max_mcast_qp_attach, max_total_mcast_qp_attach).
+inline constexpr uint32_t kMaxMcastGrp = 8192;
+inline constexpr uint32_t kMaxMcastQpAttach = 56;
+inline constexpr uint32_t kMaxTotalMcastQpAttach = 0x70000;
 inline constexpr uint32_t kMaxCqe = (1u << 22) - 1;  // a ConnectX's: perftest -q 1024 asks 128 x 1024 in one CQ
 inline constexpr uint32_t kMaxQpWr = 16384;
 inline constexpr uint32_t kMaxSge = 16;
@@ -36,6 +41,9 @@ inline constexpr uint32_t kRecentQpns = 4096;        // destroyed QP numbers nev
 inline constexpr uint32_t kRespBurst = 64;           // response packets one QP emits per progress()
 
 // ---- Engine: transport defaults ---------------------------------------------------------------
+// The GRH's hop limit (IPv4 TTL) when nothing else sets it: IPv6's default (the kernel's
+// IPV6_DEFAULT_HOPLIMIT), which rdma_cm's address handles and multicast JOINs carry too.
+inline constexpr uint8_t kDefaultHopLimit = 64;
 // Send window in packets: PSNs sent beyond the oldest unacknowledged one (rxe uses 128 too).
 // Key max_unacked_psns (1..kMaxUnackedPsnsMax). Go-back-N resends what is in flight behind a
 // loss, so a window much larger than the bandwidth-delay product costs frames under loss.

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "engine/roles.hpp"
+#include "proto/multicast.hpp"
 
 namespace uroce::engine {
 
@@ -39,11 +40,12 @@ int Device::post_send(Qp* qp, const SendWr& wr) {
   }
   uint64_t len = 0;
   for (uint32_t i = 0; i < wr.num_sge; ++i) len += wr.sg_list[i].length;
-  bool ah_local = false;
+  bool ah_local = false, ah_mcast = false;
   if (type == QpType::UD) {
     // A datagram: an address handle of this device's, one packet of at most the path MTU.
     if (!wr.ah || len > mtu_limit() || wr.remote_qpn > 0xFFFFFF) return EINVAL;
     ah_local = loops_back(wr.ah->av.dgid);
+    ah_mcast = proto::is_multicast_gid(wr.ah->av.dgid);
   }
   const bool placement = wr.opcode == WrOpcode::AtomicWrite || wr.opcode == WrOpcode::Flush;
   if (wr.opcode == WrOpcode::AtomicWrite) len = 8;
@@ -69,6 +71,7 @@ int Device::post_send(Qp* qp, const SendWr& wr) {
   w.signaled = qp->init.sq_sig_all || (wr.send_flags & kSendSignaled);
   w.is_inline = is_inline;
   w.ah_local = ah_local;
+  w.ah_mcast = ah_mcast;
   if (is_inline) {
     uint32_t off = 0;
     for (uint32_t i = 0; i < wr.num_sge; ++i) {

@@ -6,6 +6,7 @@
 
 #include "engine/cm.hpp"
 #include "engine/roles.hpp"
+#include "proto/multicast.hpp"
 
 namespace uroce::engine {
 
@@ -126,6 +127,11 @@ void Device::rx_frame(PacketBuf& b) {
     else ++dev_ctr_.malformed;
     return;
   }
+  // QP 0xFFFFFF: a datagram to a multicast group, for every QP of this device attached to it.
+  if (p.dest_qp == proto::kMulticastQpn && !reserved_rc) {
+    rx_multicast(p, b);
+    return;
+  }
   // Ours? The destination MAC, and an IP address of this device's GID table.
   if (std::memcmp(p.eth_dst.data(), cfg_.mac.data(), 6) != 0 || !to_us(p)) {
     ++dev_ctr_.dropped_not_for_us;
@@ -144,47 +150,83 @@ void Device::rx_frame(PacketBuf& b) {
     ++dev_ctr_.dropped_unknown_qp;  // no such QP, or one of another transport
     return;
   }
-  // P_Key: the low 15 bits must match and at least one side must be a full member.
-  if ((p.pkey & 0x7FFF) != (qp->pkey & 0x7FFF) || !((p.pkey | qp->pkey) & 0x8000)) {
-    ++qp->ctr.dropped_pkey;
+  rx_to_qp(*qp, p, b, tr, reserved_rc);
+}
+
+// The group of a multicast datagram is its IP destination (proto/multicast.hpp); it must come to
+// the group's MAC, be a UD SEND (only UD QPs take multicast) and have members here. Each member
+// QP takes it as a datagram of its own (P_Key, state, Q_Key checked per QP).
+void Device::rx_multicast(proto::Packet& p, PacketBuf& b) {
+  proto::Ip6 group{};
+  if (p.ip_version == 4) {
+    group[10] = group[11] = 0xff;
+    std::memcpy(group.data() + 12, p.ip_dst.data(), 4);
+  } else {
+    group = p.ip_dst;
+  }
+  if (!proto::is_multicast_gid(group) || p.eth_dst != proto::multicast_mac(group) ||
+      p.info().transport != proto::Transport::UD) {
+    ++dev_ctr_.dropped_not_for_us;
     return;
   }
-  const QpState s = qp->attrs.qp_state;
+  auto it = groups_.find(group);
+  if (it == groups_.end()) {
+    ++dev_ctr_.dropped_mcast;  // a group no QP of this device is attached to
+    return;
+  }
+  for (Qp* qp : it->second) {
+    kick(qp);
+    ++qp->ctr.mcast_rcvd;
+    rx_to_qp(*qp, p, b, proto::Transport::UD, false);
+  }
+}
+
+// The checks of a frame that has found its QP (P_Key, state, source), then the role it is for.
+void Device::rx_to_qp(Qp& qp, proto::Packet& p, PacketBuf& b, proto::Transport tr, bool reserved_rc) {
+  const bool cnp = tr == proto::Transport::CNP;
+  // P_Key: the low 15 bits must match and at least one side must be a full member.
+  if ((p.pkey & 0x7FFF) != (qp.pkey & 0x7FFF) || !((p.pkey | qp.pkey) & 0x8000)) {
+    ++qp.ctr.dropped_pkey;
+    return;
+  }
+  const QpState s = qp.attrs.qp_state;
   if (s == QpState::Reset || s == QpState::Init || s == QpState::Err) {
-    ++qp->ctr.dropped_bad_state;
+    ++qp.ctr.dropped_bad_state;
     return;
   }
   // A connected QP takes frames from its peer's address to its own only (as rxe checks the IP
   // source): the address pair it was connected with. Datagrams come from anyone.
-  if (qp->init.qp_type != QpType::UD &&
-      (p.ip_version != qp->tmpl.ip_version || !same16(p.ip_src, qp->tmpl.ip_dst) || !same16(p.ip_dst, qp->tmpl.ip_src))) {
-    ++qp->ctr.dropped_source;
+  if (qp.init.qp_type != QpType::UD &&
+      (p.ip_version != qp.tmpl.ip_version || !same16(p.ip_src, qp.tmpl.ip_dst) || !same16(p.ip_dst, qp.tmpl.ip_src))) {
+    ++qp.ctr.dropped_source;
     return;
   }
   // A CNP is counted, nothing else: no NAK, no state change (a rate reaction is not there yet).
   if (cnp) {
-    ++qp->ctr.cnp_rcvd;
+    ++qp.ctr.cnp_rcvd;
     return;
   }
   // Congestion experienced on the way: tell the sender (notification point).
   if (p.ecn == 3) {
-    ++qp->ctr.ecn_ce_rcvd;
+    ++qp.ctr.ecn_ce_rcvd;
     // A datagram only with the QP's Q_Key: no CNPs towards any address a forged frame names.
-    if (tr != proto::Transport::UD || p.deth.qkey == qp->attrs.qkey) send_cnp(*qp, p);
+    // Nor for a group's datagram: its destination is no address of ours to answer from.
+    if (tr != proto::Transport::UD || (p.deth.qkey == qp.attrs.qkey && p.dest_qp != proto::kMulticastQpn))
+      send_cnp(qp, p);
   }
-  ++qp->ctr.rcvd_pkts;
-  qp->ctr.rx_bytes += b.len;
+  ++qp.ctr.rcvd_pkts;
+  qp.ctr.rx_bytes += b.len;
   // The implicit RTU: the first packet on a QP whose connection waits for the RTU.
-  if (cm_ && cm_->awaiting_rtu() && tr != proto::Transport::UD) [[unlikely]] cm_->qp_data(qp->qpn());
-  if (reserved_rc) responder::on_reserved_opcode(*this, *qp, p);  // a request, of no kind RC has
-  else if (tr == proto::Transport::UD) responder::on_datagram(*this, *qp, p);
+  if (cm_ && cm_->awaiting_rtu() && tr != proto::Transport::UD) [[unlikely]] cm_->qp_data(qp.qpn());
+  if (reserved_rc) responder::on_reserved_opcode(*this, qp, p);  // a request, of no kind RC has
+  else if (tr == proto::Transport::UD) responder::on_datagram(*this, qp, p);
   else if (p.info().request) {
     ++requests_rcvd_;
     last_request_ns_ = step_ns_;
-    responder::on_request(*this, *qp, p);
+    responder::on_request(*this, qp, p);
   }
-  else if (s == QpState::Rts || s == QpState::Sqd || s == QpState::Sqe) completer::on_response(*this, *qp, p);
-  else ++qp->ctr.dropped_bad_state;
+  else if (s == QpState::Rts || s == QpState::Sqd || s == QpState::Sqe) completer::on_response(*this, qp, p);
+  else ++qp.ctr.dropped_bad_state;
 }
 
 // A CNP (opcode 0x81, BECN set, PSN 0, 16 reserved zero bytes) to the QP that sent the

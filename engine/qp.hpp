@@ -72,6 +72,7 @@ struct SendWqe {
   bool all_sent() const { return started && next_pkt >= npkts; }
   uint32_t num_sge() const { return is_inline ? 1 : wr.num_sge; }
   bool ah_local = false;      // UD: the address handle names this device
+  bool ah_mcast = false;      // UD: a multicast group (out to the link, and round to members here)
 };
 
 // Responder resources for READ and atomic requests (IBA 9.5: max_dest_rd_atomic of them):
@@ -298,6 +299,7 @@ class Qp {
   bool active = false;        // in the device's active list: progress() visits it (Device::kick)
   uint64_t timer_due = 0;     // parked: the due time of its entry in the device's timer heap (0: none)
   uint32_t slot = 0;          // where the device holds it (Device::qps_): destroy_qp takes it in O(1)
+  uint16_t mcast_groups = 0;  // multicast groups it is attached to (destroy_qp detaches it)
   // Nothing for progress() to do until a verb or a frame gives it work: no send WQE (so no timer
   // either), no resend range, no RNR wait, no ACK or READ/atomic response owed.
   bool quiescent() const {

@@ -11,6 +11,7 @@
 #include "engine/sge.hpp"
 #include "proto/aeth.hpp"
 #include "proto/entropy.hpp"
+#include "proto/multicast.hpp"
 #include "proto/psn.hpp"
 
 namespace uroce::engine::requester {
@@ -178,6 +179,12 @@ bool send_packet(Device& dev, Qp& qp, SendWqe& w, bool out_of_line, bool ack) {
                  wr.opcode == WrOpcode::SendWithInv || wr.opcode == WrOpcode::RdmaWriteWithImm);
   const bool nothing_in_flight = !out_of_line && t.send_idx == 0 && k == w.rcvd_pkts;
   if (!dev.tx().emit(qp, p, ud && w.ah_local)) return false;
+  if (ud && w.ah_mcast) {
+    ++qp.ctr.mcast_sent;
+    // The group's members on this device get their copy here (none if the loopback ring is full:
+    // a datagram lost, as on a wire).
+    if (dev.mcast_loops_back(wr.ah->av.dgid)) dev.tx().emit(qp, p, true);
+  }
   const uint64_t now = dev.step_ns();
   if (p.ack_req) t.pkts_since_ackreq = 0;
   if (nothing_in_flight) t.last_progress_ns = t.probe_from_ns = now;  // the timers start

@@ -226,6 +226,9 @@ const CounterField kCounterFields[] = {
     {"sr_held", &Counters::sr_held},
     {"atomic_writes", &Counters::atomic_writes},
     {"flushes", &Counters::flushes},
+    {"mcast_sent", &Counters::mcast_sent},
+    {"mcast_rcvd", &Counters::mcast_rcvd},
+    {"dropped_mcast", &Counters::dropped_mcast},
 };
 const size_t kCounterFieldCount = sizeof kCounterFields / sizeof kCounterFields[0];
 static_assert(sizeof kCounterFields / sizeof kCounterFields[0] == sizeof(Counters) / sizeof(uint64_t),

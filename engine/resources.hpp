@@ -357,6 +357,10 @@ struct Counters {
   // IBA 1.5 annex A19 (responder).
   uint64_t atomic_writes = 0;      // ATOMIC WRITEs placed (a repeated one is answered, not placed again)
   uint64_t flushes = 0;            // FLUSHes executed
+  // Multicast (UD).
+  uint64_t mcast_sent = 0;         // datagrams sent to a multicast group
+  uint64_t mcast_rcvd = 0;         // group datagrams handed to an attached QP (each member counts its copy)
+  uint64_t dropped_mcast = 0;      // group datagrams for a group no QP of this device is attached to
 
   void add(const Counters& o);
   // "name=value" for every counter that is not zero, in declaration order ("(all zero)" if none).

@@ -125,7 +125,7 @@ struct Wc {
 struct AddressVector {
   proto::Ip6 dgid{};
   proto::Mac dmac{};
-  uint8_t hop_limit = 64;
+  uint8_t hop_limit = param::kDefaultHopLimit;
   uint8_t traffic_class = 0;   // DSCP << 2 | ECN
   uint32_t flow_label = 0;
   uint8_t sgid_index = 0;
@@ -162,11 +162,6 @@ struct QpAttr {
   uint8_t rnr_retry = 7;
 };
 
-// Is IPv4 address a.b.c.d mapped as ::ffff:a.b.c.d?
-constexpr bool gid_is_v4mapped(const proto::Ip6& g) {
-  for (int i = 0; i < 10; ++i)
-    if (g[i] != 0) return false;
-  return g[10] == 0xFF && g[11] == 0xFF;
-}
+using proto::gid_is_v4mapped;  // ::ffff:a.b.c.d (proto/packet.hpp)
 
 }  // namespace uroce::engine

@@ -161,6 +161,9 @@ bool DpdkLink::start_port(std::string& err) {
     if (rte_eth_dev_mac_addr_add(port_, &a, 0) != 0 && cfg_.promiscuous) rte_eth_promiscuous_enable(port_);
     if (cfg_.promiscuous) rte_eth_promiscuous_enable(port_);
   }
+  // Multicast groups' frames (ibv_attach_mcast): the engine keeps the membership, the NIC lets
+  // every multicast MAC in (an error here means the driver cannot, or already does).
+  if (!cfg_.flow_isolate) rte_eth_allmulticast_enable(port_);
   return true;
 }
 

@@ -1,6 +1,7 @@
 #include "port/endpoint.hpp"
 
 #include "engine/cm.hpp"
+#include "proto/multicast.hpp"
 
 #include "port/service/client.hpp"
 #include "port/telemetry.hpp"
@@ -80,6 +81,10 @@ bool Endpoint::resolve_peer(const proto::Ip6& gid, engine::AddressVector& av, st
   av.sgid_index = uint8_t(c.gid_index);
   if (dev_->is_local(gid)) {  // loopback: our own address, no resolution
     av.dmac = link_->mac();
+    return true;
+  }
+  if (proto::is_multicast_gid(gid)) {  // a multicast group: its own MAC, nothing to ask
+    av.dmac = proto::multicast_mac(gid);
     return true;
   }
   const std::function<void()> step = pump ? pump : std::function<void()>([this] { progress(); });

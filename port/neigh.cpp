@@ -10,6 +10,7 @@
 #include "proto/headers.hpp"
 #include "proto/icmp.hpp"
 #include "proto/locate.hpp"
+#include "proto/multicast.hpp"
 
 namespace uroce::port {
 
@@ -107,6 +108,21 @@ void ControlPlane::answer_to(uint8_t* f, const uint8_t* dst) const {
   eth.set_src(mac_.data());
 }
 
+// A frame to a multicast group: its IP destination (4 or 16 bytes at `ip`) is one, and the frame
+// came to that group's MAC (proto/multicast.hpp).
+static bool to_group(const uint8_t* f, const uint8_t* ip, size_t n) {
+  Ip6 g{};
+  if (n == 4) {
+    g[10] = g[11] = 0xff;
+    std::memcpy(g.data() + 12, ip, 4);
+  } else {
+    std::memcpy(g.data(), ip, 16);
+  }
+  if (!is_multicast_gid(g)) return false;
+  const Mac m = multicast_mac(g);
+  return std::memcmp(EthView<const uint8_t>(f).dst(), m.data(), 6) == 0;
+}
+
 Verdict ControlPlane::sort(uint8_t* f, uint32_t len, uint32_t cap) {
   LinkCounters& c = *ctr_;
   const Located at = locate({f, len});
@@ -119,6 +135,9 @@ Verdict ControlPlane::sort(uint8_t* f, uint32_t len, uint32_t cap) {
   if (at.ethertype == kEtherTypeIpv4) {
     if (at.l4 == 0) {  // bad version or IHL, or cut inside the IPv4 header
       ++c.drop_malformed;
+    } else if (roce && to_group(f, Ipv4View<const uint8_t>(f + at.l3).dst(), 4)) {
+      ++c.rx_roce;  // a multicast group's datagram: the engine knows the group's members
+      return {Verdict::Deliver};
     } else if (!to_us) {
       ++c.drop_not_our_mac;
     } else if (!have_ip4_ || std::memcmp(Ipv4View<const uint8_t>(f + at.l3).dst(), ip4_, 4) != 0) {
@@ -142,6 +161,10 @@ Verdict ControlPlane::sort(uint8_t* f, uint32_t len, uint32_t cap) {
     } else {
       const uint8_t* dst = Ipv6View<const uint8_t>(f + at.l3).dst();
       const bool ours = own6(dst) != nullptr;
+      if (roce && to_group(f, dst, 16)) {
+        ++c.rx_roce;  // a multicast group's datagram, as for IPv4
+        return {Verdict::Deliver};
+      }
       if (at.ip_proto == kIpProtoUdp && ours && to_us) {
         if (roce) {
           ++c.rx_roce;

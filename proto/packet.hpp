@@ -22,6 +22,13 @@ namespace uroce::proto {
 using Mac = std::array<uint8_t, 6>;
 using Ip6 = std::array<uint8_t, 16>;  // IPv4 addresses use the first 4 bytes
 
+// Is this GID an IPv4 address a.b.c.d mapped as ::ffff:a.b.c.d?
+constexpr bool gid_is_v4mapped(const Ip6& g) {
+  for (int i = 0; i < 10; ++i)
+    if (g[i] != 0) return false;
+  return g[10] == 0xFF && g[11] == 0xFF;
+}
+
 struct Packet {
   // L2
   Mac eth_dst{};

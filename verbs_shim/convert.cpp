@@ -67,6 +67,9 @@ void fill_device_attr(ibv_device_attr* a) {
   a->atomic_cap = IBV_ATOMIC_HCA;
   a->max_mw = int(uroce::param::kMaxMw);
   a->max_ah = int(uroce::param::kMaxAh);
+  a->max_mcast_grp = int(uroce::param::kMaxMcastGrp);
+  a->max_mcast_qp_attach = int(uroce::param::kMaxMcastQpAttach);
+  a->max_total_mcast_qp_attach = int(uroce::param::kMaxTotalMcastQpAttach);
   a->max_srq = int(param::kShimMaxSrq);
   a->max_srq_wr = int(r.dcfg.max_qp_wr);
   a->max_srq_sge = int(E::kMaxSge);

@@ -1,5 +1,5 @@
 // Queue pairs: create (ibv_create_qp, ibv_create_qp_ex), modify, query, destroy, multicast
-// (not supported), and the address work of modify_qp: resolve_peer.
+// (ibv_attach_mcast, ibv_detach_mcast), and the address work of modify_qp: resolve_peer.
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -229,14 +229,24 @@ SHIM_EXPORT int ibv_query_qp_data_in_order(ibv_qp* qp, ibv_wr_opcode op, uint32_
   return qp->qp_type == IBV_QPT_RC ? 1 : 0;
 }
 
+// Multicast (UD QPs): the engine keeps the groups and hands each group datagram to every QP of
+// the device attached to it (engine Device::attach_mcast). The LID is not used on RoCE.
 SHIM_EXPORT int ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
   if (!mine(qp->context)) return REAL(ibv_attach_mcast)(qp, gid, lid);
-  return EOPNOTSUPP;
+  if (!gid) return EINVAL;
+  proto::Ip6 g;
+  std::memcpy(g.data(), gid->raw, 16);
+  Guard guard;
+  return rt().engine->attach_mcast(uqp(qp)->e, g);
 }
 
 SHIM_EXPORT int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t lid) {
   if (!mine(qp->context)) return REAL(ibv_detach_mcast)(qp, gid, lid);
-  return EOPNOTSUPP;
+  if (!gid) return EINVAL;
+  proto::Ip6 g;
+  std::memcpy(g.data(), gid->raw, 16);
+  Guard guard;
+  return rt().engine->detach_mcast(uqp(qp)->e, g);
 }
 
 }  // extern "C"

@@ -5,13 +5,13 @@
 #include "proto/cm_view.hpp"
 #include "proto/headers.hpp"
 #include "proto/locate.hpp"
+#include "proto/multicast.hpp"
 
 namespace uroce::port::service {
 
 namespace pcm = proto::cm;
 
 namespace {
-constexpr uint32_t kMulticastQpn = 0xFFFFFF;  // IBA 9.2: the multicast destination QP
 // The CM message fields read here lie in its first 24 bytes (service ID of a REQ: bytes 8-15;
 // of a SIDR_REQ: 8-15; IDs: 0-7).
 constexpr size_t kCmFieldsRead = 24;
@@ -24,7 +24,7 @@ Route route_frame(std::span<const uint8_t> frame) {
   const uint8_t* f = frame.data();
   if (!L.roce_v2() || L.bth + proto::BthView<const uint8_t>::kSize > len) return r;
   const uint32_t dqpn = proto::BthView<const uint8_t>(f + L.bth).dest_qp();
-  if (dqpn == kMulticastQpn) return r;
+  if (dqpn == proto::kMulticastQpn) return r;
   if (dqpn != pcm::kCmQpn) {
     r.by = Route::By::Qp;
     r.id = dqpn;

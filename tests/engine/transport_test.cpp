@@ -1,11 +1,13 @@
-// UD, UC, loopback and per-QP source GIDs: real frames on the FakeLink, bytes checked in
+// UD, UD multicast, UC, loopback and per-QP source GIDs: real frames on the FakeLink, bytes checked in
 // memory, completions as verbs reports them.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <memory>
+#include <tuple>
 #include <vector>
 
+#include "proto/multicast.hpp"
 #include "tests/support/harness.hpp"
 
 namespace uroce::test {
@@ -454,6 +456,221 @@ TEST(Loopback, UdToTheDevicesOwnAddress) {
   EXPECT_EQ(wc.wr_id, 5u);
   EXPECT_EQ(wc.src_qp, q1->qpn());
   EXPECT_TRUE(t.a_sent.empty());
+}
+
+// ---- Multicast (UD) -----------------------------------------------------------------------------
+
+proto::Ip6 group4(uint8_t a, uint8_t b, uint8_t c, uint8_t d) { return v4gid(a, b, c, d); }
+proto::Ip6 group6() {
+  proto::Ip6 g{};
+  g[0] = 0xff, g[1] = 0x0e, g[13] = 0x01, g[15] = 0x02;  // ff0e::1:2 (global scope)
+  return g;
+}
+
+// A datagram to group 239.1.2.3 from a QP of A: on the wire to QP 0xFFFFFF, to the group's IP
+// address and MAC (01:00:5e + the low 23 bits); every QP of B attached to the group receives
+// it (bytes and completion), B's QP that is not attached does not, and A's own attached QP
+// gets its copy without the wire.
+TEST(Multicast, AGroupDatagramReachesEveryAttachedQpHereAndThere) {
+  Two t;
+  const proto::Ip6 g = group4(239, 129, 2, 3);  // MAC keeps the low 23 bits: 01:00:5e:01:02:03
+  Qp* qa = t.a.qp(QpType::UD);
+  Qp* qb1 = t.b.qp(QpType::UD);
+  Qp* qb2 = t.b.qp(QpType::UD);
+  Qp* qb3 = t.b.qp(QpType::UD);
+  for (Qp* q : {qb1, qb2, qb3}) ud_up(*t.b.dev, q, 0x01234567);
+  ud_up(*t.a.dev, qa, 0x01234567);
+  ASSERT_EQ(t.a.dev->attach_mcast(qa, g), 0);
+  ASSERT_EQ(t.b.dev->attach_mcast(qb1, g), 0);
+  ASSERT_EQ(t.b.dev->attach_mcast(qb2, g), 0);
+  AddressVector av;
+  av.dgid = g;
+  Ah* ah = t.a.dev->create_ah(t.a.pd, av);
+  ASSERT_NE(ah, nullptr);
+  const proto::Mac mac{0x01, 0x00, 0x5e, 0x01, 0x02, 0x03};
+  EXPECT_EQ(ah->av.dmac, mac) << "the group's MAC, no address resolution";
+  t.b.post_recv(qb1, 1, 0, 40 + 64);
+  t.b.post_recv(qb2, 2, 4096, 40 + 64);
+  t.b.post_recv(qb3, 3, 8192, 40 + 64);
+  t.a.post_recv(qa, 4, 0, 40 + 64);
+  for (int i = 0; i < 64; ++i) t.a.mem[16384 + i] = uint8_t(i + 1);
+  Sge s{t.a.addr(16384), 64, t.a.mr->lkey};
+  SendWr w = ud_wr(&s, ah, proto::kMulticastQpn, 0x01234567, WrOpcode::SendWithImm);
+  w.imm_data = 0xC0FFEE;
+  w.send_flags = kSendSignaled;
+  ASSERT_EQ(t.a.dev->post_send(qa, w), 0);
+  t.run();
+  ASSERT_EQ(t.a_sent.size(), 1u) << "one frame on the wire; the sender's copy went round inside";
+  const proto::Packet& p = t.a_sent[0];
+  EXPECT_EQ(p.eth_dst, mac);
+  EXPECT_EQ(p.ip_version, 4);
+  EXPECT_EQ(std::memcmp(p.ip_dst.data(), g.data() + 12, 4), 0);
+  EXPECT_EQ(p.dest_qp, 0xFFFFFFu);
+  EXPECT_EQ(p.opcode, op::kUd | op::kSendOnlyImm);
+  EXPECT_EQ(p.deth.src_qp, qa->qpn());
+  EXPECT_EQ(p.deth.qkey, 0x01234567u);
+  Wc wc;
+  ASSERT_EQ(t.a.scq->poll(&wc, 1), 1u);
+  EXPECT_EQ(wc.status, WcStatus::Success);
+  for (auto [q, off, id] : {std::tuple{qb1, 0, 1u}, std::tuple{qb2, 4096, 2u}}) {
+    ASSERT_EQ(t.b.rcq->poll(&wc, 1), 1u);
+    EXPECT_EQ(wc.wr_id, id);
+    EXPECT_EQ(wc.status, WcStatus::Success);
+    EXPECT_EQ(wc.qp_num, q->qpn());
+    EXPECT_EQ(wc.src_qp, qa->qpn());
+    EXPECT_EQ(wc.byte_len, 40u + 64u);
+    EXPECT_EQ(wc.imm_data, 0xC0FFEEu);
+    EXPECT_EQ(std::memcmp(&t.b.mem[off + 40], &t.a.mem[16384], 64), 0);
+    EXPECT_EQ(std::memcmp(&t.b.mem[off + 20 + 16], g.data() + 12, 4), 0) << "the GRH's destination: the group";
+  }
+  EXPECT_EQ(t.b.rcq->poll(&wc, 1), 0u) << "qb3 is not attached";
+  ASSERT_EQ(t.a.rcq->poll(&wc, 1), 1u) << "the sender's own attached QP";
+  EXPECT_EQ(wc.qp_num, qa->qpn());
+  EXPECT_EQ(std::memcmp(&t.a.mem[40], &t.a.mem[16384], 64), 0);
+  const Counters cb = t.b.dev->counters();
+  EXPECT_EQ(cb.mcast_rcvd, 2u);
+  EXPECT_EQ(t.a.dev->counters().mcast_sent, 1u);
+}
+
+// An IPv6 group: the frame goes to 33:33 and the group's low 32 bits, with the group as the
+// IPv6 destination, and is delivered.
+TEST(Multicast, AnIpv6GroupGoesTo3333AndItsLow32Bits) {
+  Two t;
+  const proto::Ip6 g = group6();
+  Qp* qa = t.a.qp(QpType::UD);
+  Qp* qb = t.b.qp(QpType::UD);
+  ud_up(*t.a.dev, qa, 7);
+  ud_up(*t.b.dev, qb, 7);
+  ASSERT_EQ(t.b.dev->attach_mcast(qb, g), 0);
+  AddressVector av;
+  av.dgid = g;
+  av.sgid_index = 1;  // the IPv6 link-local GID
+  Ah* ah = t.a.dev->create_ah(t.a.pd, av);
+  ASSERT_NE(ah, nullptr);
+  t.b.post_recv(qb, 9, 0, 40 + 32);
+  Sge s{t.a.addr(16384), 32, t.a.mr->lkey};
+  SendWr w = ud_wr(&s, ah, proto::kMulticastQpn, 7);
+  ASSERT_EQ(t.a.dev->post_send(qa, w), 0);
+  t.run();
+  ASSERT_EQ(t.a_sent.size(), 1u);
+  const proto::Mac mac{0x33, 0x33, 0x00, 0x01, 0x00, 0x02};
+  EXPECT_EQ(t.a_sent[0].eth_dst, mac);
+  EXPECT_EQ(t.a_sent[0].ip_version, 6);
+  EXPECT_EQ(t.a_sent[0].ip_dst, g);
+  Wc wc;
+  ASSERT_EQ(t.b.rcq->poll(&wc, 1), 1u);
+  EXPECT_EQ(wc.status, WcStatus::Success);
+  EXPECT_EQ(std::memcmp(&t.b.mem[24], g.data(), 16), 0) << "the GRH is the IPv6 header: its destination";
+}
+
+// ibv_attach_mcast's rules as rxe has them: UD QPs and multicast GIDs only (EINVAL), twice is
+// once, detaching what is not attached is EINVAL, the limits give ENOMEM, and a destroyed QP
+// leaves its groups. After the last member leaves, the group's datagrams are counted drops.
+TEST(Multicast, AttachRulesLimitsAndLeaving) {
+  Two t;
+  const proto::Ip6 g = group4(224, 0, 1, 9);
+  Qp* rc = t.b.qp(QpType::RC);
+  Qp* ud = t.b.qp(QpType::UD);
+  ud_up(*t.b.dev, ud, 5);
+  EXPECT_EQ(t.b.dev->attach_mcast(rc, g), EINVAL) << "an RC QP";
+  EXPECT_EQ(t.b.dev->attach_mcast(ud, v4gid(198, 18, 0, 1)), EINVAL) << "a unicast GID";
+  EXPECT_EQ(t.b.dev->attach_mcast(ud, group4(240, 0, 0, 1)), EINVAL) << "class E is not multicast";
+  EXPECT_EQ(t.b.dev->detach_mcast(ud, g), EINVAL) << "not attached";
+  ASSERT_EQ(t.b.dev->attach_mcast(ud, g), 0);
+  ASSERT_EQ(t.b.dev->attach_mcast(ud, g), 0) << "twice is one attachment";
+  EXPECT_EQ(t.b.dev->mcast_groups(), 1u);
+  // One delivery, not two.
+  Qp* qa = t.a.qp(QpType::UD);
+  ud_up(*t.a.dev, qa, 5);
+  AddressVector av;
+  av.dgid = g;
+  Ah* ah = t.a.dev->create_ah(t.a.pd, av);
+  t.b.post_recv(ud, 1, 0, 100);
+  t.b.post_recv(ud, 2, 4096, 100);
+  Sge s{t.a.addr(16384), 8, t.a.mr->lkey};
+  SendWr w = ud_wr(&s, ah, proto::kMulticastQpn, 5);
+  ASSERT_EQ(t.a.dev->post_send(qa, w), 0);
+  t.run();
+  Wc wc[2];
+  EXPECT_EQ(t.b.rcq->poll(wc, 2), 1u);
+  // Detached: the next datagram is counted and dropped.
+  ASSERT_EQ(t.b.dev->detach_mcast(ud, g), 0);
+  EXPECT_EQ(t.b.dev->mcast_groups(), 0u);
+  ASSERT_EQ(t.a.dev->post_send(qa, w), 0);
+  t.run();
+  EXPECT_EQ(t.b.rcq->poll(wc, 2), 0u);
+  EXPECT_EQ(t.b.dev->counters().dropped_mcast, 1u);
+  // max_mcast_qp_attach QPs in one group, then ENOMEM.
+  std::vector<Qp*> qs;
+  for (uint32_t i = 0; i < param::kMaxMcastQpAttach; ++i) {
+    qs.push_back(t.b.qp(QpType::UD));
+    ASSERT_EQ(t.b.dev->attach_mcast(qs.back(), g), 0) << i;
+  }
+  Qp* extra = t.b.qp(QpType::UD);
+  EXPECT_EQ(t.b.dev->attach_mcast(extra, g), ENOMEM);
+  // max_mcast_grp groups, then ENOMEM.
+  for (uint32_t i = 1; i < param::kMaxMcastGrp; ++i)
+    ASSERT_EQ(t.b.dev->attach_mcast(extra, group4(239, 0, uint8_t(i >> 8), uint8_t(i))), 0) << i;
+  EXPECT_EQ(t.b.dev->mcast_groups(), size_t(param::kMaxMcastGrp));
+  EXPECT_EQ(t.b.dev->attach_mcast(extra, group4(239, 1, 0, 0)), ENOMEM);
+  // Destroying QPs takes them out of their groups.
+  ASSERT_EQ(t.b.dev->destroy_qp(extra), 0);
+  EXPECT_EQ(t.b.dev->mcast_groups(), 1u);
+  for (Qp* q : qs) ASSERT_EQ(t.b.dev->destroy_qp(q), 0);
+  EXPECT_EQ(t.b.dev->mcast_groups(), 0u);
+}
+
+// Forged or stray frames to QP 0xFFFFFF: to a unicast MAC, to a unicast address, of RC, with
+// the wrong Q_Key (per member), to a member in RESET: each a counted drop, nothing delivered.
+TEST(Multicast, StrayGroupFramesAreCountedDrops) {
+  Two t;
+  const proto::Ip6 g = group4(239, 1, 1, 1);
+  Qp* qb = t.b.qp(QpType::UD);
+  ud_up(*t.b.dev, qb, 5);
+  ASSERT_EQ(t.b.dev->attach_mcast(qb, g), 0);
+  Qp* idle = t.b.qp(QpType::UD);  // attached in RESET
+  ASSERT_EQ(t.b.dev->attach_mcast(idle, g), 0);
+  t.b.post_recv(qb, 1, 0, 200);
+  proto::Packet p;
+  p.eth_src = t.a.dev->config().mac;
+  p.eth_dst = proto::multicast_mac(g);
+  p.ip_version = 4;
+  std::memcpy(p.ip_src.data(), t.a.dev->config().gids[0].data() + 12, 4);
+  std::memcpy(p.ip_dst.data(), g.data() + 12, 4);
+  p.opcode = op::kUd | op::kSendOnly;
+  p.dest_qp = proto::kMulticastQpn;
+  p.pkey = 0xFFFF;
+  p.deth.qkey = 5;
+  p.deth.src_qp = 0x42;
+  uint8_t data[16] = {1, 2, 3};
+  p.payload = {data, sizeof data};
+  auto send = [&](const proto::Packet& f) {
+    inject(t.wire.b(), f);
+    t.run(4);
+  };
+  proto::Packet bad = p;
+  bad.eth_dst = t.b.dev->config().mac;
+  send(bad);  // a unicast MAC
+  bad = p;
+  std::memcpy(bad.ip_dst.data(), t.b.dev->config().gids[0].data() + 12, 4);
+  send(bad);  // the group's MAC, a unicast address
+  bad = p;
+  bad.opcode = op::kSendOnly;  // RC: the class bits are 0
+  send(bad);  // RC to QP 0xFFFFFF
+  Counters c = t.b.dev->counters();
+  EXPECT_EQ(c.dropped_not_for_us, 3u);
+  bad = p;
+  bad.deth.qkey = 6;
+  send(bad);  // the wrong Q_Key: qb drops it, idle (RESET) too
+  c = t.b.dev->counters();
+  EXPECT_EQ(c.dropped_qkey, 1u);
+  EXPECT_EQ(c.dropped_bad_state, 1u);
+  Wc wc;
+  EXPECT_EQ(t.b.rcq->poll(&wc, 1), 0u);
+  send(p);  // the good one
+  ASSERT_EQ(t.b.rcq->poll(&wc, 1), 1u);
+  EXPECT_EQ(wc.src_qp, 0x42u);
+  EXPECT_EQ(t.b.dev->counters().dropped_bad_state, 2u) << "the member in RESET drops each";
 }
 
 // ---- Per-QP source GIDs ----------------------------------------------------------------------------
