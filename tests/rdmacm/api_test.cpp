@@ -1,6 +1,7 @@
 // liburoce-rdmacm's API in one process (run with uroce-run on one endpoint): the channel's fd
 // (non-blocking: EAGAIN; poll() wakes when an event is queued), address and port errors, port
-// spaces, options, refused calls (multicast, ECE), rdma_getaddrinfo, and two connections to the
+// spaces, options, refused calls (ECE), multicast on a UDP id (the JOIN event, a datagram to the
+// group back to the attached QP, leaving), rdma_getaddrinfo, and two connections to the
 // endpoint's own address through the engine's loopback: one accepted (CONNECT_REQUEST with the
 // client's private data, ESTABLISHED on both ids, DISCONNECTED on both), one rejected with
 // private data (REJECTED, reason 28, the data delivered). Prints one line per check; exit 0
@@ -13,6 +14,7 @@
 #include <rdma/rdma_verbs.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 
@@ -87,11 +89,73 @@ int main(int argc, char** argv) {
   same.sin_port = htons(port);
   check(rdma_bind_addr(dup, reinterpret_cast<sockaddr*>(&same)) == -1 && errno == EADDRINUSE,
         "a second id on the listener's port: EADDRINUSE");
-  check(rdma_join_multicast(dup, reinterpret_cast<sockaddr*>(&same), nullptr) == -1 && errno == ENOSYS,
-        "rdma_join_multicast: ENOSYS");
+  sockaddr_in group = self;
+  inet_pton(AF_INET, "239.18.0.7", &group.sin_addr);
+  check(rdma_join_multicast(dup, reinterpret_cast<sockaddr*>(&group), nullptr) == -1 && errno == EINVAL,
+        "rdma_join_multicast on a TCP id: EINVAL (UD only)");
   uint8_t tos = 32;
   check(rdma_set_option(dup, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof tos) == 0, "RDMA_OPTION_ID_TOS");
   rdma_destroy_id(dup);
+
+  // Multicast: a UDP id bound to our address joins group 239.18.0.7. The JOIN event carries what
+  // a sender needs (QP 0xFFFFFF, RDMA_UDP_QKEY, the group as the destination GID, the join's
+  // context); the id's QP is attached, so a datagram it sends to the group comes back to it.
+  {
+    rdma_cm_id* ud = nullptr;
+    check(rdma_create_id(ch, &ud, nullptr, RDMA_PS_UDP) == 0, "rdma_create_id (UDP)");
+    check(rdma_join_multicast(ud, reinterpret_cast<sockaddr*>(&group), nullptr) == -1 && errno == EINVAL,
+          "rdma_join_multicast on an id without an address: EINVAL");
+    sockaddr_in me = self;
+    check(rdma_bind_addr(ud, reinterpret_cast<sockaddr*>(&me)) == 0, "rdma_bind_addr (UDP)");
+    check(rdma_join_multicast(ud, reinterpret_cast<sockaddr*>(&self), nullptr) == -1 && errno == EINVAL,
+          "rdma_join_multicast to a unicast address: EINVAL");
+    check(rdma_leave_multicast(ud, reinterpret_cast<sockaddr*>(&group)) == -1 && errno == EADDRNOTAVAIL,
+          "rdma_leave_multicast of a group not joined: EADDRNOTAVAIL");
+    ibv_qp_init_attr u{};
+    u.cap.max_send_wr = u.cap.max_recv_wr = 4;
+    u.cap.max_send_sge = u.cap.max_recv_sge = 1;
+    u.qp_type = IBV_QPT_UD;
+    check(rdma_create_qp(ud, nullptr, &u) == 0, "rdma_create_qp (UD)");
+    static char buf[2][256];
+    ibv_mr* mr = rdma_reg_msgs(ud, buf, sizeof buf);
+    check(mr != nullptr, "rdma_reg_msgs");
+    check(rdma_post_recv(ud, nullptr, buf[1], sizeof buf[1], mr) == 0, "rdma_post_recv");
+    int token = 0;
+    check(rdma_join_multicast(ud, reinterpret_cast<sockaddr*>(&group), &token) == 0, "rdma_join_multicast 239.18.0.7");
+    e = expect(ch, RDMA_CM_EVENT_MULTICAST_JOIN, "MULTICAST_JOIN", true);
+    ibv_ah* ah = nullptr;
+    if (e) {
+      const rdma_ud_param& p = e->param.ud;
+      const uint8_t want[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 239, 18, 0, 7};
+      check(p.qp_num == 0xFFFFFF && p.qkey == RDMA_UDP_QKEY && p.private_data == &token &&
+                p.ah_attr.is_global && std::memcmp(p.ah_attr.grh.dgid.raw, want, 16) == 0,
+            "JOIN: QP 0xFFFFFF, RDMA_UDP_QKEY, the group's GID, the join's context");
+      ah = ibv_create_ah(ud->pd, const_cast<ibv_ah_attr*>(&p.ah_attr));
+      check(ah != nullptr, "ibv_create_ah from the JOIN's ah_attr");
+      rdma_ack_cm_event(e);
+    }
+    std::strcpy(buf[0], "to the group");
+    if (ah) check(rdma_post_ud_send(ud, nullptr, buf[0], 64, mr, 0, ah, 0xFFFFFF) == 0, "rdma_post_ud_send to the group");
+    ibv_wc wc{};
+    int got = 0;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (got == 0 && std::chrono::steady_clock::now() < until) got = ibv_poll_cq(ud->recv_cq, 1, &wc);
+    check(got == 1 && wc.status == IBV_WC_SUCCESS && wc.byte_len == 40 + 64 && wc.src_qp == ud->qp->qp_num &&
+              std::strcmp(buf[1] + 40, "to the group") == 0,
+          "the attached QP receives its own group datagram (after the 40-byte GRH)");
+    check(rdma_leave_multicast(ud, reinterpret_cast<sockaddr*>(&group)) == 0, "rdma_leave_multicast");
+    check(rdma_leave_multicast(ud, reinterpret_cast<sockaddr*>(&group)) == -1 && errno == EADDRNOTAVAIL,
+          "rdma_leave_multicast twice: EADDRNOTAVAIL");
+    // A leave before the JOIN is taken takes the event with it.
+    check(rdma_join_multicast(ud, reinterpret_cast<sockaddr*>(&group), nullptr) == 0 &&
+              rdma_leave_multicast(ud, reinterpret_cast<sockaddr*>(&group)) == 0,
+          "join, then leave at once");
+    check(next_event(ch, 200) == nullptr, "... no JOIN event is left behind");
+    if (ah) ibv_destroy_ah(ah);
+    rdma_dereg_mr(mr);
+    rdma_destroy_qp(ud);
+    rdma_destroy_id(ud);
+  }
 
   rdma_addrinfo hints{}, *res = nullptr;
   hints.ai_port_space = RDMA_PS_TCP;

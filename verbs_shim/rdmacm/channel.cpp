@@ -220,8 +220,6 @@ void hook() {
   }
 }
 
-namespace {
-
 Event* make_event(Id* id, rdma_cm_event_type t, int status) {
   Event* e = new Event{};
   e->ev.id = &id->id;
@@ -232,6 +230,8 @@ Event* make_event(Id* id, rdma_cm_event_type t, int status) {
   ++id->unacked;
   return e;
 }
+
+namespace {
 
 void set_private_data(Event* e, const std::vector<uint8_t>& pd, size_t skip, bool ud) {
   if (pd.size() > skip) e->pd.assign(pd.begin() + long(skip), pd.end());
@@ -430,7 +430,9 @@ CMA_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** ev
       it = std::move(c->items.front());
       c->items.pop_front();
     }
-    Event* e = it.from_engine ? from_engine(it.id, it.ev, it.report) : make_event(it.id, it.type, it.status);
+    Event* e = it.from_engine ? from_engine(it.id, it.ev, it.report)
+               : it.mc        ? on_join(it.id, it.mc)
+                              : make_event(it.id, it.type, it.status);
     if (e) {
       *event = &e->ev;
       return leave(0);

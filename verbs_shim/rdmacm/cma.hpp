@@ -6,6 +6,7 @@
 //   id.cpp        ids, addresses and ports, listen/connect/accept/reject/disconnect, options
 //   qp.cpp        rdma_create_qp (and the CQs it may make), the QP's INIT/RTR/RTS moves,
 //                 rdma_init_qp_attr, SRQs
+//   mcast.cpp     rdma_join_multicast(_ex), rdma_leave_multicast: UD groups, the JOIN event
 //   ep.cpp        rdma_getaddrinfo, rdma_create_ep / rdma_get_request (synchronous ids),
 //                 rdma_get_devices, rdma_event_str, what is refused
 //
@@ -24,6 +25,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -40,6 +42,15 @@ namespace cmb = shim::cmb;
 
 struct Id;
 
+// A multicast group an id joined (rdma_join_multicast; mcast.cpp).
+struct Mc {
+  sockaddr_storage addr{};  // as the application named it (rdma_leave_multicast finds it by this)
+  proto::Ip6 mgid{};        // the group's GID
+  void* context = nullptr;  // the JOIN event's private_data, as librdmacm hands it back
+  bool send_only = false;   // RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER: the QP is not attached
+  bool attached = false;    // the JOIN event attached the id's QP (rdma_leave_multicast detaches it)
+};
+
 // One entry of a channel's queue (one count on its eventfd): an engine event to be turned into
 // the application's event, or one the library made itself (ADDR_RESOLVED, ...).
 struct Item {
@@ -49,6 +60,7 @@ struct Item {
   rdma_cm_event_type type{};          // !from_engine
   int status = 0;                     // !from_engine
   bool report = true;                 // DreqReceived: also report DISCONNECTED (the first of the connection)
+  std::shared_ptr<Mc> mc;             // MULTICAST_JOIN: the group joined
 };
 
 struct Channel {
@@ -90,6 +102,7 @@ struct Id {
   ibv_pd* ep_pd = nullptr;
   uint32_t unacked = 0;  // events handed out and not acknowledged (mu)
   ibv_sa_path_rec path{};  // route.path_rec after rdma_resolve_route (one path, computed locally)
+  std::vector<std::shared_ptr<Mc>> mcs;  // groups joined (mu)
 };
 
 struct Lib {
@@ -125,6 +138,7 @@ void post(Channel* c, Item&& it);       // mu held: queue and count on the fd
 void unpost(Channel* c);                // mu held: one entry was taken off the queue: one count less
 void post_event(Id* id, rdma_cm_event_type t, int status);  // takes mu
 void hook();                            // the shim's progress hook (token held)
+Event* make_event(Id* id, rdma_cm_event_type t, int status);  // an application event of the id (mu not held)
 // A synchronous id's next event (rdma_create_ep, migrate to NULL): kept in id->event; -1 with
 // errno when it reports an error (ECONNREFUSED for a REJECTED).
 int sync_wait(Id* id);
@@ -133,8 +147,15 @@ int sync_wait(Id* id);
 Id* new_id(Channel* ch, void* context, rdma_port_space ps);
 ibv_qp_type qp_type_of(rdma_port_space ps);
 int local_address(int family, const void* addr, uint8_t& sgid_index);  // 0 or EADDRNOTAVAIL
+bool is_any(const sockaddr* sa);        // the wildcard address of its family
+size_t sa_len(const sockaddr* sa);      // sizeof its sockaddr_in or sockaddr_in6
+proto::Ip6 gid_of(const sockaddr* sa);  // its GID (IPv4-mapped for IPv4)
 uint64_t service_id(const Id* id);  // the peer's: port space and destination port
 uint32_t random_psn();
+
+// mcast.cpp: a MULTICAST_JOIN queued by rdma_join_multicast, turned into the application's event
+// (the id's QP attached to the group, or MULTICAST_ERROR if that fails).
+Event* on_join(Id* id, const std::shared_ptr<Mc>& mc);
 
 // qp.cpp: the QP's moves with the id's numbers (0 or an errno).
 int qp_init(Id* id);

@@ -1,7 +1,7 @@
 // rdma_getaddrinfo (names and ports to addresses, without the kernel's rdma_cm), the
 // synchronous endpoint API (rdma_create_ep, rdma_get_request, rdma_destroy_ep: ids on a channel
 // of their own whose calls wait for their event), the device list, event names, and what is
-// refused (multicast, ECE).
+// refused (ECE).
 #include <arpa/inet.h>
 #include <netdb.h>
 
@@ -181,11 +181,6 @@ CMA_EXPORT const char* rdma_event_str(rdma_cm_event_type event) {
   }
   return "UNKNOWN EVENT";
 }
-
-// Multicast needs joins this CM does not make (no SA, no IGMP/MLD on the port): refused.
-CMA_EXPORT int rdma_join_multicast(rdma_cm_id*, sockaddr*, void*) { return fail(ENOSYS); }
-CMA_EXPORT int rdma_join_multicast_ex(rdma_cm_id*, rdma_cm_join_mc_attr_ex*, void*) { return fail(ENOSYS); }
-CMA_EXPORT int rdma_leave_multicast(rdma_cm_id*, sockaddr*) { return fail(ENOSYS); }
 
 // ECE (vendor options carried in the CM): the device has none (ibv_query_ece is refused too).
 CMA_EXPORT int rdma_set_local_ece(rdma_cm_id*, ibv_ece*) { return fail(EOPNOTSUPP); }

@@ -39,8 +39,6 @@ uint32_t random_psn() {
   return rng() & 0xFFFFFF;
 }
 
-namespace {
-
 bool is_any(const sockaddr* sa) {
   if (sa->sa_family == AF_INET) return reinterpret_cast<const sockaddr_in*>(sa)->sin_addr.s_addr == htonl(INADDR_ANY);
   return IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr);
@@ -69,6 +67,8 @@ proto::Ip6 gid_of(const sockaddr* sa) {
   }
   return g;
 }
+
+namespace {
 
 // rdma_cm's IP header carries an IPv4 address after 12 zero bytes.
 pcm::Gid cma_addr(const sockaddr* sa) {
@@ -298,7 +298,7 @@ CMA_EXPORT int rdma_resolve_addr(rdma_cm_id* cid, sockaddr* src, sockaddr* dst, 
   ah.port_num = 1;
   std::memcpy(ah.grh.dgid.raw, dgid.data(), 16);
   ah.grh.sgid_index = sgid;
-  ah.grh.hop_limit = 64;
+  ah.grh.hop_limit = param::kDefaultHopLimit;
   engine::AddressVector av{};
   const int rc = cmb::resolve(ah, av);
   if (rc == 0) {
