@@ -72,6 +72,11 @@ int Device::post_send(Qp* qp, const SendWr& wr) {
   w.is_inline = is_inline;
   w.ah_local = ah_local;
   w.ah_mcast = ah_mcast;
+  if (type == QpType::UD) {
+    Ah& copy = qp->tx.sq_ah[size_t(&w - &qp->tx.sq.slot(0))];
+    copy = *wr.ah;
+    w.wr.ah = &copy;
+  }
   if (is_inline) {
     uint32_t off = 0;
     for (uint32_t i = 0; i < wr.num_sge; ++i) {

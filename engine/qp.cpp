@@ -95,6 +95,7 @@ Qp::Qp(Device& d, uint32_t qpn, const QpInitAttr& ia) : dev(d), init(ia), qpn_(q
   tx.sq_sge.assign(size_t(depth) * nsge, Sge{});
   tx.sq_host.assign(size_t(depth) * nsge, nullptr);
   tx.sq_inline.assign(size_t(depth) * ia.cap.max_inline_data, 0);
+  if (ia.qp_type == QpType::UD) tx.sq_ah.assign(depth, Ah{});
   for (uint32_t i = 0; i < depth; ++i) {
     SendWqe& w = tx.sq.slot(i);
     w.sge = tx.sq_sge.data() + size_t(i) * nsge;

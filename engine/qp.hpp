@@ -150,6 +150,10 @@ struct SendSide {
   std::vector<Sge> sq_sge;         // each send WQE's SGEs, local addresses and inline bytes
   std::vector<uint8_t*> sq_host;
   std::vector<uint8_t> sq_inline;
+  // UD: each send WQE's address handle, copied when posted (as rxe copies the AV into its WQE),
+  // so that an application may destroy the AH before the datagram has gone (mckey does). The
+  // WQE's wr.ah points here. Empty for connected QPs.
+  std::vector<Ah> sq_ah;
   KeyCache lkeys;             // the last lkey resolved (resources.hpp)
   uint32_t send_idx = 0;      // index (from the oldest) of the WQE being sent
   uint32_t sq_psn = 0;        // next PSN for a new message

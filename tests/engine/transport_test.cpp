@@ -280,6 +280,36 @@ TEST(Ud, Ipv6GrhIsTheIpv6Header) {
   EXPECT_EQ(std::memcmp(&t.b.mem[24], t.b.dev->config().gids[1].data(), 16), 0) << "destination GID";
 }
 
+// An application may destroy an address handle as soon as it has posted with it (mckey
+// destroys its AH before its QP, sends still queued): each WQE keeps its own copy, as rxe's
+// does. A new AH made in its place (another address) changes nothing for them.
+TEST(Ud, TheAhMayGoBeforeItsDatagrams) {
+  Two t;
+  Qp* qa = t.a.qp(QpType::UD);
+  Qp* qb = t.b.qp(QpType::UD);
+  ud_up(*t.a.dev, qa, 5);
+  ud_up(*t.b.dev, qb, 5);
+  Ah* ah = ah_to(t.a, t.b, 0);
+  ASSERT_NE(ah, nullptr);
+  for (uint64_t i = 0; i < 3; ++i) t.b.post_recv(qb, i, i * 256, 40 + 64);
+  Sge s{t.a.addr(), 64, t.a.mr->lkey};
+  SendWr wr = ud_wr(&s, ah, qb->qpn(), 5);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(t.a.dev->post_send(qa, wr), 0);
+  ASSERT_EQ(t.a.dev->destroy_ah(ah), 0);
+  AddressVector other;
+  other.dgid = v4gid(198, 18, 0, 99);
+  other.dmac = {0x02, 0, 0, 0, 0, 99};
+  ASSERT_NE(t.a.dev->create_ah(t.a.pd, other), nullptr);
+  t.run();
+  ASSERT_EQ(t.a_sent.size(), 3u);
+  for (const proto::Packet& p : t.a_sent) {
+    EXPECT_EQ(p.eth_dst, t.b.dev->config().mac);
+    EXPECT_EQ(std::memcmp(p.ip_dst.data(), t.b.dev->config().gids[0].data() + 12, 4), 0);
+  }
+  Wc wc[3];
+  EXPECT_EQ(t.b.rcq->poll(wc, 3), 3u);
+}
+
 TEST(Ud, DatagramsTakeReceivesFromASharedReceiveQueue) {
   Two t;
   Srq* srq = t.b.dev->create_srq(t.b.pd, 16, 1);
