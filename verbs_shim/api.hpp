@@ -105,6 +105,11 @@ void bind_wr(engine::SendWr& w, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_inf
 extern const uint64_t kSupportedSendOps;
 void install_wr_ops(UQp* q);
 
+// Before a UD or UC QP goes (ibv_destroy_qp, the process's exit): its posted sends are put on
+// the wire, driving the engine at most param::kShimSendPostedWaitNs. Token held.
+// (verbs_shim/qp.cpp)
+void send_posted(Runtime& r, engine::Qp* q);
+
 // The engine's address vector for an application's ah_attr: the GID table entry, the GRH
 // fields, the peer's MAC (link up, then ARP/ND; our own GIDs need neither). Without the token,
 // which it takes step by step. 0, EINVAL or ETIMEDOUT. (verbs_shim/qp.cpp)

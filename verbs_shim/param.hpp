@@ -82,6 +82,10 @@ inline constexpr uint32_t kShimWrBatchReserve = 64;  // ibv_wr_* batch entries r
 // (port::Endpoint::resolve_peer: kLinkWaitMs, then the config's arp_timeout_ms), pausing
 // kShimResolveNapNs without the ownership token between steps.
 inline constexpr uint64_t kShimResolveNapNs = 20'000;
+// ibv_destroy_qp of a UD or UC QP, and the process's exit, first send what the application
+// posted on it (an RNIC has sent it by then: mckey's sender posts unsignaled datagrams and
+// destroys its QP at once), driving the engine at most this long.
+inline constexpr uint64_t kShimSendPostedWaitNs = 100'000'000;
 // At exit, on memif: wait this long for the peer to leave first (DpdkLink::await_peer_close).
 inline constexpr uint32_t kShimPeerLeaveWaitMs = 500;
 inline constexpr int kShimBacktraceDepth = 64;  // frames printed on SIGSEGV (UROCE_SHIM_DEBUG=1)

@@ -138,6 +138,17 @@ ibv_qp* vop_create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* ia) {
   return q;
 }
 
+// Datagrams (UD) and unreliable messages (UC) posted and not yet sent: nothing from the wire's
+// side will ever complete them, so an application may post and destroy at once (mckey's sender
+// does). A QP that cannot send (not in RTS or SQD) has nothing to put out.
+void send_posted(Runtime& r, E::Qp* q) {
+  const auto t = q->init_attr().qp_type;
+  if (t != E::QpType::UD && t != E::QpType::UC) return;
+  if (q->state() != E::QpState::Rts && q->state() != E::QpState::Sqd) return;
+  const uint64_t end = r.engine->now_ns() + param::kShimSendPostedWaitNs;
+  while (q->sq_outstanding() > 0 && r.engine->now_ns() < end) r.drive();
+}
+
 }  // namespace uroce::shim
 
 extern "C" {
@@ -205,6 +216,7 @@ SHIM_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* a, int mask, ibv_qp_init_a
 
 SHIM_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   if (!mine(qp->context)) return REAL(ibv_destroy_qp)(qp);
+  with_token([&] { send_posted(rt(), uqp(qp)->e); });
   return destroy_object(rt().registry.qps, uqp(qp), *qp, &engine::Device::destroy_qp, async_forget_qp);
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/cm.hpp"
+#include "verbs_shim/api.hpp"
 
 namespace uroce::shim {
 
@@ -96,6 +97,10 @@ void cm_leave(Runtime& r) {
 void shim_fini() {
   Runtime& r = rt();
   if (!r.started) return;
+  {
+    Guard g;  // the registry's lists are the token's
+    for (UQp* q : r.registry.qps) send_posted(r, q->e);  // datagrams posted just before exit go out
+  }
   cm_leave(r);  // with or without a polling thread (progress = inline has none)
   if (!r.poller.joinable()) {
     if (r.link) r.link->release_netdev();
