@@ -3,7 +3,7 @@
 liburoce-verbs.so and liburoce-rdmacm.so (scripts/uroce-run preloads both), uroce <-> uroce
 over memif (config/memif-*.conf) or the netns veth pair (scripts/netns-pair, config/veth-*.conf).
 Each program's exit status and its own output are checked (rping -v prints every payload it
-verified; ucmatose, udaddy, rdma_client print their result), plus the failure path: a client
+verified; ucmatose, udaddy, mckey, rdma_client print their result), plus the failure path: a client
 connecting to a port nobody listens on gets REJECTED (reason 8, invalid service ID) and exits
 within a bounded time. Every run is bounded; processes, namespaces and DPDK runtime
 directories are cleaned up on every exit (tests/support/driver.py). One JSON line per run to
@@ -29,6 +29,9 @@ children, netns, cleanup, record = suite.children, suite.netns, suite.cleanup, s
 LOGDIR = "/tmp"
 # The server's address on each link (the uroce endpoint's own, not the kernel's).
 SERVER_IP = {"memif": "198.19.0.1", "veth": "198.18.0.12"}
+CLIENT_IP = {"memif": "198.19.0.2", "veth": "198.18.0.11"}
+# mckey's group: administratively scoped (239/8), MAC 01:00:5e:12:00:09.
+MCKEY_GROUP = "239.18.0.9"
 # Ports: a different one per run, so that a TimeWait of the last run is never in the way.
 port_counter = [7000 + (os.getpid() % 500) * 4]
 # A client that finds nobody listening yet (the server is still starting) is run again, at most
@@ -215,6 +218,21 @@ def udaddy(link, conns=2, msgs=10):
         retry_refused=False, ready_line="udaddy: starting server")
 
 
+def mckey(link, msgs=10):
+    """mckey: UD multicast through rdma_join_multicast. The receiver (-b the server's address)
+    joins and waits for `msgs` datagrams; the sender (-s) joins the same group and, 3 s later,
+    sends them to QP 0xFFFFFF. The receiver returns only once all have arrived."""
+
+    def ok(crc, cout, src, sout):
+        joined = "mckey: joined dgid: ::ffff:%s" % MCKEY_GROUP
+        good = crc == 0 and src == 0 and joined in cout and joined in sout and \
+            "data transfers complete" in sout and "return status 0" in sout
+        return good, "sender rc %s, receiver rc %s, %d datagrams to %s received" % (crc, src, msgs, MCKEY_GROUP)
+    run(link, "mckey -C %d" % msgs, ["mckey", "-m", MCKEY_GROUP, "-b", SERVER_IP[link], "-C", str(msgs)],
+        ["mckey", "-m", MCKEY_GROUP, "-b", CLIENT_IP[link], "-s", "-C", str(msgs)], ok,
+        timeout=30, retry_refused=False, ready_line="mckey: joined dgid")
+
+
 def rdma_server_client(link):
     ip, port = SERVER_IP[link], next_port()
 
@@ -262,6 +280,7 @@ def sc_memif():
     ucmatose("memif")
     rdma_server_client("memif")
     udaddy("memif")
+    mckey("memif")
     cmtime("memif")
 
 
@@ -272,6 +291,7 @@ def sc_veth():
     ucmatose("veth")
     rdma_server_client("veth")
     udaddy("veth")
+    mckey("veth")
     cmtime("veth")
     unreachable("veth")
     perftest("veth", "ib_write_bw", ["-n", "200", "-s", "4096"], 4096)
