@@ -36,6 +36,7 @@ import ipaddress
 import os
 import re
 import shlex
+import shutil
 import select
 import signal
 import subprocess
@@ -135,7 +136,17 @@ def judge_perftest(size):
 # functions take (server address, port, the side's device). Flags: "keeps" (the server keeps
 # listening: stopped after the client), "ud" (datagrams: a lost one is lost for good, so not run
 # under loss), "bulk" (a message crosses the path MTU: its packets must carry exactly the MTU),
-# "perftest" (perftest -R: never run again when refused, see run_cm_one).
+# "perftest" (perftest -R: never run again when refused, see run_cm_one), "short" (the server
+# ends on its own within 30 s or has failed: mckey's receiver waits for every datagram), "mcast"
+# (multicast: the join is local on RoCE, so the capture holds no CM exchange, and only the
+# client sends: RoCE frames one way). An
+# argument SELF is replaced with the running side's own address (mckey's sender binds to it: the
+# guest has no route to a multicast group to choose a source by).
+SELF = "@SELF@"
+# mckey's group: administratively scoped (239/8), MAC 01:00:5e:12:00:09.
+MCKEY_GROUP = "239.18.0.9"
+
+
 def cm_tools(mtu, loss):
     big = str(4 * mtu + 100)
     # rping's READ and WRITE of exactly 4 x MTU: every packet full, the last too (issue 35: the
@@ -154,6 +165,11 @@ def cm_tools(mtu, loss):
         # udaddy's port is fixed (7174; its -p is the port space).
         ("udaddy -c 2 -C 10", lambda a, p, d: ["udaddy", "-b", a, "-c", "2", "-C", "10"],
          lambda a, p, d: ["udaddy", "-s", a, "-c", "2", "-C", "10"], judge_status(True), ("ud",)),
+        # UD multicast: the receiver joins 239.18.0.9 and waits for 10 datagrams; the sender joins
+        # as well and, 3 s later, sends them to QP 0xFFFFFF.
+        ("mckey -C 10", lambda a, p, d: ["mckey", "-m", MCKEY_GROUP, "-b", a, "-C", "10"],
+         lambda a, p, d: ["mckey", "-m", MCKEY_GROUP, "-b", SELF, "-s", "-C", "10"],
+         judge_lines("return status 0", "data transfers complete"), ("ud", "short", "mcast")),
         ("rdma_server / rdma_client", lambda a, p, d: ["rdma_server", "-s", a, "-p", p],
          lambda a, p, d: ["rdma_client", "-s", a, "-p", p], judge_lines("rdma_client: end 0", "rdma_server: end 0"), ()),
         ("cmtime -c 20", lambda a, p, d: ["cmtime", "-b", a, "-p", p, "-c", "20"],
@@ -179,7 +195,7 @@ def cm_tools(mtu, loss):
 # the client, most runs see uroce's second REQ reach the emulated server before it listens for it
 # (perftest 4.5's race, run_cm_one), and a run can lose it four times in a row (`--cm all` shows it).
 CM_REPRESENTATIVE = {
-    (1024, 0): ("rping -v", "ucmatose", "udaddy", "rdma_server", "rping (nobody listens)", "ib_send_lat -R@in"),
+    (1024, 0): ("rping -v", "ucmatose", "udaddy", "mckey", "rdma_server", "rping (nobody listens)", "ib_send_lat -R@in"),
     (4096, 0): ("rping -V", "ib_write_bw -R@in", "ib_read_bw -R@in", "cmtime", "rping (path MTU"),
     (1024, 1): ("rping -V",),
     (4096, 1): ("ucmatose",),
@@ -264,7 +280,7 @@ class Peer:
     """The other RoCE implementation, on a host reached by `prefix + [command line]`."""
 
     def __init__(self, prefix, dev, tcp_ip, gid, port=1, netdev=None, netem=False, set_mtu=False, name="peer",
-                 cm_ip=None):
+                 cm_ip=None, path=None):
         self.prefix = prefix          # e.g. ["ssh", "root@host"]
         self.dev = dev                # its RDMA device, e.g. mlx5_0 or rxe0
         self.tcp_ip = tcp_ip          # where its servers listen (perftest / pingpong TCP exchange)
@@ -275,12 +291,17 @@ class Peer:
         self.set_mtu = set_mtu
         self.name = name
         self.cm_ip = cm_ip or tcp_ip   # its RDMA address (rdma_cm), by default the same
+        self.path = path              # a directory put first on its PATH (programs it lacks)
+
+    def line(self, cmd):
+        return f"export PATH={self.path}:$PATH; {cmd}" if self.path else cmd
 
     def run(self, cmd, timeout=120):
-        return subprocess.run(self.prefix + [cmd], capture_output=True, text=True, timeout=timeout + 40)
+        return subprocess.run(self.prefix + [self.line(cmd)], capture_output=True, text=True, timeout=timeout + 40)
 
     def start(self, cmd):
-        return subprocess.Popen(self.prefix + [cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        return subprocess.Popen(self.prefix + [self.line(cmd)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True)
 
     def counters(self):
         """The device's own protocol counters, name -> value: sysfs hw_counters (rxe, mlx5), else
@@ -675,13 +696,18 @@ class Runner:
                     return out, rc
                 time.sleep(1)
 
+        def own(argv, ip):
+            return [ip if x == SELF else x for x in argv]
+
         def uroce_client():
-            c = subprocess.run(["timeout", "90", *self.uroce(run_conf, client(self.peer.cm_ip, port, "uroce0"))],
+            argv = own(client(self.peer.cm_ip, port, "uroce0"), self.local.cm_ip)
+            c = subprocess.run(["timeout", "90", *self.uroce(run_conf, argv)],
                                capture_output=True, text=True, timeout=120)
             return c.stdout + c.stderr, c.returncode
 
         def peer_client():
-            c = self.peer.run("timeout 90 " + shlex.join(client(self.local.cm_ip, port, self.peer.dev)), timeout=100)
+            argv = own(client(self.local.cm_ip, port, self.peer.dev), self.peer.cm_ip)
+            c = self.peer.run("timeout 90 " + shlex.join(argv), timeout=100)
             return c.stdout + c.stderr, c.returncode
         try:
             if direction == self.out_dir():
@@ -689,7 +715,7 @@ class Runner:
                 # channel runs one command at a time, so it cannot be stopped by a second one.
                 # A perftest server that lost the race waits for a connection that never comes.
                 limit = ("timeout -s INT 30 " if "keeps" in flags else "timeout 45 " if "perftest" in flags else
-                         "timeout 120 ")
+                         "timeout 30 " if "short" in flags else "timeout 120 ")
                 srv = self.peer.start(limit + shlex.join(server(self.peer.cm_ip, port, self.peer.dev)))
                 # The kernel's CM rejects a REQ for a port nobody listens on yet (reason 8), and
                 # until_accepted starts the client again; perftest's clients are started once.
@@ -699,7 +725,8 @@ class Runner:
                 finally:
                     srv_out, srv_rc = collect(srv)
             else:
-                srv = subprocess.Popen(["timeout", "120", *self.uroce(run_conf, server(self.local.cm_ip, port, "uroce0"))],
+                srv = subprocess.Popen(["timeout", "30" if "short" in flags else "120",
+                                        *self.uroce(run_conf, server(self.local.cm_ip, port, "uroce0"))],
                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                        start_new_session=True)
                 time.sleep(2.5)
@@ -716,7 +743,7 @@ class Runner:
         srv_ok = srv_rc == 0 or ("keeps" in flags and srv_rc is not None)
         ok = good and cli_rc == 0 and srv_ok
         return self.finish_row(name, direction, mtu, loss, ok, srv_rc, cli_rc, srv_out, cli_out, what, pcap, cap_state,
-                               t0, False, "bulk" in flags, cm=True)
+                               t0, "mcast" in flags, "bulk" in flags, cm="mcast" not in flags)
 
     def run_cm_refused(self, name, direction, mtu, loss, server_conf, reason):
         """A connection the passive CM refuses: `rping -c` to a port nobody listens on (REJ 8,
@@ -893,6 +920,22 @@ class Listing(Runner):
         return "\n".join(out + [f"not run: {x}" for x in self.skipped])
 
 
+# Programs the lab's guest image lacks (its initramfs copies a list of rdmacm-utils' programs
+# without mckey): copied from this host into the lab's 9p share, which the guest mounts at /lab,
+# after `rxe-lab.sh up`; the guest runs them from LAB_GUEST_BIN (first on the peer's PATH). The
+# guest has the libraries they need (librdmacm, libibverbs, libnl).
+LAB_EXTRA_TOOLS = ["/usr/bin/mckey"]
+LAB_GUEST_BIN = "/lab/bin"
+
+
+def lab_share_tools():
+    share = os.path.join(os.environ.get("RXE_LAB_DIR", "/var/tmp/rxe-lab"), "share", "bin")
+    os.makedirs(share, exist_ok=True)
+    for t in LAB_EXTRA_TOOLS:
+        if os.path.exists(t):
+            shutil.copy2(t, share)
+
+
 def lab_peer_and_local(args, peer_cls=Peer):
     """The rxe lab as a generic peer: its command prefix and its values."""
     global LAB
@@ -904,7 +947,7 @@ def lab_peer_and_local(args, peer_cls=Peer):
             LAB = lab_script
     # The guest's command channel: `rxe-lab.sh guest 'CMD'` (RXE_GUEST_TIMEOUT bounds it).
     peer = peer_cls(["env", "RXE_GUEST_TIMEOUT=150", "bash", LAB, "guest"], dev="rxe0", tcp_ip="198.18.0.2",
-                gid={"v4": 1, "v6": 0}, netdev="eth0", netem=True, set_mtu=True, name="rxe")
+                gid={"v4": 1, "v6": 0}, netdev="eth0", netem=True, set_mtu=True, name="rxe", path=LAB_GUEST_BIN)
     local = Local({1024: os.path.join(ROOT, "config", "rxe-lab.conf"),
                    4096: os.path.join(ROOT, "config", "rxe-lab-4096.conf")},
                   ns="roce-lab", tcp_ip="198.18.0.1", capture="tcpdump", iface="tap-rxe", set_mtu=True)
@@ -1039,6 +1082,7 @@ def main():
             if u.returncode != 0:
                 print("interop: rxe-lab up failed\n" + u.stderr[-2000:], file=sys.stderr)
                 return 1
+            lab_share_tools()
         print(f"interop: peer {peer.name}: {' '.join(peer.prefix)} (device {peer.dev}, GID v4 {peer.gid['v4']}, "
               f"v6 {peer.gid['v6']}, servers at {peer.tcp_ip}); uroce {sorted(local.addrs)}, capture {local.capture}",
               flush=True)
