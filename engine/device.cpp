@@ -294,6 +294,8 @@ int Device::attach_mcast(Qp* qp, const proto::Ip6& group) {
   if (it == groups_.end() ? groups_.size() >= param::kMaxMcastGrp : it->second.size() >= param::kMaxMcastQpAttach)
     return ENOMEM;
   if (mcast_attached_ >= param::kMaxTotalMcastQpAttach) return ENOMEM;
+  if (it == groups_.end())
+    if (int rc = link_.join_group(group, true)) return rc;  // the first member here: the kernel joins
   groups_[group].push_back(qp);
   ++mcast_attached_;
   ++qp->mcast_groups;
@@ -306,7 +308,10 @@ int Device::detach_mcast(Qp* qp, const proto::Ip6& group) {
   auto m = std::find(it->second.begin(), it->second.end(), qp);
   if (m == it->second.end()) return EINVAL;
   it->second.erase(m);
-  if (it->second.empty()) groups_.erase(it);
+  if (it->second.empty()) {
+    groups_.erase(it);
+    link_.join_group(group, false);  // the last member here: the kernel leaves
+  }
   --mcast_attached_;
   --qp->mcast_groups;
   return 0;

@@ -2,6 +2,7 @@
 // RoCEv2 Ethernet frames (ICRC included) into buffers the link lends it, and receives frames
 // in batches. The DPDK port implements Link over mbufs; FakeLink implements it in memory.
 #pragma once
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -28,6 +29,11 @@ class Link {
   virtual void release(PacketBuf& b) = 0;
   // Largest frame the link carries (Ethernet header included, FCS excluded).
   virtual uint32_t max_frame() const = 0;
+  // The device's membership of a multicast group (its GID) begins (its first QP attached) or
+  // ends (its last QP gone). A link beside the kernel has the kernel join the group on the
+  // interface (IGMP or MLD report, the group's MAC let in), as rdma_cm does for rxe; others
+  // need nothing. 0 or an errno, which ibv_attach_mcast returns.
+  virtual int join_group(const std::array<uint8_t, 16>& /*group*/, bool /*join*/) { return 0; }
 };
 
 class Clock {

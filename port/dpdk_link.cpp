@@ -31,6 +31,7 @@ std::unique_ptr<DpdkLink> DpdkLink::open(const EndpointConfig& cfg, std::string&
     if (!l->claim_netdev(err)) return nullptr;
     l->kernel_ = std::make_unique<KernelNeighbours>(cfg.netdev_ifindex);
     l->addr_watch_ = std::make_unique<AddressWatch>(cfg.netdev_ifindex);
+    l->groups_ = std::make_unique<KernelGroups>(cfg.netdev_ifindex);
     if (!l->addr_watch_->open(err)) return nullptr;
   }
   if (!detail::start_eal(cfg.eal, extra_eal, err)) return nullptr;
@@ -268,5 +269,10 @@ std::string DpdkLink::describe() const {
 }
 
 std::string DpdkLink::counters_text() const { return link_counters_text(ctr_, rx_fault_.on(), tx_fault_.on()); }
+
+int DpdkLink::join_group(const std::array<uint8_t, 16>& group, bool join) {
+  if (!groups_) return 0;  // uroce's own link: allmulticast lets every group's frames in (start_port)
+  return join ? groups_->join(group) : groups_->leave(group);
+}
 
 }  // namespace uroce::port

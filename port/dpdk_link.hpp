@@ -24,6 +24,7 @@
 #include "port/capture.hpp"
 #include "port/config.hpp"
 #include "port/fault_stage.hpp"
+#include "port/groups.hpp"
 #include "port/link_counters.hpp"
 #include "port/neigh.hpp"
 #include "port/netlink.hpp"
@@ -48,6 +49,8 @@ class DpdkLink : public PortLink {
   size_t recv(engine::PacketBuf* bufs, size_t max) override;
   void release(engine::PacketBuf& b) override;
   uint32_t max_frame() const override { return max_frame_; }
+  // On a netdev: the kernel joins or leaves the group on the interface (port/groups.hpp).
+  int join_group(const std::array<uint8_t, 16>& group, bool join) override;
 
   // Makes the calling thread, if it is not one of the EAL's, a registered DPDK thread with an
   // lcore id of its own (once per thread; released when the thread ends), so that its mbuf
@@ -145,6 +148,7 @@ class DpdkLink : public PortLink {
   // ctl_'s cache; the socket that marks the interface ours while we live (netdev_claim.cpp).
   std::unique_ptr<KernelNeighbours> kernel_;  // its requests change no state of ours
   std::unique_ptr<AddressWatch> addr_watch_;
+  std::unique_ptr<KernelGroups> groups_;    // multicast groups the kernel joined for us (port/groups.hpp)
   int claim_fd_ = -1;
   std::vector<int> port_guard_fds_;  // af_packet: UDP 4791 held, its datagrams dropped
   std::vector<void*> flows_;  // rte_flow* (flow isolation rules)

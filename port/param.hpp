@@ -42,6 +42,8 @@ inline constexpr uint32_t kAfXdpMinMbufSize = 2048; // an mbuf of the AF_XDP ume
                                                      // kernel's XDP_UMEM_MIN_CHUNK_SIZE) with its header
 inline constexpr uint32_t kGidTableMax = 16;        // GID table entries at most (rxe: 1024; a netdev's addresses)
 inline constexpr uint32_t kNeighbourProbeMs = 100;   // the kernel's neighbour table looked at again while resolving
+inline constexpr uint32_t kGroupsPerSocket = 20;     // multicast groups joined per kernel socket (port/groups.cpp):
+                                                     // the kernel's default net.ipv4.igmp_max_memberships
 // Fixed (no key).
 inline constexpr uint32_t kArpRetryMs = 200;         // ARP request / neighbour solicitation re-sent
 inline constexpr uint32_t kNeighbours = 16;          // neighbour cache entries (ARP and ND)

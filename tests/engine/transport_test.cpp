@@ -650,6 +650,34 @@ TEST(Multicast, AttachRulesLimitsAndLeaving) {
   EXPECT_EQ(t.b.dev->mcast_groups(), 0u);
 }
 
+// The link hears of the device's membership of a group: joined with its first member, left
+// after its last (detached or destroyed), once each, whatever the number of QPs in between; a
+// link that refuses the join (a kernel out of memberships) makes ibv_attach_mcast fail with its
+// errno, and the group is not joined.
+TEST(Multicast, TheLinkJoinsWithTheFirstMemberAndLeavesAfterTheLast) {
+  Two t;
+  const proto::Ip6 g = group4(239, 18, 0, 5);
+  auto& calls = t.wire.b().group_calls;
+  Qp* q1 = t.b.qp(QpType::UD);
+  Qp* q2 = t.b.qp(QpType::UD);
+  ASSERT_EQ(t.b.dev->attach_mcast(q1, g), 0);
+  ASSERT_EQ(t.b.dev->attach_mcast(q2, g), 0);
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].first, g);
+  EXPECT_TRUE(calls[0].second);
+  ASSERT_EQ(t.b.dev->detach_mcast(q1, g), 0);
+  EXPECT_EQ(calls.size(), 1u) << "q2 is still a member";
+  ASSERT_EQ(t.b.dev->destroy_qp(q2), 0);
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_FALSE(calls[1].second) << "left with the last member";
+  t.wire.b().group_error = ENOBUFS;
+  EXPECT_EQ(t.b.dev->attach_mcast(q1, g), ENOBUFS);
+  EXPECT_EQ(t.b.dev->mcast_groups(), 0u);
+  t.wire.b().group_error = 0;
+  EXPECT_EQ(t.b.dev->attach_mcast(q1, g), 0);
+  EXPECT_EQ(t.b.dev->mcast_groups(), 1u);
+}
+
 // Forged or stray frames to QP 0xFFFFFF: to a unicast MAC, to a unicast address, of RC, with
 // the wrong Q_Key (per member), to a member in RESET: each a counted drop, nothing delivered.
 TEST(Multicast, StrayGroupFramesAreCountedDrops) {

@@ -7,7 +7,8 @@ owned by the kernel with an address from 198.18.0.0/15. Unmodified programs run 
 scripts/uroce-run with a config holding only `name` and `netdev`, and use the kernel's address
 both for their TCP exchange and for RDMA. Scenarios:
   tools    ibv_rc_pingpong (IPv4 and IPv6 link-local GIDs), ib_write_bw, ib_send_lat, rping,
-           while ping and repeated TCP transfers between the same addresses go on; the kernel
+           mckey (UD multicast: the kernel joins the group on the interface while the receiver
+           is a member), while ping and repeated TCP transfers between the same addresses go on; the kernel
            sends no ICMP port unreachable for RoCE frames while uroce is attached (and does once
            it is not: the counter is shown to move); the device view names the netdev of each
            GID; uroce's XDP program is gone after each program.
@@ -237,6 +238,31 @@ def end_background(bg):
     log(f"during the runs: {m.group(0) if m else '?'}; ping {p.group(0) if p else '?'}")
 
 
+def maddr(side):
+    return sh(f"ip -n {NS[side]} maddr show dev {IF[side]}")
+
+
+def mckey(addr, group="239.18.0.9", msgs=10):
+    """UD multicast beside the kernel: the receiver (b) joins the group through rdma_cm and the
+    kernel joins it on uh-b (IGMP; `ip maddr` shows it) while the receiver lives, and leaves it
+    after; the sender (a) joins too and sends 10 datagrams to QP 0xFFFFFF, all received."""
+    label = "mckey"
+    srv = start("b", ["mckey", "-m", group, "-b", addr["b"], "-C", str(msgs)], label + "-server")
+    t0 = time.time()
+    while "joined dgid" not in output(label + "-server") and srv.poll() is None and time.time() - t0 < 20:
+        time.sleep(0.05)
+    joined = maddr("b")
+    check(f"inet  {group}" in joined, f"{label}: the kernel joined {group} on {IF['b']} for the receiver: {joined}")
+    cli = start("a", ["mckey", "-m", group, "-b", addr["a"], "-s", "-C", str(msgs)], label + "-client")
+    crc = suite.children.finish(cli, 30)
+    src = suite.children.finish(srv, 20)
+    so, co = output(label + "-server"), output(label + "-client")
+    ok = crc == 0 and src == 0 and "data transfers complete" in so and "return status 0" in so
+    log(f"{label}: receiver exit {src}, sender exit {crc}; {IF['b']} joined {group}: {f'inet  {group}' in joined}")
+    check(ok, f"{label}: receiver {src} / sender {crc}, {msgs} datagrams to {group}\n{so[-800:]}\n{co[-800:]}")
+    check(f"inet  {group}" not in maddr("b"), f"{label}: {IF['b']} left {group} after the receiver: {maddr('b')}")
+
+
 def tools(link="af_xdp"):
     addr = topology_up(routed=False, link=link)
     before = {s: counters(s) for s in ("a", "b")}
@@ -251,6 +277,8 @@ def tools(link="af_xdp"):
          ["ib_send_lat", "-x", "1", "-s", "64", "-n", "1000", addr["b"]], perftest_line(64), port=18515)
     pair("rping", ["rping", "-s", "-a", addr["b"], "-C", "10", "-v"],
          ["rping", "-c", "-a", addr["b"], "-C", "10", "-v"], rping_judge(10))
+    if link == "af_xdp":
+        mckey(addr)
     end_background(bg)
     after = {s: counters(s) for s in ("a", "b")}
     for s in ("a", "b"):

@@ -13,6 +13,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "engine/fault.hpp"  // FaultConfig and the decisions, shared with the DPDK port
@@ -44,6 +45,14 @@ class FakeLink : public Link {
   size_t recv(PacketBuf* bufs, size_t max) override;
   void release(PacketBuf& b) override;
   uint32_t max_frame() const override { return frame_cap_; }
+  // Multicast memberships the device asked for (join_group), in order; `group_error` is what a
+  // join returns (a kernel that refuses).
+  std::vector<std::pair<std::array<uint8_t, 16>, bool>> group_calls;
+  int group_error = 0;
+  int join_group(const std::array<uint8_t, 16>& g, bool join) override {
+    group_calls.emplace_back(g, join);
+    return join ? group_error : 0;
+  }
 
   // Every frame this end sends is also handed to `tap` (for protocol tests that inspect what
   // an engine emits). Return false from a filter to drop the frame (scripted faults).
