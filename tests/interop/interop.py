@@ -66,6 +66,10 @@ def tools(mtu):
         ("ib_send_lat", "ib_send_lat", ["-s", "64", "-n", "50"], *x),
         ("ib_read_lat", "ib_read_lat", ["-s", "64", "-n", "50"], *x),
         ("ibv_rc_pingpong", "ibv_rc_pingpong", ["-n", "50", "-m", str(mtu), "-s", str(mtu)], "-g", "v4"),
+        # Memory windows (tests/shim/mw_pingpong.cpp, ours): type 2 bound by a work request and
+        # type 1 by ibv_bind_mw, WRITE and READ through them, SEND with Invalidate, the
+        # invalidated key refused; every byte checked on both sides.
+        ("mw_pingpong (memory windows)", "mw_pingpong", ["-p", VERBS_PORT], "-g", "v4"),
     ]
 
 
@@ -221,6 +225,7 @@ def cm_selected(mode, mtu, loss, label, peer_is_client):
 # default: scripts/interop-peer and runs by hand) runs every row in every block.
 VERBS_REPRESENTATIVE = {
     (1024, 0): ("ib_write_bw", "ib_atomic_bw FETCH_AND_ADD", "ib_write_lat", "ib_read_lat", "ib_send_bw -c UD",
+                "mw_pingpong (memory windows)",
                 "ib_send_bw -c UC", "ib_write_lat -c UC", "ibv_uc_pingpong", "ibv_rc_pingpong -g 0 (IPv6)"),
     (4096, 0): ("ib_write_bw", "ib_send_bw", "ib_read_bw", "ib_atomic_bw CMP_AND_SWAP", "ib_send_lat",
                 "ibv_rc_pingpong", "ib_write_bw -c UC", "ib_send_bw -c UD", "ib_send_lat -c UD", "ibv_ud_pingpong",
@@ -437,12 +442,15 @@ def local_listening(local, port, proc):
 
 
 def result_line(out):
-    """The last data row of perftest's table, or pingpong's summary."""
+    """The last data row of perftest's table, pingpong's summary, or what our own programs verified."""
     rows = [l.strip() for l in out.splitlines() if re.match(r"^\s*\d+\s+\d+\s+", l)]
     if rows:
         return " ".join(rows[-1].split())
     m = [l.strip() for l in out.splitlines() if "iters in" in l or "bytes in" in l]
-    return m[-1] if m else ""
+    if m:
+        return m[-1]
+    v = [l.strip() for l in out.splitlines() if l.startswith("verified")]
+    return f"{len(v)} checks verified, last: {v[-1]}" if v else ""
 
 
 def zero_figures(line):
@@ -523,7 +531,8 @@ class Runner:
         # (a failed calibration's report shows 0.00; see zero_figures()).
         freq = ["-F", *self.perftest_opts] if tool.startswith("ib_") else []
         peer_argv = [tool, "-d", self.peer.dev, gid_flag, str(self.peer.gid[family]), *opts, *freq]
-        uro_argv = [tool, "-d", "uroce0", gid_flag, str(UROCE_GID[family]), *opts, *freq]
+        local_tool = os.path.join(self.build, OUR_PROGRAMS[tool]) if tool in OUR_PROGRAMS else tool
+        uro_argv = [local_tool, "-d", "uroce0", gid_flag, str(UROCE_GID[family]), *opts, *freq]
         srv_out = cli_out = ""
         srv_rc = cli_rc = None
         try:
@@ -926,12 +935,15 @@ class Listing(Runner):
 # guest has the libraries they need (librdmacm, libibverbs, libnl).
 LAB_EXTRA_TOOLS = ["/usr/bin/mckey"]
 LAB_GUEST_BIN = "/lab/bin"
+# Test programs of ours that rows run on both sides by name: uroce's side runs the build's, the
+# lab's guest the copy in its share.
+OUR_PROGRAMS = {"mw_pingpong": os.path.join("tests", "shim", "mw_pingpong")}
 
 
-def lab_share_tools():
+def lab_share_tools(build):
     share = os.path.join(os.environ.get("RXE_LAB_DIR", "/var/tmp/rxe-lab"), "share", "bin")
     os.makedirs(share, exist_ok=True)
-    for t in LAB_EXTRA_TOOLS:
+    for t in LAB_EXTRA_TOOLS + [os.path.join(build, p) for p in OUR_PROGRAMS.values()]:
         if os.path.exists(t):
             shutil.copy2(t, share)
 
@@ -1082,7 +1094,7 @@ def main():
             if u.returncode != 0:
                 print("interop: rxe-lab up failed\n" + u.stderr[-2000:], file=sys.stderr)
                 return 1
-            lab_share_tools()
+            lab_share_tools(a.build)
         print(f"interop: peer {peer.name}: {' '.join(peer.prefix)} (device {peer.dev}, GID v4 {peer.gid['v4']}, "
               f"v6 {peer.gid['v6']}, servers at {peer.tcp_ip}); uroce {sorted(local.addrs)}, capture {local.capture}",
               flush=True)

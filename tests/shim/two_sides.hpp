@@ -30,32 +30,41 @@ inline void fail(const char* fmt, ...) {
   _exit(1);
 }
 
-// "[--port N] [SERVER_IP]": the server is the side without an address. Also makes stdout line
-// buffered (the test driver reads both sides' output as they go).
+// "[--port N | -p N] [-d DEVICE] [-g GID_INDEX] [SERVER_IP]": the server is the side without an
+// address; -d and -g as perftest takes them (the interop matrix runs a program against another
+// device so). Also makes stdout line buffered (the test driver reads both sides' output as they go).
 struct Args {
   std::string peer;
   int port = 0;
+  std::string dev;  // empty: the first device
+  int gid = -1;     // -1: the program's own
   bool server() const { return peer.empty(); }
 };
 inline Args parse_args(int argc, char** argv, int default_port) {
   Args a;
   a.port = default_port;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--port") && i + 1 < argc) a.port = std::atoi(argv[++i]);
+    const bool more = i + 1 < argc;
+    if ((!std::strcmp(argv[i], "--port") || !std::strcmp(argv[i], "-p")) && more) a.port = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "-d") && more) a.dev = argv[++i];
+    else if (!std::strcmp(argv[i], "-g") && more) a.gid = std::atoi(argv[++i]);
     else a.peer = argv[i];
   }
   setvbuf(stdout, nullptr, _IOLBF, 0);
   return a;
 }
 
-// The first device, opened: uroce's under scripts/uroce-run.
-inline ibv_context* open_first_device() {
+// The device named `name`, or the first (uroce's under scripts/uroce-run), opened.
+inline ibv_context* open_first_device(const std::string& name = "") {
   int n = 0;
   ibv_device** list = ibv_get_device_list(&n);
   if (!list || n == 0) fail("no device (run under scripts/uroce-run)");
-  ibv_context* ctx = ibv_open_device(list[0]);
+  int k = 0;
+  while (!name.empty() && k < n && name != ibv_get_device_name(list[k])) ++k;
+  if (k == n) fail("no device %s", name.c_str());
+  ibv_context* ctx = ibv_open_device(list[k]);
   if (!ctx) fail("ibv_open_device: %s", std::strerror(errno));
-  std::printf("device %s\n", ibv_get_device_name(list[0]));
+  std::printf("device %s\n", ibv_get_device_name(list[k]));
   ibv_free_device_list(list);
   return ctx;
 }
