@@ -186,7 +186,8 @@ bool DpdkLink::start_hooks(std::string& err) {
 }
 
 // The GID table: 0 the link-local address, 1 the IPv4-mapped address (zero: none), 2.. each
-// configured IPv6 address. ND and ping are answered for every IPv6 entry.
+// configured IPv6 address (and on a netdev the interface's other IPv4 addresses, IPv4-mapped).
+// ND and ping are answered for every IPv6 entry; RoCE frames are taken for every address.
 void DpdkLink::set_addresses() {
   have_ip4_ = cfg_.have_ip4;
   std::memcpy(ip4_, cfg_.ip4, 4);
@@ -222,10 +223,13 @@ bool DpdkLink::poll_addresses() {
   }
   // Slots 2..: an address that stays keeps its index, a removed one leaves a zero, a new one
   // takes the first zero (or a new index, up to param::kGidTableMax).
+  // The addresses of slots 2..: IPv6, then the IPv4 ones after the first (unless the file set `ip`).
+  std::vector<proto::Ip6> now = nd.ip6s;
+  if (!from_file("ip")) now.insert(now.end(), nd.ip4_more.begin(), nd.ip4_more.end());
   std::vector<proto::Ip6> slots(gids_.begin() + std::min<size_t>(2, gids_.size()), gids_.end());
   for (proto::Ip6& g : slots)
-    if (std::find(nd.ip6s.begin(), nd.ip6s.end(), g) == nd.ip6s.end()) g = proto::Ip6{};
-  for (const proto::Ip6& a : nd.ip6s) {
+    if (std::find(now.begin(), now.end(), g) == now.end()) g = proto::Ip6{};
+  for (const proto::Ip6& a : now) {
     if (std::find(slots.begin(), slots.end(), a) != slots.end()) continue;
     auto free = std::find(slots.begin(), slots.end(), proto::Ip6{});
     if (free != slots.end()) *free = a;

@@ -74,6 +74,13 @@ bool Neighbours::lookup(const Ip6& ip, Mac& out, uint64_t now_ms) const {
 }
 
 // ---- Control plane ------------------------------------------------------------------------------
+bool ControlPlane::own4(const uint8_t* a) const {
+  if (have_ip4_ && std::memcmp(a, ip4_, 4) == 0) return true;
+  for (const auto& x : more4_)
+    if (std::memcmp(a, x.data(), 4) == 0) return true;
+  return false;
+}
+
 const Ip6* ControlPlane::own6(const uint8_t* a) const {
   for (const Ip6& x : ip6s_)
     if (std::memcmp(a, x.data(), 16) == 0) return &x;
@@ -84,7 +91,12 @@ void ControlPlane::init(const Mac& mac, const uint8_t* ip4, const std::vector<Ip
   mac_ = mac;
   have_ip4_ = ip4 != nullptr;
   if (ip4) std::memcpy(ip4_, ip4, 4);
-  ip6s_ = ip6s;
+  ip6s_.clear();
+  more4_.clear();
+  for (const Ip6& a : ip6s) {
+    if (proto::gid_is_v4mapped(a)) more4_.push_back({a[12], a[13], a[14], a[15]});
+    else ip6s_.push_back(a);
+  }
   ctr_ = ctr;
 }
 
@@ -140,7 +152,7 @@ Verdict ControlPlane::sort(uint8_t* f, uint32_t len, uint32_t cap) {
       return {Verdict::Deliver};
     } else if (!to_us) {
       ++c.drop_not_our_mac;
-    } else if (!have_ip4_ || std::memcmp(Ipv4View<const uint8_t>(f + at.l3).dst(), ip4_, 4) != 0) {
+    } else if (!own4(Ipv4View<const uint8_t>(f + at.l3).dst())) {
       ++c.drop_not_our_ip;
     } else if (at.ip_proto == kIpProtoUdp) {
       if (roce) {

@@ -64,7 +64,9 @@ struct Verdict {
 class ControlPlane {
  public:
   // Our addresses (ip4 nullptr: no IPv4 address) and the counters sort() updates.
-  // Our IPv6 addresses: the link-local one first (it sends our neighbour solicitations).
+  // Our IPv6 addresses: the link-local one first (it sends our neighbour solicitations). IPv4-mapped
+  // entries among them are more IPv4 addresses (a netdev's after its first): RoCE to them is ours,
+  // ARP and ping are answered for `ip4` only (on a netdev the kernel answers them all).
   void init(const proto::Mac& mac, const uint8_t* ip4, const std::vector<proto::Ip6>& ip6s, LinkCounters* ctr);
 
   // Sorts one received frame of `len` bytes in a buffer of `cap` bytes: RoCEv2 to our MAC and
@@ -97,6 +99,8 @@ class ControlPlane {
   bool have_ip4_ = false;
   uint8_t ip4_[4] = {};
   std::vector<proto::Ip6> ip6s_;
+  std::vector<std::array<uint8_t, 4>> more4_;  // IPv4 addresses after ip4_
+  bool own4(const uint8_t* a) const;
   LinkCounters* ctr_ = nullptr;
   // Is `a` (16 bytes) one of our IPv6 addresses?
   const proto::Ip6* own6(const uint8_t* a) const;

@@ -79,6 +79,11 @@ bool read_netdev(const std::string& name, NetdevInfo& out, std::string& err) {
           std::memcpy(out.ip4, &reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr, 4);
           out.prefix4 = prefix_of(reinterpret_cast<const sockaddr_in*>(a->ifa_netmask));
           out.have_ip4 = true;
+        } else {
+          proto::Ip6 g{};
+          g[10] = g[11] = 0xff;
+          std::memcpy(g.data() + 12, &reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr, 4);
+          out.ip4_more.push_back(g);
         }
         break;
       case AF_INET6: {
@@ -146,6 +151,10 @@ bool apply_netdev(EndpointConfig& c, std::string& err) {
     c.have_ip6 = !nd.ip6s.empty();
     if (c.have_ip6) c.ip6 = nd.ip6s.front();
   }
+  // The interface's other IPv4 addresses after its IPv6 ones (GIDs 2..), unless the file set `ip`.
+  if (!key_set(c, "ip"))
+    for (const proto::Ip6& g : nd.ip4_more)
+      if (c.ip6s.size() + 2 < param::kGidTableMax) c.ip6s.push_back(g);
   if (nd.have_link_local) c.link_local = nd.link_local, c.have_link_local = true;
   const bool packet = c.netdev_link == "af_packet";
   // af_packet: one frame of framesz bytes per slot, the TPACKET header included.

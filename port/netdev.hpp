@@ -28,6 +28,8 @@ struct NetdevInfo {
   bool have_link_local = false;
   proto::Ip6 link_local{};          // its fe80::/10 address
   std::vector<proto::Ip6> ip6s;     // its other IPv6 addresses, in the kernel's order
+  std::vector<proto::Ip6> ip4_more; // its IPv4 addresses after the first, IPv4-mapped (GIDs 2.., as rxe
+                                    // has a GID for each address of the interface)
 };
 
 // Reads interface `name` of this network namespace. False and `err` when there is none.

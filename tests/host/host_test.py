@@ -18,7 +18,8 @@ both for their TCP exchange and for RDMA. Scenarios:
            next hop is the kernel's gateway, its MAC the kernel's neighbour entry.
   gids     the GID table follows the interface's addresses while a program runs: an IPv6
            address added becomes GID 2 (device view, IBV_EVENT_GID_CHANGE to ibv_asyncwatch),
-           removed leaves it empty, and ibv_rc_pingpong runs over the global IPv6 GIDs;
+           removed leaves it empty, a second IPv4 address likewise; ibv_rc_pingpong runs over
+           the global IPv6 GIDs and over second IPv4 addresses;
   kill     one process per netdev (a second is refused with a clear message); a process killed
            with SIGKILL leaves its XDP program, which the next one replaces; it then works.
 Every run is bounded; namespaces and processes are removed on any exit.
@@ -363,7 +364,18 @@ def gids():
     gone = wait_for(lambda: view_file(pid, "gids/2") == "0000:" * 7 + "0000" and view_file(pid, "gid_attrs/types/2") is None)
     check(gone, f"the address removed leaves GID 2 empty: {view_file(pid, 'gids/2')}")
     check(wait_for(lambda: output("asyncwatch").count("IBV_EVENT_GID_CHANGE") == 2), f"a second GID change event: {output('asyncwatch')}")
+    # A second IPv4 address is a GID too (rxe has one for each address), in the first free slot.
+    sh(f"ip -n {NS['b']} addr add 198.18.4.12/24 dev {IF['b']}")
+    want4 = "0000:0000:0000:0000:0000:ffff:c612:040c"
+    added4 = wait_for(lambda: view_file(pid, "gids/2") == want4)
+    check(added4 and view_file(pid, "gid_attrs/types/2") == "RoCE v2",
+          f"a second IPv4 address added is GID 2: {view_file(pid, 'gids/2')} {view_file(pid, 'gid_attrs/types/2')}")
+    check(wait_for(lambda: output("asyncwatch").count("IBV_EVENT_GID_CHANGE") == 3), f"a third GID change event: {output('asyncwatch')}")
+    sh(f"ip -n {NS['b']} addr del 198.18.4.12/24 dev {IF['b']}")
+    gone4 = wait_for(lambda: view_file(pid, "gids/2") == "0000:" * 7 + "0000")
+    check(gone4, f"the second IPv4 address removed leaves GID 2 empty: {view_file(pid, 'gids/2')}")
     log(f"GID 2 while ibv_asyncwatch ran: added -> {want if added else '?'}, removed -> {'empty' if gone else '?'}; "
+        f"a second IPv4 address -> {want4 if added4 else '?'}, removed -> {'empty' if gone4 else '?'}; "
         f"{output('asyncwatch').count('IBV_EVENT_GID_CHANGE')} IBV_EVENT_GID_CHANGE")
     watch.send_signal(signal.SIGINT)
     suite.children.stop_all()
@@ -372,6 +384,11 @@ def gids():
     sh(f"ip -n {NS['b']} addr add 2001:2:0:4::2/64 dev {IF['b']} nodad")
     pair("ibv_rc_pingpong -g 2 (global IPv6)", ["ibv_rc_pingpong", "-g", "2", "-n", "100"],
          ["ibv_rc_pingpong", "-g", "2", "-n", "100", "198.18.4.2"], pingpong(100), port=18515)
+    # Second IPv4 addresses on both ends: GID 3 (after the IPv6 one), RoCE to them taken.
+    sh(f"ip -n {NS['a']} addr add 198.18.4.11/24 dev {IF['a']}")
+    sh(f"ip -n {NS['b']} addr add 198.18.4.12/24 dev {IF['b']}")
+    pair("ibv_rc_pingpong -g 3 (a second IPv4 address)", ["ibv_rc_pingpong", "-g", "3", "-n", "100"],
+         ["ibv_rc_pingpong", "-g", "3", "-n", "100", "198.18.4.2"], pingpong(100), port=18515)
 
 
 def kill():
