@@ -69,6 +69,7 @@ inline constexpr uint32_t kTelemetryMaxQpRows = 96;
 inline constexpr uint32_t kServiceTagBits = 6;       // low bits of QPNs and CM IDs naming the process
 inline constexpr uint32_t kServiceMaxProcs = 1u << kServiceTagBits;  // processes on one device at once
 inline constexpr uint32_t kServiceRing = 2048;       // entries of each of a process's four rings
+inline constexpr uint32_t kServiceMaxGroups = 64;    // multicast groups a device's processes share (pump.hpp)
 inline constexpr uint32_t kServiceFill = 512;        // empty buffers kept in a process's fill ring
 inline constexpr uint32_t kServiceBurst = 32;        // frames moved per ring operation
 inline constexpr uint32_t kServiceUsed = 256;        // buffers a process keeps before giving them back (a few bursts)

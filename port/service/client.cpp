@@ -284,7 +284,7 @@ size_t ServiceLink::send(engine::PacketBuf* bufs, size_t n) {
     }
     size_t sent = 0;
     if (direct) {
-      sent = pump_->out(ms, k, sh_->mac, wire_, owner_, drive_counts_);
+      sent = pump_->out(int(slot_), ms, k, sh_->mac, wire_, owner_, drive_counts_);
       direct = sent == k;
     }
     const unsigned put = sent + rte_ring_sp_enqueue_burst(tx_, ms + sent, unsigned(k - sent), nullptr);
@@ -427,6 +427,14 @@ void ServiceLink::announce_listen(uint64_t service_id, bool on) {
   l.on = on ? 1 : 0;
   l.service_id = service_id;
   if (alive_) (void)::send(fd_, &l, sizeof l, MSG_NOSIGNAL);
+}
+
+int ServiceLink::join_group(const std::array<uint8_t, 16>& gid, bool join) {
+  Group g;
+  g.on = join ? 1 : 0;
+  std::memcpy(g.gid, gid.data(), 16);
+  if (alive_) (void)::send(fd_, &g, sizeof g, MSG_NOSIGNAL);
+  return alive_ ? 0 : ENODEV;
 }
 
 void ServiceLink::leave_will(uint32_t id, const std::vector<uint8_t>& frame) {

@@ -51,6 +51,9 @@ class ServiceLink : public PortLink {
   void announce_listen(uint64_t service_id, bool on);
   // The frame to send for CM connection `id` if this process dies (empty: none any more).
   void leave_will(uint32_t id, const std::vector<uint8_t>& frame);
+  // The engine's first QP joined multicast group `gid`, or its last left: the daemon hands the
+  // group's datagrams to this process (and has the kernel join the group on a netdev).
+  int join_group(const std::array<uint8_t, 16>& gid, bool join) override;
 
  private:
   ServiceLink() = default;

@@ -246,6 +246,7 @@ int Daemon::owner_of(const uint8_t* f, uint32_t len) {
   const Route r = route_frame({f, len});
   switch (r.by) {
     case Route::By::None: return Pump::kNobody;
+    case Route::By::Group: return Pump::kGroup;
     case Route::By::Qp:
     case Route::By::CmId: {
       if (r.id == 0) return Pump::kNobody;
@@ -457,6 +458,10 @@ void Daemon::on_message(uint32_t i) {
       std::memcpy(&l, buf, sizeof l);
       if (l.on) s.listens.insert(l.service_id);
       else s.listens.erase(l.service_id);
+    } else if (type == Msg::Group && size_t(n) == sizeof(Group)) {
+      Group g;
+      std::memcpy(&g, buf, sizeof g);
+      group(i, g.gid, g.on != 0);
     } else if (type == Msg::Will && size_t(n) == sizeof(Will)) {
       Will w;
       std::memcpy(&w, buf, sizeof w);
@@ -482,6 +487,37 @@ void Daemon::on_message(uint32_t i) {
   }
 }
 
+// Slot i's membership of multicast group `gid` (a process's first QP joined, or its last left).
+// The device's first member has the kernel join the group on a netdev, its last leave it.
+void Daemon::group(uint32_t i, const uint8_t* gid, bool on) {
+  const uint64_t bit = uint64_t(1) << i;
+  GroupEntry* e = nullptr;
+  GroupEntry* free = nullptr;
+  for (GroupEntry& x : sh_->groups) {
+    const uint64_t m = x.members.load(std::memory_order_relaxed);
+    if (m && std::memcmp(x.gid, gid, 16) == 0) e = &x;
+    if (!m && !free) free = &x;
+  }
+  std::array<uint8_t, 16> g;
+  std::memcpy(g.data(), gid, 16);
+  if (on) {
+    if (!e) {
+      if (!free) {
+        ++ctr_.groups_full;
+        std::fprintf(stderr, "uroced: more than %u multicast groups on the device: a group's datagrams will not reach slot %u\n",
+                     param::kServiceMaxGroups, i);
+        return;
+      }
+      e = free;
+      std::memcpy(e->gid, gid, 16);  // before its members: a reader that sees them sees the GID
+      link_->join_group(g, true);
+    }
+    e->members.fetch_or(bit, std::memory_order_release);
+  } else if (e && (e->members.fetch_and(~bit, std::memory_order_acq_rel) & ~bit) == 0) {
+    link_->join_group(g, false);  // its last member on the device
+  }
+}
+
 void Daemon::detach(uint32_t i, const char* why) {
   Slot& s = slots_[i];
   if (!s.live()) return;
@@ -490,6 +526,8 @@ void Daemon::detach(uint32_t i, const char* why) {
   ::close(s.fd);
   s.fd = -1;
   s.listens.clear();
+  for (const GroupEntry& e : sh_->groups)
+    if (e.members.load(std::memory_order_relaxed) & (uint64_t(1) << i)) group(i, e.gid, false);
   execute_wills(s);
   // Buffers in the rings come back, then those the process held in its own hands (its stash, the
   // frames it was working on or was done with): they still carry its mark (pump.hpp).

@@ -52,6 +52,7 @@ class Daemon {
     uint64_t delivered = 0, looped = 0, sent = 0, no_owner = 0, ring_full = 0, cm_unowned = 0;
     uint64_t attached = 0, detached = 0, wills_sent = 0, reclaimed = 0;  // reclaimed: buffers taken back from gone processes
     uint64_t from_drivers = 0, driver_deaths = 0;  // frames drivers handed over; drivers that died holding the port
+    uint64_t groups_full = 0;  // multicast joins past param::kServiceMaxGroups (their datagrams not delivered)
   };
   // What processes that drove the port did (zero when none could).
   const PumpShared* driving() const { return sh_; }
@@ -94,6 +95,7 @@ class Daemon {
   void accept_one();
   void on_message(uint32_t i);
   void detach(uint32_t i, const char* why);
+  void group(uint32_t i, const uint8_t* gid, bool on);  // Msg::Group (and a process's end)
   void fill_welcome(uint32_t i, Welcome& w) const;
   Gids gids_message() const;          // the link's GID table as sent to processes
   void send_gids();

@@ -14,7 +14,7 @@
 
 namespace uroce::port::service {
 
-inline constexpr uint32_t kVersion = 2;
+inline constexpr uint32_t kVersion = 3;
 inline constexpr uint32_t kMaxGids = param::kGidTableMax;
 
 // The abstract socket the daemon of device `name` listens on (per network namespace, as the
@@ -30,6 +30,7 @@ enum class Msg : uint32_t {
   Resolved,    // daemon -> process: the answer
   Gids,        // daemon -> process: the GID table changed
   Will,        // process -> daemon: a frame to send for connection `id` if I die (none: forget it)
+  Group,       // process -> daemon: a QP of mine joined multicast group `gid` (on), or my last one left
 };
 
 struct Hello {
@@ -71,6 +72,12 @@ struct Listen {
   Msg type = Msg::Listen;
   uint32_t on = 0;
   uint64_t service_id = 0;
+};
+
+struct Group {
+  Msg type = Msg::Group;
+  uint32_t on = 0;
+  uint8_t gid[16] = {};
 };
 
 struct Resolve {

@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "port/service/route.hpp"
+
 namespace uroce::port::service {
 
 uint64_t monotonic_ns() {
@@ -111,6 +113,58 @@ void Pump::give_back(uint32_t who) {
   if (sh_->holder.load(std::memory_order_relaxed) == who) sh_->holder.store(0, std::memory_order_release);
 }
 
+uint64_t PumpShared::members(const uint8_t* gid) const {
+  for (const GroupEntry& e : groups) {
+    const uint64_t m = e.members.load(std::memory_order_acquire);
+    if (m && std::memcmp(e.gid, gid, 16) == 0) return m;
+  }
+  return 0;
+}
+
+uint64_t Pump::group_members(const void* mp, int except) const {
+  const rte_mbuf* m = static_cast<const rte_mbuf*>(mp);
+  if (m->data_len < 6 || !(rte_pktmbuf_mtod(m, const uint8_t*)[0] & 1)) return 0;  // not to a group MAC
+  const Route r = route_frame({rte_pktmbuf_mtod(m, const uint8_t*), m->data_len});
+  if (r.by != Route::By::Group) return 0;
+  uint64_t members = sh_->members(r.group.data()) & sh_->live.load(std::memory_order_relaxed);
+  if (except >= 0) members &= ~(uint64_t(1) << except);
+  return members;
+}
+
+void* Pump::copy_for(const void* m, uint32_t slot, Counts& c) {
+  rte_mbuf* copy = rte_pktmbuf_copy(static_cast<const rte_mbuf*>(m), pool_, 0, UINT32_MAX);
+  if (!copy) {
+    ++c.ring_full;  // no buffer for it: a datagram lost, as on a wire
+    return nullptr;
+  }
+  void* cp = copy;
+  mark(&cp, 1, slot + 1);
+  return cp;
+}
+
+void Pump::give(uint32_t slot, void* cp, Counts& c) {
+  if (rte_ring_sp_enqueue(slots_[slot].rx, cp) != 0) {
+    mark(&cp, 1, 0);
+    rte_pktmbuf_free(static_cast<rte_mbuf*>(cp));
+    ++c.ring_full;
+    return;
+  }
+  ++c.delivered;
+  ++in_[slot];
+}
+
+int Pump::to_members(void* m, Counts& c) {
+  uint64_t members = group_members(m, kNobody);
+  if (!members) return kNobody;
+  const int last = 63 - __builtin_clzll(members);  // the original is for this one
+  members &= ~(uint64_t(1) << last);
+  for (; members; members &= members - 1) {
+    const uint32_t s = uint32_t(__builtin_ctzll(members));
+    if (void* cp = copy_for(m, s, c)) give(s, cp, c);
+  }
+  return last;
+}
+
 void Pump::deliver(void** ms, size_t n, const OwnerFn& owner_of, Counts& c, Mine self) {
   int owner[param::kLinkBurst];
   while (n > param::kLinkBurst) {  // in bursts of the link's size
@@ -121,6 +175,7 @@ void Pump::deliver(void** ms, size_t n, const OwnerFn& owner_of, Counts& c, Mine
   for (size_t i = 0; i < n; ++i) {
     const rte_mbuf* m = static_cast<const rte_mbuf*>(ms[i]);
     owner[i] = owner_of(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len);
+    if (owner[i] == kGroup) owner[i] = to_members(ms[i], c);  // a copy each, the original to the last member
     *mark_field(m) = owner[i] >= 0 ? uint32_t(owner[i]) + 1 : 0;  // before the ring: the owner may take it at once
   }
   for (size_t i = 0, j; i < n; i = j) {
@@ -171,13 +226,13 @@ size_t Pump::move_tx_burst(uint32_t i, const uint8_t* dev_mac, const WireFn& wir
   rte_ring* r = slots_[i].tx;
   const unsigned n = rte_ring_dequeue_burst_start(r, ms, param::kServiceBurst, nullptr);
   if (!n) return 0;
-  const size_t done = out(ms, n, dev_mac, wire, owner, c, looped);
+  const size_t done = out(int(i), ms, n, dev_mac, wire, owner, c, looped);
   rte_ring_dequeue_finish(r, unsigned(done));
   return done;
 }
 
-size_t Pump::out(void** ms, size_t n, const uint8_t* dev_mac, const WireFn& wire, const OwnerFn& owner, Counts& c,
-                 uint64_t* looped) {
+size_t Pump::out(int from, void** ms, size_t n, const uint8_t* dev_mac, const WireFn& wire, const OwnerFn& owner,
+                 Counts& c, uint64_t* looped) {
   auto to_self = [&](size_t k) {
     const rte_mbuf* m = static_cast<const rte_mbuf*>(ms[k]);
     return m->data_len >= 6 && std::memcmp(rte_pktmbuf_mtod(m, const uint8_t*), dev_mac, 6) == 0;
@@ -195,13 +250,38 @@ size_t Pump::out(void** ms, size_t n, const uint8_t* dev_mac, const WireFn& wire
       done = end;
       continue;
     }
+    // A multicast datagram also goes to the group's other member processes on this device (the
+    // sender's own members had their copy inside the sender): copied before the port has it (it
+    // may free it within `wire`), handed over once the port took it (one it refuses comes again).
+    const size_t run = end - done;
+    struct Copy {
+      size_t k;
+      uint32_t slot;
+      void* m;
+    };
+    Copy copies[param::kServiceBurst];
+    size_t nc = 0;
+    for (size_t k = done; k < end; ++k)
+      for (uint64_t mm = group_members(ms[k], from); mm; mm &= mm - 1) {
+        const uint32_t s = uint32_t(__builtin_ctzll(mm));
+        void* cp = nc < param::kServiceBurst ? copy_for(ms[k], s, c) : nullptr;
+        if (cp) copies[nc++] = {k, s, cp};
+        else if (nc >= param::kServiceBurst) ++c.ring_full;
+      }
     // The port's from here (it may free them within `wire`); what it does not take is given back
     // its mark.
-    const size_t run = end - done;
     const uint32_t was = mark_of(ms[done]);
     mark(ms + done, run, 0);
     const size_t took = wire(ms + done, run);
     if (took < run) mark(ms + done + took, run - took, was);
+    for (size_t j = 0; j < nc; ++j) {
+      if (copies[j].k < done + took) {
+        give(copies[j].slot, copies[j].m, c);
+      } else {
+        mark(&copies[j].m, 1, 0);
+        rte_pktmbuf_free(static_cast<rte_mbuf*>(copies[j].m));
+      }
+    }
     done += took;
     if (took < run) break;
   }

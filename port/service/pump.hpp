@@ -36,6 +36,14 @@ struct rte_mempool;
 
 namespace uroce::port::service {
 
+// A multicast group of the device's processes: which of them have a QP attached to it. The
+// daemon writes it (Msg::Group from each process), whoever moves frames reads it: a datagram to
+// the group goes to each member process (a copy each), and one a process sends to the others.
+struct GroupEntry {
+  std::atomic<uint64_t> members{0};  // a bit per slot; 0: the entry is free
+  uint8_t gid[16] = {};
+};
+
 // In a memzone of the daemon's (kPumpZone), seen by every attached process.
 struct PumpShared {
   std::atomic<uint32_t> holder{0};     // 0: free; slot + 1: that process; kDaemonHolder: the daemon
@@ -45,6 +53,9 @@ struct PumpShared {
   std::atomic<uint32_t> epoch{0};      // the link's ups and downs (a process drives only in the epoch it began in)
   uint16_t port = 0;                   // the DPDK port and queue 0 of it
   uint8_t mac[6] = {};
+  GroupEntry groups[param::kServiceMaxGroups];
+  // The members of group `gid` (0: none, or not a group of the table).
+  uint64_t members(const uint8_t* gid) const;
 };
 inline constexpr uint32_t kDaemonHolder = 0xFFFFFFFFu;
 inline constexpr const char* kPumpZone = "uroced_pump";
@@ -68,8 +79,9 @@ SlotRingNames slot_ring_names(uint32_t i);
 
 class Pump {
  public:
-  // Frames go to a slot (>= 0), to nobody (kNobody: freed, counted) or to the daemon (kDaemon).
-  static constexpr int kNobody = -1, kDaemon = -2;
+  // Frames go to a slot (>= 0), to nobody (kNobody: freed, counted), to the daemon (kDaemon), or
+  // to every member process of their multicast group (kGroup: a copy each).
+  static constexpr int kNobody = -1, kDaemon = -2, kGroup = -3;
   // Per frame, so a plain function and its context rather than a std::function.
   struct OwnerFn {
     int (*fn)(void* ctx, const uint8_t* frame, uint32_t len) = nullptr;
@@ -108,13 +120,14 @@ class Pump {
   };
   void deliver(void** mbufs, size_t n, const OwnerFn& owner, Counts& c, Mine self);
   void deliver(void** mbufs, size_t n, const OwnerFn& owner, Counts& c) { deliver(mbufs, n, owner, c, Mine()); }
-  // Slot i's tx ring: frames to this device's MAC to their owners, the rest to `wire`, in order;
-  // what `wire` does not take stays in the ring, first in line. Returns the frames moved.
+  // Slot i's tx ring: frames to this device's MAC to their owners, the rest to `wire`, in order
+  // (a multicast datagram also to the group's other member processes, a copy each); what `wire`
+  // does not take stays in the ring, first in line. Returns the frames moved.
   size_t move_tx(uint32_t i, const uint8_t* dev_mac, const WireFn& wire, const OwnerFn& owner, Counts& c,
                  uint64_t* looped = nullptr);
-  // Frames a process sends, straight from its hands (it holds the port, its tx ring is empty):
-  // as move_tx does with the ring's; returns how many were taken.
-  size_t out(void** mbufs, size_t n, const uint8_t* dev_mac, const WireFn& wire, const OwnerFn& owner, Counts& c,
+  // Frames process `from` sends, straight from its hands (it holds the port, its tx ring is
+  // empty): as move_tx does with the ring's; returns how many were taken.
+  size_t out(int from, void** mbufs, size_t n, const uint8_t* dev_mac, const WireFn& wire, const OwnerFn& owner, Counts& c,
              uint64_t* looped = nullptr);
   // Slot i's free ring back to the pool, its fill ring topped up (to param::kServiceFill).
   void refill(uint32_t i);
@@ -140,6 +153,15 @@ class Pump {
   size_t size() const { return slots_.size(); }
 
  private:
+  // Multicast: the live member processes of the group of datagram `m` (to a group MAC, QP
+  // 0xFFFFFF) but `except` (a slot, or kNobody); a copy of it for `slot` (nullptr: no buffer,
+  // counted); a frame into slot's rx ring (freed and counted if full); and a received datagram
+  // to its members, a copy each but the last, whose slot is returned for the original (kNobody:
+  // no member).
+  uint64_t group_members(const void* m, int except) const;
+  void* copy_for(const void* m, uint32_t slot, Counts& c);
+  void give(uint32_t slot, void* m, Counts& c);
+  int to_members(void* m, Counts& c);
   size_t move_tx_burst(uint32_t i, const uint8_t* dev_mac, const WireFn& wire, const OwnerFn& owner, Counts& c,
                        uint64_t* looped);
   PumpShared* sh_;

@@ -1,6 +1,8 @@
 // route_frame (port/service/route.hpp).
 #include "port/service/route.hpp"
 
+#include <cstring>
+
 #include "proto/cm_const.hpp"
 #include "proto/cm_view.hpp"
 #include "proto/headers.hpp"
@@ -24,7 +26,17 @@ Route route_frame(std::span<const uint8_t> frame) {
   const uint8_t* f = frame.data();
   if (!L.roce_v2() || L.bth + proto::BthView<const uint8_t>::kSize > len) return r;
   const uint32_t dqpn = proto::BthView<const uint8_t>(f + L.bth).dest_qp();
-  if (dqpn == proto::kMulticastQpn) return r;
+  if (dqpn == proto::kMulticastQpn) {
+    // (A BTH found: the whole IP header is in the frame.)
+    if (L.ip_version == 6) {
+      std::memcpy(r.group.data(), proto::Ipv6View<const uint8_t>(f + L.l3).dst(), 16);
+    } else {
+      r.group[10] = r.group[11] = 0xff;
+      std::memcpy(r.group.data() + 12, proto::Ipv4View<const uint8_t>(f + L.l3).dst(), 4);
+    }
+    if (proto::is_multicast_gid(r.group)) r.by = Route::By::Group;
+    return r;
+  }
   if (dqpn != pcm::kCmQpn) {
     r.by = Route::By::Qp;
     r.id = dqpn;

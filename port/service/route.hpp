@@ -6,11 +6,14 @@
 #include <cstdint>
 #include <span>
 
+#include "proto/packet.hpp"
+
 namespace uroce::port::service {
 
 struct Route {
   enum class By : uint8_t {
-    None,        // not a RoCEv2 frame with a whole BTH, a multicast datagram, a MAD of no CM
+    None,        // not a RoCEv2 frame with a whole BTH, a MAD of no CM
+    Group,       // a datagram to QP 0xFFFFFF: the members of multicast group `group` (its IP destination)
     Qp,          // a frame to QP `id` (not 1): the owner of that QP number
     CmId,        // a CM MAD naming the receiver's communication ID `id` (remote comm ID; SIDR_REP: request ID)
     CmService,   // a REQ or SIDR_REQ for `service_id`: the process listening on it
@@ -18,6 +21,7 @@ struct Route {
   By by = By::None;
   uint32_t id = 0;
   uint64_t service_id = 0;
+  proto::Ip6 group{};  // Group: IPv4-mapped or IPv6
 };
 
 Route route_frame(std::span<const uint8_t> frame);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstring>
 #include <vector>
 
 #include "port/service/route.hpp"
@@ -96,8 +97,30 @@ TEST(Route, AnswersGoByTheReceiversId) {
   EXPECT_EQ(r.id, 0x6666660Bu);
 }
 
+// A datagram to QP 0xFFFFFF goes to the members of the group its IP destination names (IPv4
+// groups IPv4-mapped, IPv6 as they are, VLAN tags stepped over); to a unicast address it is
+// nobody's.
+TEST(Route, ToQpFfffffIsTheGroupOfItsIpDestination) {
+  for (int ipv : {4, 6})
+    for (int vlans : {0, 1}) {
+      Packet p = make_packet(op::kUd | op::kSendOnly, ipv, vlans, std::vector<uint8_t>(32, 1));
+      p.dest_qp = 0xFFFFFF;
+      proto::Ip6 g{};
+      if (ipv == 4) {
+        g[10] = g[11] = 0xff, g[12] = 239, g[13] = 18, g[14] = 0, g[15] = 9;
+        std::memcpy(p.ip_dst.data(), g.data() + 12, 4);
+      } else {
+        g[0] = 0xff, g[1] = 0x0e, g[15] = 9;
+        p.ip_dst = g;
+      }
+      const Route r = route_frame(build_frame(p));
+      EXPECT_EQ(r.by, Route::By::Group) << ipv << " " << vlans;
+      EXPECT_EQ(r.group, g);
+    }
+  EXPECT_EQ(route_frame(to_qp(0xFFFFFF, op::kUd | op::kSendOnly)).by, Route::By::None) << "to a unicast address";
+}
+
 TEST(Route, WhatBelongsToNobody) {
-  EXPECT_EQ(route_frame(to_qp(0xFFFFFF, op::kUd | op::kSendOnly)).by, Route::By::None);  // multicast
   pcm::Req req;
   req.service_id = 1;
   std::vector<uint8_t> f = cm_frame(req);

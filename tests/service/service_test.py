@@ -13,7 +13,8 @@ run through scripts/uroce-run, which attaches to the namespace's daemon. Scenari
          process's slot within a second.
   loop   ibv_devinfo from an attached process shows the device (the interface's address as GID
          1); two processes on one device talk to each other through the daemon (rping,
-         ib_write_bw, ibv_rc_pingpong --chk).
+         ib_write_bw, ibv_rc_pingpong --chk); mckey: a third process's datagrams to a multicast
+         group reach both member processes, and the kernel joins the group meanwhile.
   fatal  uroced stopped under a running program: ibv_asyncwatch gets IBV_EVENT_DEVICE_FATAL,
          ib_write_bw ends with an error instead of hanging; a second uroced for the same device
          is refused; a new uroced serves new processes.
@@ -23,7 +24,7 @@ run through scripts/uroce-run, which attaches to the namespace's daemon. Scenari
          it (rdma_cm: REQs go through the daemon by service ID), while an ib_write_bw server,
          driving too, is killed with SIGKILL mid-transfer. Everything else finishes with its
          bytes checked, the daemons moved only a small part of the frames, and their counters say
-         what they took over.
+         what they took over. First, mckey's datagrams across the link to a process of device b.
 Every run is bounded; daemons, namespaces, hugepage files and processes are removed on any exit.
 """
 import os
@@ -283,10 +284,32 @@ def loop():
     src, crc, ok, why = pingpong_pair("a", "a", ["ibv_rc_pingpong", "-g", "1", "-s", "4096", "-n", "200", "--chk"], 200, "loop")
     log(f"ibv_rc_pingpong --chk between two processes of one device: exits {src}/{crc}: {why}")
     check(crc == 0 and src == 0 and ok, f"pingpong loop: {src}/{crc} {why}")
+    mckey_loop()
     daemon_down("a")
     looped = re.search(r"looped (\d+)", output("uroced-a"))
     log(next((l for l in output("uroced-a").splitlines() if l.startswith("uroced: stopped")), "uroced-a did not stop"))
     check(looped and int(looped.group(1)) > 4000, f"the frames went round through the daemon: {output('uroced-a')[-300:]}")
+
+
+def mckey_loop(group="239.18.0.9", msgs=10):
+    """UD multicast between processes of one device: two mckey receivers join the group (the
+    daemon has the kernel join it on the interface), a third process sends 10 datagrams to it;
+    the daemon copies each to both receivers."""
+    rx = [start("a", ["mckey", "-m", group, "-b", ADDR["a"], "-C", str(msgs)], f"mckey-rx{k}") for k in (1, 2)]
+    joined = wait_for(lambda: all("joined dgid" in output(f"mckey-rx{k}") for k in (1, 2)), 20)
+    check(joined, f"both mckey receivers joined: {output('mckey-rx1')[-300:]} {output('mckey-rx2')[-300:]}")
+    maddr = lambda: sh(f"ip -n {NS['a']} maddr show dev {IF['a']}")
+    kernel = wait_for(lambda: f"inet  {group}" in maddr(), 5)
+    check(kernel, f"the kernel joined {group} on {IF['a']} for the device: {maddr()}")
+    tx = start("a", ["mckey", "-m", group, "-b", ADDR["a"], "-s", "-C", str(msgs)], "mckey-tx")
+    trc = suite.children.finish(tx, 30)
+    rrc = [suite.children.finish(p, 20) for p in rx]
+    got = [("data transfers complete" in output(f"mckey-rx{k}")) for k in (1, 2)]
+    log(f"mckey between processes of one device: sender exit {trc}, receivers {rrc}, each got its {msgs} datagrams: {got}")
+    check(trc == 0 and rrc == [0, 0] and all(got),
+          f"mckey loop: sender {trc}, receivers {rrc}: {output('mckey-rx1')[-300:]} {output('mckey-rx2')[-300:]}")
+    left = wait_for(lambda: f"inet  {group}" not in maddr(), 5)
+    check(left, f"the kernel left {group} after the last member")
 
 
 def fatal():
@@ -361,6 +384,16 @@ def drive():
                      f"{name} started: {output(name)[-600:]}"):
             return
         daemons[side] = (p, name)
+    # UD multicast across the link, processes driving: the receiver's datagrams come through
+    # its daemon (a group MAC is not the device's: a driver hands such frames over).
+    group = "239.18.0.10"
+    rx = start_cfg("b", ["mckey", "-m", group, "-b", MEMIF["b"], "-C", "10"], "dmckey-rx")
+    check(wait_for(lambda: "joined dgid" in output("dmckey-rx") or rx.poll() is not None, 20), f"mckey receiver joined: {output('dmckey-rx')[-300:]}")
+    tx = start_cfg("a", ["mckey", "-m", group, "-b", MEMIF["a"], "-s", "-C", "10"], "dmckey-tx")
+    trc, rrc = suite.children.finish(tx, 30), suite.children.finish(rx, 20)
+    log(f"mckey a -> b across the memif link, processes driving: sender exit {trc}, receiver exit {rrc}")
+    check(trc == 0 and rrc == 0 and "data transfers complete" in output("dmckey-rx"),
+          f"mckey across the link: {trc}/{rrc} {output('dmckey-rx')[-300:]}")
     iters = 3000
     pp = ["ibv_rc_pingpong", "-g", "1", "-s", "4096", "-n", str(iters), "--chk"]
     # Two pairs across the link now, one inside device a (its frames go round by the device's MAC)
