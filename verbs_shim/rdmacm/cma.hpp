@@ -136,6 +136,19 @@ Channel* new_channel(bool sync);
 void free_channel(Channel* c);
 void post(Channel* c, Item&& it);       // mu held: queue and count on the fd
 void unpost(Channel* c);                // mu held: one entry was taken off the queue: one count less
+// mu held: the queued entries `drop(item)` names taken off the channel's queue, with their counts
+// (drop may move the entry elsewhere first).
+template <typename F>
+void unpost_if(Channel* c, F drop) {
+  for (auto it = c->items.begin(); it != c->items.end();) {
+    if (drop(*it)) {
+      it = c->items.erase(it);
+      unpost(c);
+    } else {
+      ++it;
+    }
+  }
+}
 void post_event(Id* id, rdma_cm_event_type t, int status);  // takes mu
 void hook();                            // the shim's progress hook (token held)
 Event* make_event(Id* id, rdma_cm_event_type t, int status);  // an application event of the id (mu not held)

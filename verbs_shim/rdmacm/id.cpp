@@ -233,15 +233,7 @@ CMA_EXPORT int rdma_destroy_id(rdma_cm_id* cid) {
       if (it != L.ports.end() && it->second == id) L.ports.erase(it);
     }
     // Queued entries of this id go with it, and their counts on the channel's fd.
-    auto& q = id->chan->items;
-    for (auto it = q.begin(); it != q.end();) {
-      if (it->id == id) {
-        it = q.erase(it);
-        unpost(id->chan);
-      } else {
-        ++it;
-      }
-    }
+    unpost_if(id->chan, [&](const Item& i) { return i.id == id; });
     if (id->chan->sync) sync = id->chan;
   }
   if (sync) free_channel(sync);
@@ -535,16 +527,11 @@ CMA_EXPORT int rdma_migrate_id(rdma_cm_id* cid, rdma_event_channel* channel) {
   {
     std::lock_guard<std::mutex> g(lib().mu);
     // Queued entries of the id move with it.
-    auto& q = id->chan->items;
-    for (auto it = q.begin(); it != q.end();) {
-      if (it->id == id) {
-        post(to, std::move(*it));
-        it = q.erase(it);
-        unpost(id->chan);
-      } else {
-        ++it;
-      }
-    }
+    unpost_if(id->chan, [&](Item& i) {
+      if (i.id != id) return false;
+      post(to, std::move(i));
+      return true;
+    });
     if (id->chan->sync) old = id->chan;
     id->chan = to;
     id->id.channel = &to->ch;

@@ -125,15 +125,7 @@ CMA_EXPORT int rdma_leave_multicast(rdma_cm_id* cid, sockaddr* addr) {
     mc = *it;
     id->mcs.erase(it);
     // A JOIN not taken yet goes with it (and its count on the channel's fd).
-    auto& q = id->chan->items;
-    for (auto i = q.begin(); i != q.end();) {
-      if (i->mc == mc) {
-        i = q.erase(i);
-        unpost(id->chan);
-      } else {
-        ++i;
-      }
-    }
+    unpost_if(id->chan, [&](const Item& i) { return i.mc == mc; });
   }
   if (mc->attached && id->id.qp) {
     ibv_gid g;
