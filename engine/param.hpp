@@ -16,8 +16,10 @@ namespace uroce::param {
 // visits only QPs with work (Device::kick), so the limit is the memory the QPs' queues take.
 inline constexpr uint32_t kMaxQp = 262144;
 inline constexpr uint32_t kMaxCq = 2 * kMaxQp;
-inline constexpr uint32_t kMaxMr = 4096;
-inline constexpr uint32_t kMaxMw = 4096;   // memory windows (max_mw)
+// MRs and memory windows: rxe's 0x40000 each (RXE_MAX_MR, RXE_MAX_MW), as many as QPs; their
+// tables grow as registrations need them (engine/resources.hpp MrTable).
+inline constexpr uint32_t kMaxMr = 262144;
+inline constexpr uint32_t kMaxMw = 262144;   // memory windows (max_mw)
 inline constexpr uint32_t kMaxAh = 32767;  // address handles (max_ah), rxe's RXE_MAX_AH
 // Multicast (ibv_attach_mcast): rxe's RXE_MAX_MCAST_GRP, RXE_MAX_MCAST_QP_ATTACH and
 // RXE_MAX_TOT_MCAST_QP_ATTACH (max_mcast_grp, max_mcast_qp_attach, max_total_mcast_qp_attach).

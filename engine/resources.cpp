@@ -35,13 +35,8 @@ uint64_t Rng::next() {
 }
 
 MrTable::MrTable(uint32_t max_mr, Rng& rng, uint32_t max_mw)
-    : rng_(rng), slots_(max_mr), lkeys_(max_mr), rkeys_(max_mr), recent_(param::kRecentKeys, 0), mws_(max_mw),
-      mw_index_(max_mw) {
-  free_.reserve(max_mr);
-  for (uint32_t i = max_mr; i-- > 0;) free_.push_back(i);
-  mw_free_.reserve(max_mw);
-  for (uint32_t i = max_mw; i-- > 0;) mw_free_.push_back(i);
-}
+    : rng_(rng), max_mr_(max_mr), lkeys_(max_mr), rkeys_(max_mr), recent_(param::kRecentKeys, 0), max_mw_(max_mw),
+      mw_index_(max_mw) {}
 
 // An MR's key: random, bit 31 clear (a memory window's R_Key has it set).
 uint32_t MrTable::new_key() {
@@ -54,9 +49,16 @@ uint32_t MrTable::new_key() {
 }
 
 Mr* MrTable::reg(const Pd* pd, void* host, uint64_t length, uint64_t iova, uint32_t access) {
-  if (free_.empty()) return nullptr;
-  const uint32_t idx = free_.back();
-  free_.pop_back();
+  uint32_t idx;
+  if (!free_.empty()) {
+    idx = free_.back();
+    free_.pop_back();
+  } else if (slots_.size() < max_mr_) {
+    idx = uint32_t(slots_.size());
+    slots_.emplace_back();
+  } else {
+    return nullptr;
+  }
   Mr& mr = slots_[idx];
   mr.lkey = new_key();
   lkeys_.insert(mr.lkey, idx);
@@ -111,14 +113,21 @@ Mr* MrTable::mr_by_lkey(uint32_t lkey) {
 }
 
 Mw* MrTable::alloc_mw(const Pd* pd, uint8_t type) {
-  if (mw_free_.empty()) return nullptr;
-  const uint32_t idx = mw_free_.back();
+  if (mw_free_.empty() && mws_.size() >= max_mw_) return nullptr;
   uint32_t index;  // bits 30:8 of the R_Key, never one in use
   do index = (rng_.next32() >> 9) | (kMwKeyBit >> 8);
   while (mw_index_.find(index));
-  mw_free_.pop_back();
+  uint32_t idx;
+  if (!mw_free_.empty()) {
+    idx = mw_free_.back();
+    mw_free_.pop_back();
+  } else {
+    idx = uint32_t(mws_.size());
+    mws_.emplace_back();
+  }
   Mw& w = mws_[idx];
   w = Mw{};
+  w.slot = idx;
   w.rkey = index << 8 | (rng_.next32() & 0xFF);
   w.type = type;
   w.pd = pd;
@@ -130,7 +139,7 @@ Mw* MrTable::alloc_mw(const Pd* pd, uint8_t type) {
 void MrTable::dealloc_mw(Mw& w) {
   unbind_mw(w);
   mw_index_.erase(w.rkey >> 8);
-  mw_free_.push_back(uint32_t(&w - mws_.data()));
+  mw_free_.push_back(w.slot);
   w = Mw{};
 }
 

@@ -1,6 +1,7 @@
 // Protection domains, memory regions, completion queues and shared receive queues.
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -65,6 +66,7 @@ struct Mw {
   uint32_t access = 0;       // kRemoteRead | kRemoteWrite | kRemoteAtomic (and kLocalWrite, ignored)
   uint32_t qpn = 0;          // type 2: the QP that bound it
   bool valid = false;        // allocated
+  uint32_t slot = 0;         // its place in the table (MrTable::mws_)
 };
 
 // The registered MRs and their keys. Keys are random 32-bit values (an off-path injector
@@ -115,13 +117,16 @@ class MrTable {
  private:
   uint32_t new_key();
   Rng& rng_;
-  std::vector<Mr> slots_;
-  std::vector<uint32_t> free_;       // free slot indices
+  // Slots are made as registrations need them (a deque: an Mr never moves), up to max_mr_.
+  std::deque<Mr> slots_;
+  uint32_t max_mr_;
+  std::vector<uint32_t> free_;       // slot indices given back
   IdMap<uint32_t> lkeys_, rkeys_;    // key -> slot
   std::vector<uint32_t> recent_;     // the last deregistered keys (a ring)
   uint32_t recent_next_ = 0;
   uint64_t gen_ = 0;
-  std::vector<Mw> mws_;              // max_mw windows
+  std::deque<Mw> mws_;               // made as allocations need them, up to max_mw_
+  uint32_t max_mw_;
   std::vector<uint32_t> mw_free_;
   IdMap<uint32_t> mw_index_;         // R_Key >> 8 (never 0: bit 31 is set) -> window slot
 };

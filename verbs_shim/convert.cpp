@@ -58,7 +58,7 @@ void fill_device_attr(ibv_device_attr* a) {
   a->max_sge_rd = int(E::kMaxSge);
   a->max_cq = int(r.dcfg.max_cq);
   a->max_cqe = int(r.dcfg.max_cqe);
-  a->max_mr = int(r.dcfg.max_mr) - 1;   // key index 0 is never used
+  a->max_mr = int(r.dcfg.max_mr);
   a->max_pd = int(param::kShimMaxPd);
   a->max_qp_rd_atom = int(r.dcfg.max_rd_atomic);
   a->max_ee_rd_atom = 0;

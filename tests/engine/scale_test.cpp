@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <set>
 #include <vector>
 
 #include "tests/support/harness.hpp"
@@ -102,6 +103,38 @@ TEST(Limits, MaxAhIsEnforced) {
   EXPECT_EQ(errno, ENOMEM);
   EXPECT_EQ(dev.destroy_ah(ahs.back()), 0);
   EXPECT_NE(dev.create_ah(pd, av), nullptr);
+}
+
+// max_mr and max_mw: rxe's 262,144 each, every one usable, the next refused (ENOMEM for the
+// window), a freed one usable again; every key distinct.
+TEST(Limits, MaxMrAndMaxMwAreEnforced) {
+  FakeWire wire(64, 9216, 1);
+  Device dev(wire.a(), wire.clock(), small_config(8, 8));
+  Pd* pd = dev.alloc_pd();
+  std::vector<uint8_t> m(64);
+  std::vector<Mr*> mrs;
+  std::set<uint32_t> keys;
+  for (uint32_t i = 0; i < param::kMaxMr; ++i) {
+    Mr* mr = dev.reg_mr(pd, m.data(), m.size(), kLocalWrite | kRemoteWrite | kMwBind);
+    ASSERT_NE(mr, nullptr) << i;
+    ASSERT_TRUE(keys.insert(mr->lkey).second && keys.insert(mr->rkey).second) << i;
+    mrs.push_back(mr);
+  }
+  EXPECT_EQ(dev.reg_mr(pd, m.data(), m.size(), kLocalWrite), nullptr);
+  ASSERT_EQ(dev.dereg_mr(mrs.back()), 0);
+  mrs.back() = dev.reg_mr(pd, m.data(), m.size(), kLocalWrite);
+  EXPECT_NE(mrs.back(), nullptr);
+  std::vector<Mw*> mws;
+  for (uint32_t i = 0; i < param::kMaxMw; ++i) {
+    Mw* w = dev.alloc_mw(pd, i % 2 ? 2 : 1);
+    ASSERT_NE(w, nullptr) << i;
+    mws.push_back(w);
+  }
+  errno = 0;
+  EXPECT_EQ(dev.alloc_mw(pd, 2), nullptr);
+  EXPECT_EQ(errno, ENOMEM);
+  ASSERT_EQ(dev.dealloc_mw(mws.back()), 0);
+  EXPECT_NE(dev.alloc_mw(pd, 2), nullptr);
 }
 
 TEST(ActiveList, AQpLeavesItWhenItsWorkIsDoneAndComesBackForAVerbOrAFrame) {
