@@ -1,12 +1,16 @@
 // A fixed-capacity hash map from a nonzero 32-bit id (a memory key, a QP number) to a value:
 // open addressing with linear probing and backward-shift deletion, sized at construction
 // (no allocation afterwards). Ids are random (security: unguessable keys and QPNs), so a
-// multiplicative hash spreads them well. The table is zeroed memory from calloc, which the
-// system maps lazily: a table sized for 262,144 QPs (8 MiB) costs resident memory only where
-// entries have been (issue 30).
+// multiplicative hash spreads them well. The table is an anonymous mapping of its own (mmap),
+// whose zero pages the system maps lazily: a table sized for 262,144 QPs (8 MiB) costs resident
+// memory only where entries have been (issue 30). Not calloc: once a large block has been freed,
+// glibc raises its mmap threshold and serves the next from the heap, zeroing all of it (8 MiB
+// written per table, each time a device is made).
 #pragma once
+#include <sys/mman.h>
+
+#include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <memory>
 #include <new>
 #include <type_traits>
@@ -20,8 +24,10 @@ class IdMap {
   explicit IdMap(uint32_t max) {
     uint32_t cap = 2;
     while (cap < 2 * max) cap *= 2;
-    slots_.reset(static_cast<Slot*>(std::calloc(cap, sizeof(Slot))));
-    if (!slots_) throw std::bad_alloc();
+    const size_t bytes = size_t(cap) * sizeof(Slot);
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    slots_ = std::unique_ptr<Slot[], Unmap>(static_cast<Slot*>(p), Unmap{bytes});
     cap_ = cap;
     mask_ = cap - 1;
   }
@@ -73,11 +79,12 @@ class IdMap {
     V v;
   };
   static_assert(std::is_trivially_copyable_v<Slot>);
-  struct Free {
-    void operator()(Slot* p) const { std::free(p); }
+  struct Unmap {
+    size_t bytes = 0;
+    void operator()(Slot* p) const { munmap(p, bytes); }
   };
   uint32_t home(uint32_t id) const { return uint32_t((uint64_t(id) * 0x9E3779B97F4A7C15ull) >> 32) & mask_; }
-  std::unique_ptr<Slot[], Free> slots_;
+  std::unique_ptr<Slot[], Unmap> slots_;
   uint32_t cap_ = 0;
   uint32_t mask_ = 0;
   uint32_t size_ = 0;
