@@ -4,36 +4,12 @@
 #include <cerrno>
 #include <cstring>
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include "engine/cm.hpp"
 #include "engine/engine.hpp"
+#include "engine/pages.hpp"
 #include "proto/multicast.hpp"
 
 namespace uroce::engine {
-
-namespace {
-
-// Is every page of [addr, addr + len) mapped in this process? (mincore fails with ENOMEM on
-// an unmapped page.)
-bool mapped(const void* addr, uint64_t len) {
-  if (len == 0) return true;
-  const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
-  uint64_t start = reinterpret_cast<uintptr_t>(addr) & ~(page - 1);
-  const uint64_t end = reinterpret_cast<uintptr_t>(addr) + len;
-  if (end < start) return false;
-  static constexpr uint64_t kChunkPages = 1 << 16;
-  std::vector<unsigned char> vec(kChunkPages);
-  while (start < end) {
-    const uint64_t n = std::min<uint64_t>(end - start, kChunkPages * page);
-    if (mincore(reinterpret_cast<void*>(start), n, vec.data()) != 0) return false;
-    start += n;
-  }
-  return true;
-}
-
-}  // namespace
 
 Device::Device(Link& link, Clock& clock, const Config& cfg)
     : link_(link),
@@ -156,9 +132,17 @@ Mr* Device::reg_mr(Pd* pd, void* addr, uint64_t length, uint32_t access) {
 }
 
 // What reg_mr and rereg_mr check: 0 or an errno.
+// An on-demand paging registration (kOnDemand) is not checked for pages: its accesses fault them
+// in (engine/pages.hpp). The implicit one (address 0, length UINT64_MAX) covers the whole
+// address space, its addresses the process's own.
 int Device::check_registration(const Pd* pd, void* addr, uint64_t length, uint32_t access) const {
-  if (!pd || length > param::kMaxMrSize) return EINVAL;
-  if (!mapped(addr, length)) return EFAULT;  // as the kernel, which cannot pin what is not there
+  if (!pd) return EINVAL;
+  if (!is_implicit_odp(addr, length, access)) {
+    if (length > param::kMaxMrSize) return EINVAL;
+    if (!(access & kOnDemand) && !pages_mapped(addr, length)) return EFAULT;  // as the kernel, which cannot pin what is not there
+  }
+  // Writing back for persistence touches every page of the range; an ODP MR's may not be there.
+  if ((access & kOnDemand) && (access & kFlushPersistent)) return EINVAL;
   // IB rule: remote write or atomic access needs local write access too.
   if ((access & (kRemoteWrite | kRemoteAtomic)) && !(access & kLocalWrite)) return EINVAL;
   return 0;
@@ -169,6 +153,7 @@ Mr* Device::reg_mr_iova(Pd* pd, void* addr, uint64_t length, uint64_t iova, uint
     errno = e;
     return nullptr;
   }
+  if (is_implicit_odp(addr, length, access)) iova = 0;  // its addresses are the process's
   Mr* mr = mrs_.reg(pd, addr, length, iova, access);
   if (!mr) errno = ENOMEM;
   return mr;
@@ -179,6 +164,21 @@ int Device::rereg_mr(Mr* mr, Pd* pd, void* addr, uint64_t length, uint64_t iova,
   if (mr->windows) return EBUSY;  // its windows would point at what it no longer maps
   if (int e = check_registration(pd, addr, length, access)) return e;
   mrs_.modify(*mr, pd, addr, length, iova, access);
+  return 0;
+}
+
+int Device::advise_mr(const Pd* pd, Advice advice, const Sge* sges, uint32_t n) const {
+  const bool write = advice == Advice::PrefetchWrite;
+  for (uint32_t i = 0; i < n; ++i) {
+    const Sge& s = sges[i];
+    const Mr* mr = mrs_.by_lkey(s.lkey);
+    if (!mr || mr->pd != pd || (write && !(mr->access & kLocalWrite))) return EFAULT;
+    if (!(mr->access & kOnDemand)) return EINVAL;
+    if (!mr_contains(*mr, s.addr, s.length)) return EFAULT;
+  }
+  if (advice == Advice::PrefetchNoFault) return 0;
+  for (uint32_t i = 0; i < n; ++i)
+    if (!mr_bytes(*mrs_.by_lkey(sges[i].lkey), sges[i].addr, sges[i].length, write).ok) return EFAULT;
   return 0;
 }
 

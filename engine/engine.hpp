@@ -109,6 +109,13 @@ class Device {
   // ibv_rereg_mr: the same MR (the same keys, as rxe and ConnectX keep them) with another PD,
   // range or rights, checked as reg_mr checks them. 0 or an errno; on failure nothing changes.
   int rereg_mr(Mr* mr, Pd* pd, void* addr, uint64_t length, uint64_t iova, uint32_t access);
+  // ibv_advise_mr's prefetch: faults the pages of each range in now (for writing when `write`;
+  // `fault` false: PREFETCH_NO_FAULT, nothing to do, the CPU's pages being the device's). Each
+  // range lies in an on-demand paging MR of `pd` named by its lkey. 0, or EFAULT (a key of no MR
+  // of the PD, no local write right for `write`, a range outside its MR, pages that cannot be
+  // faulted in), or EINVAL (the key's MR is not on demand: mlx5's answer).
+  enum class Advice : uint8_t { Prefetch, PrefetchWrite, PrefetchNoFault };
+  int advise_mr(const Pd* pd, Advice advice, const Sge* sges, uint32_t n) const;
   // nullptr above max_cqe (EINVAL) or past max_cq CQs (ENOMEM). completion_times: each CQE carries the device clock
   // (Wc::completion_ns) from the moment it is written.
   Cq* create_cq(uint32_t depth, bool completion_times = false);

@@ -8,6 +8,7 @@
 
 #include "engine/id_map.hpp"
 #include "engine/link.hpp"
+#include "engine/pages.hpp"
 #include "engine/types.hpp"
 
 namespace uroce::engine {
@@ -137,15 +138,36 @@ inline bool mr_contains(const Mr& mr, uint64_t addr, uint64_t len) {
   return addr >= mr.iova && len <= mr.length && addr - mr.iova <= mr.length - len;
 }
 
+// The implicit on-demand paging MR (ibv_reg_mr(pd, NULL, SIZE_MAX, IBV_ACCESS_ON_DEMAND | ...),
+// a ConnectX's IBV_ODP_SUPPORT_IMPLICIT): every address of the process, each access faulting its
+// pages in.
+inline bool is_implicit_odp(const void* addr, uint64_t length, uint32_t access) {
+  return addr == nullptr && length == UINT64_MAX && (access & kOnDemand);
+}
+
 // The result of checking a remote or local access: where the bytes are, or why not.
 struct AccessCheck {
   uint8_t* host = nullptr;
   bool ok = false;
 };
 
+// Does an access with right `need` store into the memory? (It must then be writable.)
+constexpr bool stores(uint32_t need) { return need & (kLocalWrite | kRemoteWrite | kRemoteAtomic); }
+
+// Where [addr, addr + len) of `mr` is, the range already checked against it. An on-demand paging
+// MR's pages are faulted in first (for writing when `write`); pages that cannot be (not mapped,
+// or not writable) fail the access as an RNIC's failed page fault does.
+inline AccessCheck mr_bytes(const Mr& mr, uint64_t addr, uint64_t len, bool write) {
+  // In integers: the implicit ODP MR's host base is address 0.
+  auto* host = reinterpret_cast<uint8_t*>(reinterpret_cast<uintptr_t>(mr.host) + (addr - mr.iova));
+  if ((mr.access & kOnDemand) && !pages_fault_in(host, len, write)) [[unlikely]]
+    return {};
+  return {host, true};
+}
+
 inline AccessCheck check_mr(const Mr* mr, const Pd* pd, uint64_t addr, uint64_t len, uint32_t need) {
   if (!mr || mr->pd != pd || (need && !(mr->access & need)) || !mr_contains(*mr, addr, len)) return {};
-  return {mr->host + (addr - mr->iova), true};
+  return mr_bytes(*mr, addr, len, stores(need));
 }
 
 // A QP's last key lookup, reused while the MR table's generation is the same (no MR was
@@ -169,7 +191,9 @@ inline const Mr* cached_key(const MrTable& t, KeyCache& c, uint32_t key, bool re
 inline AccessCheck check_window(const Mw* w, const Pd* pd, uint32_t qpn, uint64_t addr, uint64_t len, uint32_t need) {
   if (!w || !w->bound || w->pd != pd || (w->type == 2 && w->qpn != qpn) || (need && !(w->access & need))) return {};
   if (len != 0 && !(addr >= w->addr && len <= w->length && addr - w->addr <= w->length - len)) return {};
-  return check_mr(w->mr, pd, addr, len, 0);
+  const Mr* mr = w->mr;
+  if (!mr || mr->pd != pd || !mr_contains(*mr, addr, len)) return {};
+  return mr_bytes(*mr, addr, len, stores(need));
 }
 
 // Checks an lkey (local SGEs), its PD, bounds and access right (`need`: an Access bit, 0 = any).

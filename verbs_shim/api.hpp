@@ -41,6 +41,7 @@ int vop_query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* input
 ibv_qp* vop_create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* ia);
 ibv_cq_ex* vop_create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* ia);
 int vop_query_rt_values(ibv_context* ctx, ibv_values_ex* values);
+int vop_advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg_list, uint32_t num_sge);
 
 // Asynchronous events (async.cpp). post_async queues one event on the context's queue and
 // counts it on async_fd (element: the ibv_qp, ibv_cq or ibv_srq; nullptr for a port event).

@@ -21,7 +21,7 @@ static_assert(uint32_t(E::WcStatus::GeneralErr) == IBV_WC_GENERAL_ERR);
 static_assert(uint32_t(E::WcOpcode::RecvRdmaWithImm) == IBV_WC_RECV_RDMA_WITH_IMM);
 static_assert(uint32_t(E::WrOpcode::SendWithInv) == IBV_WR_SEND_WITH_INV);
 static_assert(uint32_t(E::kAttrDestQpn) == IBV_QP_DEST_QPN && uint32_t(E::kAttrMaxDestRdAtomic) == IBV_QP_MAX_DEST_RD_ATOMIC);
-static_assert(uint32_t(E::kRelaxedOrdering) == IBV_ACCESS_RELAXED_ORDERING);
+static_assert(uint32_t(E::kRelaxedOrdering) == IBV_ACCESS_RELAXED_ORDERING && uint32_t(E::kOnDemand) == IBV_ACCESS_ON_DEMAND);
 static_assert(uint32_t(E::kFlushGlobal) == uroce::shim::ext::kAccessFlushGlobal &&
               uint32_t(E::kFlushPersistent) == uroce::shim::ext::kAccessFlushPersistent);
 static_assert(int(E::WrOpcode::Flush) == uroce::shim::ext::kWrFlush && int(E::WrOpcode::AtomicWrite) == IBV_WR_ATOMIC_WRITE);
@@ -235,7 +235,7 @@ void to_ibv_qp_attr(const E::QpAttr& e, const E::QpInitAttr& init, ibv_qp_attr* 
 bool mr_access(unsigned access, unsigned& out) {
   constexpr unsigned kSupported = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                                   IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED |
-                                  IBV_ACCESS_RELAXED_ORDERING | ext::kAccessFlushGlobal |
+                                  IBV_ACCESS_RELAXED_ORDERING | IBV_ACCESS_ON_DEMAND | ext::kAccessFlushGlobal |
                                   ext::kAccessFlushPersistent;
   // Optional-range flags (relaxed ordering and the like) may be ignored by a device; others may not.
   access &= ~(IBV_ACCESS_OPTIONAL_RANGE & ~IBV_ACCESS_RELAXED_ORDERING);

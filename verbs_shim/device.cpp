@@ -49,6 +49,16 @@ int vop_query_device_ex(ibv_context* /*ctx*/, const ibv_query_device_ex_input* i
   // Completion timestamps (ibv_create_cq_ex): 64-bit ticks of a 1 GHz clock (the engine's).
   a.completion_timestamp_mask = UINT64_MAX;
   a.hca_core_clock = param::kCoreClockKhz;
+  // On-demand paging, explicit and implicit (a ConnectX's pair; rxe's ODP, newer than the lab's
+  // Linux 6.1, has no implicit MR): every operation of each transport on ODP MRs
+  // (engine/pages.hpp), FLUSH to global visibility and ATOMIC WRITE too.
+  a.odp_caps.general_caps = IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT;
+  constexpr uint32_t kOdpTwoSided = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV;
+  a.odp_caps.per_transport_caps.rc_odp_caps = kOdpTwoSided | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
+                                              IBV_ODP_SUPPORT_ATOMIC | ext::kOdpSupportFlush |
+                                              ext::kOdpSupportAtomicWrite;
+  a.odp_caps.per_transport_caps.uc_odp_caps = kOdpTwoSided | IBV_ODP_SUPPORT_WRITE;
+  a.odp_caps.per_transport_caps.ud_odp_caps = kOdpTwoSided;
   std::memset(attr, 0, len);
   std::memcpy(attr, &a, std::min(len, sizeof a));
   return 0;
@@ -154,6 +164,7 @@ ibv_context* open_context(ibv_device* dev, int cmd_fd) {
   v.create_qp_ex = vop_create_qp_ex;
   v.create_cq_ex = vop_create_cq_ex;
   v.query_rt_values = vop_query_rt_values;
+  v.advise_mr = vop_advise_mr;
   with_token([u] { async_open(u); });
   return &c;
 }

@@ -54,6 +54,29 @@ ibv_mr* reg_mr_common(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsi
 
 }  // namespace
 
+namespace uroce::shim {
+
+// ibv_advise_mr (verbs_context op): prefetch of on-demand paging MRs, done before it returns
+// (IBV_ADVISE_MR_FLAG_FLUSH or not). The errors of its man page: ENOTSUP an advice it does not
+// know, EINVAL flags it does not know or a key of an MR that is not on demand, EFAULT a bad key, a
+// range outside its MR or pages that cannot be faulted in (Device::advise_mr).
+int vop_advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg_list, uint32_t num_sge) {
+  E::Device::Advice a;
+  switch (advice) {
+    case IBV_ADVISE_MR_ADVICE_PREFETCH: a = E::Device::Advice::Prefetch; break;
+    case IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE: a = E::Device::Advice::PrefetchWrite; break;
+    case IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT: a = E::Device::Advice::PrefetchNoFault; break;
+    default: return ENOTSUP;
+  }
+  if (flags & ~uint32_t(IBV_ADVISE_MR_FLAG_FLUSH)) return EINVAL;
+  if (num_sge && !sg_list) return EINVAL;
+  return with_token([&] {
+    return rt().engine->advise_mr(upd(pd)->e, a, reinterpret_cast<const E::Sge*>(sg_list), num_sge);
+  });
+}
+
+}  // namespace uroce::shim
+
 extern "C" {
 
 // ---- PD -------------------------------------------------------------------------------------------

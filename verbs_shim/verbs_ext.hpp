@@ -19,6 +19,9 @@ inline constexpr unsigned kAccessFlushPersistent = 1 << 9;  // IBV_ACCESS_FLUSH_
 inline constexpr uint64_t kDeviceFlushGlobal = 1ULL << 38;      // IB_UVERBS_DEVICE_FLUSH_GLOBAL
 inline constexpr uint64_t kDeviceFlushPersistent = 1ULL << 39;  // IB_UVERBS_DEVICE_FLUSH_PERSISTENT
 inline constexpr uint64_t kDeviceAtomicWrite = 1ULL << 40;      // IB_UVERBS_DEVICE_ATOMIC_WRITE
+// ODP of those two operations (rdma-core 57's enum ibv_odp_transport_cap_bits).
+inline constexpr uint32_t kOdpSupportFlush = 1 << 6;        // IBV_ODP_SUPPORT_FLUSH
+inline constexpr uint32_t kOdpSupportAtomicWrite = 1 << 7;  // IBV_ODP_SUPPORT_ATOMIC_WRITE
 
 // struct ibv_qp_ex's member after wr_atomic_write in rdma-core 45 and later.
 using WrFlushFn = void (*)(ibv_qp_ex* qp, uint32_t rkey, uint64_t remote_addr, size_t len, uint8_t type,

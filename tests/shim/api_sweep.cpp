@@ -28,6 +28,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -450,8 +451,59 @@ int main() {
     return ptr(pd);
   });
   if (!pd) return fatal("ibv_alloc_pd");
+  // On-demand paging: the capabilities ibv_rc_pingpong -o / -O ask for, an explicit ODP MR over
+  // pages mapped later, the implicit one (NULL, SIZE_MAX), and ibv_advise_mr (inline in verbs.h,
+  // through the context's ops) with its errors.
+  const auto odp_checks = [&] {
+    ibv_device_attr_ex x{};
+    const int rq = ibv_query_device_ex(ctx, nullptr, &x);
+    const uint32_t rc_all = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_WRITE |
+                            IBV_ODP_SUPPORT_READ | IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV |
+                            (1 << 6) | (1 << 7);  // rdma-core 57's _FLUSH, _ATOMIC_WRITE
+    check(rq == 0 && x.odp_caps.general_caps == (IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT) &&
+              x.odp_caps.per_transport_caps.rc_odp_caps == rc_all &&
+              (x.odp_caps.per_transport_caps.ud_odp_caps & IBV_ODP_SUPPORT_SEND) &&
+              (x.odp_caps.per_transport_caps.uc_odp_caps & IBV_ODP_SUPPORT_WRITE),
+          "odp_caps: general 0x%lx, rc 0x%x, uc 0x%x, ud 0x%x", (unsigned long)x.odp_caps.general_caps,
+          x.odp_caps.per_transport_caps.rc_odp_caps, x.odp_caps.per_transport_caps.uc_odp_caps,
+          x.odp_caps.per_transport_caps.ud_odp_caps);
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    void* m = mmap(nullptr, 4 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    munmap(static_cast<char*>(m) + 2 * page, 2 * page);  // half of the range not mapped at all
+    errno = 0;
+    ibv_mr* plain = FN(ibv_reg_mr)(pd, m, 4 * page, IBV_ACCESS_LOCAL_WRITE);
+    check(!plain && errno == EFAULT, "ibv_reg_mr of pages not mapped: NULL, EFAULT (%d)", errno);
+    if (plain) FN(ibv_dereg_mr)(plain);
+    ibv_mr* odp = FN(ibv_reg_mr)(pd, m, 4 * page, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
+    ibv_mr* all = FN(ibv_reg_mr)(pd, nullptr, SIZE_MAX, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
+    check(odp && all && all->addr == nullptr && all->length == SIZE_MAX,
+          "ibv_reg_mr with IBV_ACCESS_ON_DEMAND: explicit over pages not mapped, implicit (NULL, SIZE_MAX)");
+    if (!odp || !all) return;
+    ibv_sge sg{uint64_t(uintptr_t(m)), uint32_t(page), odp->lkey};
+    const int r0 = ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, IBV_ADVISE_MR_FLAG_FLUSH, &sg, 1);
+    mprotect(m, 2 * page, PROT_READ | PROT_WRITE);
+    const int r1 = ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, IBV_ADVISE_MR_FLAG_FLUSH, &sg, 1);
+    ibv_sge whole{uint64_t(uintptr_t(buf)), uint32_t(sizeof buf), all->lkey};
+    const int r2 = ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &whole, 1);
+    ibv_sge gone{uint64_t(uintptr_t(m)) + 2 * page, 64, odp->lkey};
+    const int r3 = ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &gone, 1);
+    const int r4 = ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT, 0, &gone, 1);
+    ibv_sge not_odp{uint64_t(uintptr_t(buf)), 64, mr ? mr->lkey : 0};
+    const int r5 = ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0, &not_odp, 1);
+    const int r6 = ibv_advise_mr(pd, ibv_advise_mr_advice(7), 0, &sg, 1);
+    const int r7 = ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, 0x10, &sg, 1);
+    check(r0 == EFAULT && r1 == 0 && r2 == 0 && r3 == EFAULT && r4 == 0 && r5 == EINVAL && r6 == ENOTSUP &&
+              r7 == EINVAL,
+          "ibv_advise_mr: PROT_NONE page %d (EFAULT), made writable %d, implicit %d, unmapped %d (EFAULT), "
+          "NO_FAULT %d, not ODP %d (EINVAL), advice 7 %d (ENOTSUP), flag 0x10 %d (EINVAL)",
+          r0, r1, r2, r3, r4, r5, r6, r7);
+    const int d1 = FN(ibv_dereg_mr)(odp), d2 = FN(ibv_dereg_mr)(all);
+    check(d1 == 0 && d2 == 0, "ibv_dereg_mr of both ODP MRs: %d %d", d1, d2);
+    munmap(m, 2 * page);
+  };
   call("ibv_reg_mr", [&] {
     mr = FN(ibv_reg_mr)(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    odp_checks();
     return ptr(mr);
   });
   call("ibv_reg_mr_iova", [&] {

@@ -184,6 +184,11 @@ def run_pingpong(link, server_side_ns, opts, timeout=40, tool="ibv_rc_pingpong")
     res = [l.strip() for l in ctext.splitlines() if "iters in" in l or "bytes in" in l]
     sres = [l.strip() for l in stext.splitlines() if "iters in" in l]
     ok = crc == 0 and src == 0 and len(res) == 2 and len(sres) == 1
+    if "-c" in opts:
+        # --chk: each side says "invalid data in page N" for a buffer that came in wrong.
+        bad = [l.strip() for l in (ctext + stext).splitlines() if "invalid data" in l]
+        res += bad[:3]
+        ok = ok and not bad
     if "-t" in opts:
         # Completion timestamps (ibv_cq_ex, IBV_WC_EX_WITH_COMPLETION_TIMESTAMP): each side prints
         # the max, min and average time between its receive completions in device clock ticks,
@@ -242,6 +247,10 @@ def sc_pingpong():
     run_pingpong("veth", "a", ["-n", "200", "-N"])   # ibv_wr_* (ibv_create_qp_ex, ibv_qp_to_qp_ex)
     run_pingpong("veth", "b", ["-n", "200", "-t"])   # completion timestamps (ibv_create_cq_ex, ibv_start_poll)
     run_pingpong("veth", "b", ["-n", "100", "-s", "65536", "-m", "1024"])
+    # On-demand paging: an explicit ODP MR, then the implicit one (the whole address space)
+    # prefetched with ibv_advise_mr; --chk: every received buffer checked.
+    run_pingpong("veth", "a", ["-n", "200", "-o", "-c"])
+    run_pingpong("veth", "b", ["-n", "200", "-O", "-P", "-c"])
     cleanup()
     run_pingpong("memif", "s", ["-n", "200", "-m", "4096", "-s", "16384"])
 
