@@ -175,8 +175,25 @@ int main(int argc, char** argv) {
     const bool accept = round == 0;
     rdma_cm_id* client = nullptr;
     rdma_create_id(ch, &client, nullptr, RDMA_PS_TCP);
-    check(rdma_resolve_addr(client, nullptr, res->ai_dst_addr, 2000) == 0, "rdma_resolve_addr (own address)");
+    if (round == 0) {
+      // As librdmacm: an id on a device has the device's PD (rsockets register in it).
+      static char reg[256];
+      ibv_mr* m = client->pd ? ibv_reg_mr(client->pd, reg, sizeof reg, IBV_ACCESS_LOCAL_WRITE) : nullptr;
+      check(client->pd && client->pd->context == client->verbs && m, "the new id's pd: the device's, usable");
+      if (m) ibv_dereg_mr(m);
+    }
+    if (round == 0) {
+      check(rdma_resolve_addr(client, nullptr, res->ai_dst_addr, 2000) == 0, "rdma_resolve_addr (own address)");
+    } else {
+      // As librdmacm's rsockets call it: the destination already in the id's own route, passed
+      // by its address (the same memory the call fills in).
+      std::memcpy(&client->route.addr.dst_addr, res->ai_dst_addr, res->ai_dst_len);
+      check(rdma_resolve_addr(client, nullptr, &client->route.addr.dst_addr, 2000) == 0,
+            "rdma_resolve_addr with the id's own route.addr.dst_addr as the destination");
+    }
     expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED, "ADDR_RESOLVED");
+    check(std::memcmp(&client->route.addr.dst_sin, res->ai_dst_addr, sizeof(sockaddr_in)) == 0,
+          "the destination resolved is the one given");
     check(rdma_resolve_route(client, 2000) == 0, "rdma_resolve_route");
     expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, "ROUTE_RESOLVED");
     ibv_qp_init_attr a = qa;

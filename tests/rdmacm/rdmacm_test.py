@@ -10,7 +10,8 @@ directories are cleaned up on every exit (tests/support/driver.py). One JSON lin
 --results.
 
 usage: rdmacm_test.py --root REPO --lib liburoce-verbs.so --cmlib liburoce-rdmacm.so
-                      [--results FILE] [--api-test BIN] memif|veth|perftest|api
+                      [--results FILE] [--api-test BIN] [--vanish BIN] [--socket-echo BIN]
+                      memif|veth|perftest|api|vanish|rsockets
 """
 import os
 import re
@@ -23,7 +24,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import driver  # noqa: E402  (tests/support/driver.py)
 
 suite = driver.Suite([(["--cmlib"], {"required": True}), (["--api-test"], {"default": ""}),
-                     (["--vanish"], {"default": "", "help": "tests/rdmacm/vanish.cpp's binary (scenario vanish)"})])
+                     (["--vanish"], {"default": "", "help": "tests/rdmacm/vanish.cpp's binary (scenario vanish)"}),
+                     (["--socket-echo"], {"default": "", "help": "tests/rdmacm/socket_echo.cpp's binary (scenario rsockets)"})])
 args = suite.args
 children, netns, cleanup, record = suite.children, suite.netns, suite.cleanup, suite.record
 LOGDIR = "/tmp"
@@ -32,6 +34,8 @@ SERVER_IP = {"memif": "198.19.0.1", "veth": "198.18.0.12"}
 CLIENT_IP = {"memif": "198.19.0.2", "veth": "198.18.0.11"}
 # mckey's group: administratively scoped (239/8), MAC 01:00:5e:12:00:09.
 MCKEY_GROUP = "239.18.0.9"
+# librspreload: rdma-core's preload that makes a program's TCP sockets rsockets.
+RSPRELOAD = "/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so"
 # Ports: a different one per run, so that a TimeWait of the last run is never in the way.
 port_counter = [7000 + (os.getpid() % 500) * 4]
 # A client that finds nobody listening yet (the server is still starting) is run again, at most
@@ -72,8 +76,8 @@ def wrap(link, side, cmd):
     return pre + run + cmd
 
 
-def env():
-    return dict(os.environ, UROCE_VERBS_LIB=args.lib, UROCE_RDMACM_LIB=args.cmlib)
+def env(extra=None):
+    return dict(os.environ, UROCE_VERBS_LIB=args.lib, UROCE_RDMACM_LIB=args.cmlib, **(extra or {}))
 
 
 def text(path):
@@ -81,7 +85,8 @@ def text(path):
         return f.read()
 
 
-def pair(link, name, server_cmd, client_cmd, timeout=60, server_exits=True, retry_refused=True, ready_line=None):
+def pair(link, name, server_cmd, client_cmd, timeout=60, server_exits=True, retry_refused=True, ready_line=None,
+         extra_env=None):
     """Starts the server, then the client; returns (client rc, client output, server rc, server
     output, seconds the client took). The client starts once the server has printed
     `ready_line` (programs that print it right before rdma_listen, after their event channel
@@ -92,7 +97,7 @@ def pair(link, name, server_cmd, client_cmd, timeout=60, server_exits=True, retr
     clog = os.path.join(LOGDIR, "uroce-rdmacm-client.log")
     log("+ server:", " ".join(server_cmd))
     # Line-buffered, so that the server's lines are in its log as it prints them.
-    server = children.start(wrap(link, "server", ["stdbuf", "-oL"] + server_cmd), slog, env())
+    server = children.start(wrap(link, "server", ["stdbuf", "-oL"] + server_cmd), slog, env(extra_env))
     t0 = time.time()
     if ready_line:
         while ready_line not in text(slog) and server.poll() is None and time.time() - t0 < READY_S:
@@ -102,7 +107,7 @@ def pair(link, name, server_cmd, client_cmd, timeout=60, server_exits=True, retr
     while True:
         log("+ client:", " ".join(client_cmd))
         c0 = time.time()
-        client = children.start(wrap(link, "client", ["stdbuf", "-oL"] + client_cmd), clog, env())
+        client = children.start(wrap(link, "client", ["stdbuf", "-oL"] + client_cmd), clog, env(extra_env))
         crc = children.finish(client, timeout)
         took = time.time() - c0
         cout = text(clog)
@@ -271,6 +276,51 @@ def perftest(link, tool, opts, size):
         retry_refused=False, ready_line="Waiting for client to connect")
 
 
+def rsockets(link):
+    """rsockets: librdmacm's socket API over RDMA (rsocket.c in the real librdmacm, whose rdma_*
+    and ibv_* calls reach uroce's libraries, preloaded before it). rstream's whole matrix
+    (latency and bandwidth, 64 B to 1 MiB), riostream (rsockets' RDMA WRITE to a mapped buffer,
+    riomap/riowrite), rcopy of a file of random bytes compared after, and a plain TCP program
+    (socket_echo: no RDMA call) whose sockets librspreload turns into rsockets."""
+    ip = SERVER_IP[link]
+    port = next_port()
+
+    def table_ok(rows):
+        def ok(crc, cout, src, sout):
+            got = re.findall(r"^(\S+)\s+\S+\s+\S+\s+\S+\s+\S+\s+[0-9.]+s\s+[0-9.]+\s+[0-9.]+$", cout, re.M)
+            good = crc == 0 and src == 0 and len(got) == rows
+            return good, "client rc %s, server rc %s, %d of %d result rows (%s)" % (crc, src, len(got), rows, " ".join(got))
+        return ok
+    run(link, "rstream", ["rstream", "-b", ip, "-p", str(port)], ["rstream", "-s", ip, "-p", str(port)], table_ok(8))
+    port = next_port()
+    run(link, "riostream -S 65536 -C 1000", ["riostream", "-b", ip, "-p", str(port), "-S", "65536", "-C", "1000"],
+        ["riostream", "-s", ip, "-p", str(port), "-S", "65536", "-C", "1000"], table_ok(1))
+    src_file, dst_file = os.path.join(LOGDIR, "uroce-rcopy-src.bin"), os.path.join(LOGDIR, "uroce-rcopy-dst.bin")
+    with open(src_file, "wb") as f:
+        f.write(os.urandom(3 << 20))
+    driver.remove(dst_file)
+    port = next_port()
+
+    def copied(crc, cout, src, sout):
+        same = os.path.exists(dst_file) and open(src_file, "rb").read() == open(dst_file, "rb").read()
+        return crc == 0 and same, "client rc %s, %d bytes, the copy %s" % (
+            crc, 3 << 20, "identical" if same else "missing or different")
+    # rcopy's client takes its options after the file names (its usage 2).
+    run(link, "rcopy (3 MiB)", ["rcopy", "-p", str(port)], ["rcopy", src_file, "%s:%s" % (ip, dst_file), "-p", str(port)],
+        copied, server_exits=False)
+    for f in (src_file, dst_file):
+        driver.remove(f)
+    port = next_port()
+    preload = {"UROCE_PRELOAD": RSPRELOAD}
+
+    def echoed(crc, cout, src, sout):
+        good = crc == 0 and src == 0 and "the same" in cout and ("from %s" % CLIENT_IP[link]) in sout
+        line = [l for l in cout.splitlines() if l.startswith("socket_echo:")]
+        return good, "client rc %s, server rc %s: %s" % (crc, src, line[-1] if line else "no result")
+    run(link, "socket_echo under librspreload (4 MiB)", [args.socket_echo, "server", ip, str(port)],
+        [args.socket_echo, "client", ip, str(port)], echoed, extra_env=preload, ready_line="socket_echo: listening")
+
+
 # ---- scenarios ----
 
 
@@ -357,6 +407,11 @@ def sc_vanish():
             "result": detail})
 
 
-SCEN = {"memif": sc_memif, "veth": sc_veth, "perftest": sc_perftest, "api": sc_api, "vanish": sc_vanish}
+def sc_rsockets():
+    rsockets("memif")
+
+
+SCEN = {"memif": sc_memif, "veth": sc_veth, "perftest": sc_perftest, "api": sc_api, "vanish": sc_vanish,
+        "rsockets": sc_rsockets}
 
 driver.run_scenario(SCEN, args.scenario, cleanup)

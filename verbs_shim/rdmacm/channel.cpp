@@ -143,6 +143,7 @@ Id* passive_id(Id* l, const ecm::Event& e) {
   if (!ch) return nullptr;
   Id* n = new_id(ch, l->id.context, l->id.ps);
   n->id.verbs = l->id.verbs;
+  n->id.pd = lib().pd;  // the device's (made with the listener)
   n->id.port_num = 1;
   n->id.qp_type = l->id.qp_type;
   n->cm = e.id;

@@ -113,7 +113,7 @@ struct Lib {
   std::deque<Channel*> graveyard;                // destroyed channels not freed yet, oldest first (mu)
   bool tried = false, ok = false;
   ibv_context* ctx = nullptr;  // the uroce device, opened once
-  ibv_pd* pd = nullptr;        // the default PD of rdma_create_qp (made on first use)
+  ibv_pd* pd = nullptr;        // the device's PD: each id's, and rdma_create_qp's default (default_pd)
   ibv_mtu mtu = IBV_MTU_1024;  // the port's active MTU
   uint8_t max_rd_atom = 16;
   // What our REQs and SIDR_REQs announce (config keys cm_response_timeout, cm_max_retries).
@@ -158,6 +158,7 @@ int sync_wait(Id* id);
 
 // id.cpp
 Id* new_id(Channel* ch, void* context, rdma_port_space ps);
+ibv_pd* default_pd(ibv_context* ctx);  // the device's PD, made on first use (qp.cpp)
 ibv_qp_type qp_type_of(rdma_port_space ps);
 int local_address(int family, const void* addr, uint8_t& sgid_index);  // 0 or EADDRNOTAVAIL
 bool is_any(const sockaddr* sa);        // the wildcard address of its family

@@ -171,8 +171,13 @@ CMA_EXPORT int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void
   if (!ready()) return -1;
   Channel* ch = channel ? to_ch(channel) : new_channel(true);
   if (!ch) return -1;
+  ibv_pd* pd = default_pd(lib().ctx);
+  if (!pd) return -1;
   Id* i = new_id(ch, context, ps);
-  i->id.verbs = lib().ctx;  // one device: every id is on it from the start
+  // One device: every id is on it from the start, with the device's PD (librdmacm's rsockets
+  // register their buffers in it: ibv_reg_mr(id->pd, ...)).
+  i->id.verbs = lib().ctx;
+  i->id.pd = pd;
   i->id.port_num = 1;
   *id = &i->id;
   return 0;
@@ -246,8 +251,13 @@ CMA_EXPORT int rdma_bind_addr(rdma_cm_id* id, sockaddr* addr) {
   return result(bind_id(to_id(id), addr));
 }
 
-CMA_EXPORT int rdma_resolve_addr(rdma_cm_id* cid, sockaddr* src, sockaddr* dst, int /*timeout_ms*/) {
-  if (!cid || !dst || (dst->sa_family != AF_INET && dst->sa_family != AF_INET6)) return fail(EINVAL);
+CMA_EXPORT int rdma_resolve_addr(rdma_cm_id* cid, sockaddr* src, sockaddr* dst_in, int /*timeout_ms*/) {
+  if (!cid || !dst_in || (dst_in->sa_family != AF_INET && dst_in->sa_family != AF_INET6)) return fail(EINVAL);
+  // A copy: the caller may pass the id's own route.addr.dst_addr (librdmacm's rsockets do),
+  // which is cleared below.
+  sockaddr_storage dst_copy{};
+  std::memcpy(&dst_copy, dst_in, sa_len(dst_in));
+  sockaddr* dst = reinterpret_cast<sockaddr*>(&dst_copy);
   Id* id = to_id(cid);
   // Read before the request is handed over: from then on another thread may be told of its end and destroy id.
   const bool sync = id->chan->sync;

@@ -125,16 +125,16 @@ int make_cqs(Id* id, ibv_qp_init_attr_ex* a) {
   return 0;
 }
 
-// The PD of rdma_create_qp without one, made once. Its own lock, not `mu`: ibv_alloc_pd takes
-// the shim's token.
+}  // namespace
+
+// The device's PD, made once: every id's `pd` (as librdmacm gives each id its device's PD), and
+// rdma_create_qp's without one. Its own lock, not `mu`: ibv_alloc_pd takes the shim's token.
 ibv_pd* default_pd(ibv_context* ctx) {
   static std::mutex pd_mu;
   std::lock_guard<std::mutex> g(pd_mu);
   if (!lib().pd) lib().pd = ibv_alloc_pd(ctx);
   return lib().pd;
 }
-
-}  // namespace
 
 }  // namespace uroce::rdmacm
 
