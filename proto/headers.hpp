@@ -258,6 +258,18 @@ struct IethView : ViewBase<Byte> {
   void set_rkey(uint32_t v) requires kMutable { store_be32(p_, v); }
 };
 
+// ---- XRCETH (4 bytes): the XRC SRQ a request is for (IBA annex A14) -------------------------
+// Bits 31:24 reserved, bits 23:0 the XRC SRQ number: the target's receive queue, which also
+// decides the memory protection of the request (the SRQ's XRC domain and PD).
+template <typename Byte>
+struct XrcethView : ViewBase<Byte> {
+  UROCE_VIEW_CTOR(XrcethView);
+  static constexpr size_t kSize = 4;
+  uint8_t resv() const { return p_[0]; }
+  uint32_t srqn() const { return load_be32(p_) & 0xFFFFFF; }
+  void set(uint32_t srqn, uint8_t resv = 0) requires kMutable { store_be32(p_, uint32_t(resv) << 24 | (srqn & 0xFFFFFF)); }
+};
+
 // ---- FETH (4 bytes): what a FLUSH asks for (IBA 1.5 annex A19) --------------------------------
 // Bits 3:0 the placement type (bit 0 global visibility, bit 1 persistence: IBV_FLUSH_GLOBAL and
 // IBV_FLUSH_PERSISTENT), bits 5:4 the selectivity level (0 the RETH's range, 1 the whole memory

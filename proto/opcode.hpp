@@ -11,33 +11,35 @@
 
 namespace uroce::proto {
 
-enum class Transport : uint8_t { RC = 0, UC = 1, RD = 2, UD = 3, CNP = 4, Unknown = 7 };
+// The values are the opcode's bits 7:5 (XRC: 101); CNP's are RoCEv2's 100 (0x81).
+enum class Transport : uint8_t { RC = 0, UC = 1, RD = 2, UD = 3, CNP = 4, XRC = 5, Unknown = 7 };
 
 // Extension headers, as bits of a mask. Their order on the wire is always the canonical order
-// of kExtOrder below, which is also the order of the bits, lowest first (IBA 9.2: DETH, RETH,
-// AtomicETH, AETH, AtomicAckETH, ImmDt, IETH; IBA 1.5 annex A19 puts the FETH of a FLUSH
+// of kExtOrder below, which is also the order of the bits, lowest first (IBA 9.2: DETH, XRCETH,
+// RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH; IBA 1.5 annex A19 puts the FETH of a FLUSH
 // between the BTH and the RETH).
 enum Ext : uint16_t {
   kDeth = 1 << 0,
-  kFeth = 1 << 1,
-  kReth = 1 << 2,
-  kAtomicEth = 1 << 3,
-  kAeth = 1 << 4,
-  kAtomicAckEth = 1 << 5,
-  kImmDt = 1 << 6,
-  kIeth = 1 << 7,
-  kCnpBody = 1 << 8,
+  kXrceth = 1 << 1,  // XRC requests: the XRC SRQ the message is for (IBA annex A14)
+  kFeth = 1 << 2,
+  kReth = 1 << 3,
+  kAtomicEth = 1 << 4,
+  kAeth = 1 << 5,
+  kAtomicAckEth = 1 << 6,
+  kImmDt = 1 << 7,
+  kIeth = 1 << 8,
+  kCnpBody = 1 << 9,
 };
-inline constexpr std::array<Ext, 9> kExtOrder = {kDeth,         kFeth,  kReth, kAtomicEth, kAeth,
-                                                 kAtomicAckEth, kImmDt, kIeth, kCnpBody};
+inline constexpr std::array<Ext, 10> kExtOrder = {kDeth,  kXrceth,       kFeth,  kReth, kAtomicEth,
+                                                  kAeth,  kAtomicAckEth, kImmDt, kIeth, kCnpBody};
 
 // Sizes in the bit order of Ext (a table, not a switch: parse and build call this per header).
-inline constexpr std::array<uint8_t, 9> kExtSizes = {8, 4, 16, 28, 4, 8, 4, 4, 16};
+inline constexpr std::array<uint8_t, 10> kExtSizes = {8, 4, 4, 16, 28, 4, 8, 4, 4, 16};
 constexpr size_t ext_size(Ext e) {
   const unsigned i = unsigned(std::countr_zero(unsigned(e)));
   return e && i < kExtSizes.size() ? kExtSizes[i] : 0;
 }
-static_assert(ext_size(kDeth) == 8 && ext_size(kFeth) == 4 && ext_size(kReth) == 16 && ext_size(kAtomicEth) == 28 &&
+static_assert(ext_size(kDeth) == 8 && ext_size(kXrceth) == 4 && ext_size(kFeth) == 4 && ext_size(kReth) == 16 && ext_size(kAtomicEth) == 28 &&
               ext_size(kAeth) == 4 && ext_size(kAtomicAckEth) == 8 && ext_size(kImmDt) == 4 && ext_size(kIeth) == 4 &&
               ext_size(kCnpBody) == 16);
 static_assert([] {
@@ -48,6 +50,7 @@ static_assert([] {
 constexpr std::string_view ext_name(Ext e) {
   switch (e) {
     case kDeth: return "DETH";
+    case kXrceth: return "XRCETH";
     case kFeth: return "FETH";
     case kReth: return "RETH";
     case kAtomicEth: return "AtomicETH";
@@ -151,6 +154,15 @@ inline constexpr Named kNames[] = {
     {0x29, "UC_RDMA_WRITE_LAST_WITH_IMMEDIATE"}, {0x2a, "UC_RDMA_WRITE_ONLY"},
     {0x2b, "UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE"},
     {0x64, "UD_SEND_ONLY"}, {0x65, "UD_SEND_ONLY_WITH_IMMEDIATE"},
+    {0xa0, "XRC_SEND_FIRST"}, {0xa1, "XRC_SEND_MIDDLE"}, {0xa2, "XRC_SEND_LAST"},
+    {0xa3, "XRC_SEND_LAST_WITH_IMMEDIATE"}, {0xa4, "XRC_SEND_ONLY"}, {0xa5, "XRC_SEND_ONLY_WITH_IMMEDIATE"},
+    {0xa6, "XRC_RDMA_WRITE_FIRST"}, {0xa7, "XRC_RDMA_WRITE_MIDDLE"}, {0xa8, "XRC_RDMA_WRITE_LAST"},
+    {0xa9, "XRC_RDMA_WRITE_LAST_WITH_IMMEDIATE"}, {0xaa, "XRC_RDMA_WRITE_ONLY"},
+    {0xab, "XRC_RDMA_WRITE_ONLY_WITH_IMMEDIATE"}, {0xac, "XRC_RDMA_READ_REQUEST"},
+    {0xad, "XRC_RDMA_READ_RESPONSE_FIRST"}, {0xae, "XRC_RDMA_READ_RESPONSE_MIDDLE"},
+    {0xaf, "XRC_RDMA_READ_RESPONSE_LAST"}, {0xb0, "XRC_RDMA_READ_RESPONSE_ONLY"}, {0xb1, "XRC_ACKNOWLEDGE"},
+    {0xb2, "XRC_ATOMIC_ACKNOWLEDGE"}, {0xb3, "XRC_COMPARE_SWAP"}, {0xb4, "XRC_FETCH_ADD"},
+    {0xb6, "XRC_SEND_LAST_WITH_INVALIDATE"}, {0xb7, "XRC_SEND_ONLY_WITH_INVALIDATE"},
     {0x81, "CNP"},
 };
 
@@ -192,6 +204,9 @@ constexpr std::array<OpcodeInfo, 256> make_table() {
     if (d.low <= 0x0b) put(uint8_t(0x20 | d.low), Transport::UC, d, 0);
     // UD: SEND ONLY and SEND ONLY with immediate, each with a DETH.
     if (d.low == 0x04 || d.low == 0x05) put(uint8_t(0x60 | d.low), Transport::UD, d, kDeth);
+    // XRC: RC's operations up to SEND with Invalidate (not IBA 1.5's FLUSH and ATOMIC WRITE),
+    // each request with an XRCETH right after the BTH; responses as RC's.
+    if (d.low <= 0x17) put(uint8_t(0xa0 | d.low), Transport::XRC, d, d.request ? kXrceth : 0);
   }
   OpcodeInfo& cnp = t[0x81];
   cnp.valid = true;
@@ -220,6 +235,7 @@ constexpr Transport transport_bits(uint8_t code) {
     case 1: return Transport::UC;
     case 2: return Transport::RD;
     case 3: return Transport::UD;
+    case 5: return Transport::XRC;
     default: return Transport::Unknown;
   }
 }
@@ -231,6 +247,7 @@ constexpr std::string_view transport_name(Transport t) {
     case Transport::RD: return "RD";
     case Transport::UD: return "UD";
     case Transport::CNP: return "CNP";
+    case Transport::XRC: return "XRC";
     case Transport::Unknown: return "unknown";
   }
   return "unknown";
@@ -245,7 +262,7 @@ inline constexpr uint8_t kSendFirst = 0x00, kSendMiddle = 0x01, kSendLast = 0x02
                          kReadRespLast = 0x0f, kReadRespOnly = 0x10, kAck = 0x11, kAtomicAck = 0x12,
                          kCmpSwap = 0x13, kFetchAdd = 0x14, kSendLastInv = 0x16, kSendOnlyInv = 0x17,
                          kFlush = 0x1c, kAtomicWrite = 0x1d, kCnp = 0x81;
-inline constexpr uint8_t kUc = 0x20, kUd = 0x60;
+inline constexpr uint8_t kUc = 0x20, kUd = 0x60, kXrc = 0xa0;
 }  // namespace op
 
 // Compile-time checks of the table against IBA table 38.
@@ -258,6 +275,10 @@ static_assert(!kOpcodes[0x15].valid && !kOpcodes[0x2c].valid && !kOpcodes[0x40].
 static_assert(kOpcodes[op::kFlush].ext_bytes() == 20 && !kOpcodes[op::kFlush].payload);
 static_assert(kOpcodes[op::kAtomicWrite].exts == kReth && kOpcodes[op::kAtomicWrite].payload);
 static_assert(!kOpcodes[op::kUc | op::kFlush].valid && !kOpcodes[op::kUc | op::kAtomicWrite].valid);
+static_assert(kOpcodes[op::kXrc | op::kWriteOnlyImm].exts == (kXrceth | kReth | kImmDt) &&
+              kOpcodes[op::kXrc | op::kCmpSwap].ext_bytes() == 32 && kOpcodes[op::kXrc | op::kAck].exts == kAeth &&
+              kOpcodes[op::kXrc | op::kReadRespFirst].exts == kAeth && !kOpcodes[op::kXrc | 0x15].valid &&
+              !kOpcodes[op::kXrc | op::kFlush].valid && kOpcodes[0xb7].exts == (kXrceth | kIeth));
 static_assert(kOpcodes[0x81].ext_bytes() == 16);
 // Every valid opcode has its name in kNames, and kNames names no other.
 static_assert([] {

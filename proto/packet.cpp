@@ -18,6 +18,7 @@ std::string_view layer_name(Layer l) {
     case Layer::Udp: return "UDP header";
     case Layer::Bth: return "BTH";
     case Layer::Deth: return "DETH";
+    case Layer::Xrceth: return "XRCETH";
     case Layer::Feth: return "FETH";
     case Layer::Reth: return "RETH";
     case Layer::AtomicEth: return "AtomicETH";
@@ -75,6 +76,7 @@ std::string ParseResult::message() const {
 Layer ext_layer(Ext e) {
   switch (e) {
     case kDeth: return Layer::Deth;
+    case kXrceth: return Layer::Xrceth;
     case kFeth: return Layer::Feth;
     case kReth: return Layer::Reth;
     case kAtomicEth: return Layer::AtomicEth;
@@ -97,6 +99,11 @@ void read_ext(Ext e, const uint8_t* p, Packet& out) {
     case kDeth: {
       DethView<const uint8_t> v(p);
       out.deth = {v.qkey(), v.resv(), v.src_qp()};
+      break;
+    }
+    case kXrceth: {
+      XrcethView<const uint8_t> v(p);
+      out.xrceth = {v.srqn(), v.resv()};
       break;
     }
     case kFeth: {
@@ -134,6 +141,7 @@ void write_ext(Ext e, uint8_t* p, const Packet& in) {
       v.set_src_qp(in.deth.src_qp, in.deth.resv);
       break;
     }
+    case kXrceth: XrcethView<uint8_t>(p).set(in.xrceth.srqn, in.xrceth.resv); break;
     case kFeth: FethView<uint8_t>(p).set(in.feth.placement, in.feth.selectivity, in.feth.resv); break;
     case kReth: {
       RethView<uint8_t> v(p);

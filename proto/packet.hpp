@@ -68,6 +68,10 @@ struct Packet {
   uint32_t psn = 0;
   // Extension headers: only those the opcode table names are meaningful.
   struct {
+    uint32_t srqn = 0;         // the XRC SRQ (24 bits)
+    uint8_t resv = 0;          // bits 31:24, kept for byte-exact rebuilds
+  } xrceth;
+  struct {
     uint8_t placement = 0;     // IBV_FLUSH_GLOBAL (1) | IBV_FLUSH_PERSISTENT (2)
     uint8_t selectivity = 0;   // IBV_FLUSH_RANGE (0) or IBV_FLUSH_MR (1)
     uint32_t resv = 0;         // bits 31:6, kept for byte-exact rebuilds
@@ -111,7 +115,7 @@ struct Packet {
 // Which header a "truncated" error stopped at.
 enum class Layer : uint8_t {
   Ethernet, Vlan, Ipv4, Ipv6, IpPayload, Udp, Bth,
-  Deth, Feth, Reth, AtomicEth, Aeth, AtomicAckEth, ImmDt, Ieth, Cnp,
+  Deth, Xrceth, Feth, Reth, AtomicEth, Aeth, AtomicAckEth, ImmDt, Ieth, Cnp,
   Icrc,
 };
 std::string_view layer_name(Layer l);

@@ -279,13 +279,20 @@ TEST_F(Responder, HostileFramesAreCountedDrops) {
   std::vector<uint8_t> h(proto::frame_len(other_qp));
   ASSERT_TRUE(proto::build(other_qp, h).ok());
   pr->wire.b().inject(h.data(), uint32_t(h.size()));
+  // The same WRITE as XRC (an XRCETH after the BTH) to the RC QP: a QP of another transport.
+  proto::Packet xrc = p;
+  xrc.opcode = op::kXrc | op::kWriteOnly;
+  xrc.xrceth = {0x1234, 0};
+  std::vector<uint8_t> x(proto::frame_len(xrc));
+  ASSERT_TRUE(proto::build(xrc, x).ok());
+  pr->wire.b().inject(x.data(), uint32_t(x.size()));
   for (int i = 0; i < 4; ++i) pr->b.dev->progress();
   EXPECT_TRUE(out.frames.empty());
   Counters c = pr->b.dev->counters();
   EXPECT_EQ(c.icrc_errors, 1u);
   EXPECT_EQ(c.malformed, 1u);
   EXPECT_EQ(c.dropped_pkey, 1u);
-  EXPECT_EQ(c.dropped_unknown_qp, 1u);
+  EXPECT_EQ(c.dropped_unknown_qp, 2u);
   EXPECT_EQ(pr->b.qp->expected_psn(), epsn);
   EXPECT_EQ(pr->b.qp->state(), QpState::Rts);
 }

@@ -48,7 +48,7 @@ from scapy.all import Ether, IP, IPv6, UDP, Raw, raw, rdpcap  # noqa: E402
 from scapy.contrib.roce import BTH  # noqa: E402
 
 # The table's Ext mask bits (proto/opcode.hpp).
-K_DETH, K_FETH, K_RETH, K_ATOMIC, K_AETH, K_ATOMIC_ACK, K_IMM, K_IETH, K_CNP = (1 << i for i in range(9))
+K_DETH, K_XRCETH, K_FETH, K_RETH, K_ATOMIC, K_AETH, K_ATOMIC_ACK, K_IMM, K_IETH, K_CNP = (1 << i for i in range(10))
 
 META_FIELDS = ["index", "opcode", "qp", "psn", "ipver", "plen", "vlan", "exts", "reth_va", "reth_rkey",
                "reth_len", "aeth_syndrome", "aeth_msn", "deth_qkey", "deth_srcqp", "atomic_swap_add",
@@ -156,8 +156,13 @@ def num(s):
 # IBA 1.5's FLUSH and ATOMIC WRITE: tshark 4.0 (Debian 12) names no header after their BTH.
 # Their layout is checked byte for byte in tests/proto/headers_test.cpp instead; a tshark that
 # decodes them is held to the same fields as every other opcode.
+# XRC (0xa0-0xb7) likewise: tshark 4.0 names the opcodes and decodes nothing after the BTH (no
+# XRCETH, not even the AETH of an XRC ACK); the XRCETH layout is checked in headers_test.cpp.
 IBA15_OPCODES = (0x1c, 0x1d)
 BTH_ONLY = []
+XRC_BTH_ONLY = []
+EXT_FIELDS = ("infiniband.reth.va", "infiniband.aeth.syndrome", "infiniband.atomiceth.swapdt",
+              "infiniband.atomicacketh.origremdt", "infiniband.deth.q_key")
 
 
 def check_tshark(rows, meta, errors):
@@ -177,6 +182,9 @@ def check_tshark(rows, meta, errors):
         if m["opcode"] in IBA15_OPCODES and not t.get("infiniband.reth.va"):
             BTH_ONLY.append(m["index"])
             exts = K_CNP  # compare the BTH only
+        elif 0xa0 <= m["opcode"] < 0xc0 and not any(t.get(f) for f in EXT_FIELDS):
+            XRC_BTH_ONLY.append(m["index"])
+            exts = K_CNP
         if not exts & K_CNP:
             # (tshark field, expected value or None when the opcode has no such header)
             expect = {
@@ -237,8 +245,8 @@ def main():
     # Coverage: every opcode, both IP versions, empty and 4096-byte payloads.
     opcodes = {(m["opcode"], m["ipver"]) for m in meta}
     plens = {m["plen"] for m in meta}
-    if len({o for o, _ in opcodes}) != 40 or len(opcodes) != 80 or 0 not in plens or 4096 not in plens:
-        errors.append("coverage: %d opcode/IP pairs (want 80), payload lengths %s..%s"
+    if len({o for o, _ in opcodes}) != 63 or len(opcodes) != 126 or 0 not in plens or 4096 not in plens:
+        errors.append("coverage: %d opcode/IP pairs (want 126), payload lengths %s..%s"
                       % (len(opcodes), min(plens, default=None), max(plens, default=None)))
 
     for e in errors[:30]:
@@ -251,6 +259,9 @@ def main():
     if BTH_ONLY:
         print("oracle: of those, %d FLUSH / ATOMIC WRITE packets by their BTH only (this tshark decodes"
               " nothing after it for IBA 1.5's opcodes)" % len(BTH_ONLY))
+    if XRC_BTH_ONLY:
+        print("oracle: of those, %d XRC packets by their BTH only (this tshark decodes nothing after it"
+              " for XRC opcodes)" % len(XRC_BTH_ONLY))
     ok = not errors and icrc[4] + icrc[6] == n and ts == n
     return 0 if ok else 1
 

@@ -136,6 +136,7 @@ int main(int argc, char** argv) {
     p.atomic_ack_orig = r.u64();
     p.imm = uint32_t(r.u64());
     p.ieth_rkey = uint32_t(r.u64());
+    p.xrceth = {r.bits(24), 0};
     p.deth = {uint32_t(r.u64()), 0, r.bits(24)};
 
     size_t plen = info.payload ? random_payload_len(r) : 0;

@@ -187,8 +187,8 @@ TEST(Opcodes, TableProperties) {
       EXPECT_FALSE(o.has(kAeth)) << o.name;
     }
   }
-  // 25 RC (FLUSH and ATOMIC WRITE included) + 12 UC + 2 UD + CNP.
-  EXPECT_EQ(valid.size(), 40u);
+  // 25 RC (FLUSH and ATOMIC WRITE included) + 12 UC + 2 UD + 23 XRC + CNP.
+  EXPECT_EQ(valid.size(), 63u);
 
   struct Want {
     uint8_t code;
@@ -275,13 +275,28 @@ TEST(Opcodes, UcAndUdAreSubsetsOfRc) {
     }
     // RD (0x40-0x5f) is never valid.
     EXPECT_FALSE(opcode_info(uint8_t(0x40 | low)).valid);
+    // XRC (0xa0-0xbf): RC's codes up to 0x17, each request with an XRCETH first (IBA annex A14).
+    const OpcodeInfo& xrc = opcode_info(uint8_t(0xa0 | low));
+    EXPECT_EQ(xrc.valid, rc.valid && low <= 0x17) << low;
+    if (xrc.valid) {
+      EXPECT_EQ(xrc.transport, Transport::XRC);
+      EXPECT_EQ(xrc.exts, rc.exts | (rc.request ? kXrceth : 0)) << xrc.name;
+      EXPECT_EQ(xrc.ext_bytes(), rc.ext_bytes() + (rc.request ? 4u : 0u)) << xrc.name;
+      EXPECT_EQ(xrc.op, rc.op);
+      EXPECT_EQ(xrc.pos, rc.pos);
+      EXPECT_EQ(xrc.request, rc.request);
+      EXPECT_EQ(xrc.name.substr(4), rc.name.substr(3));
+    }
   }
   // Invalid RC codes: 0x15 (reserved), 0x18-0x1b and 0x1e-0x1f (0x1c FLUSH and 0x1d ATOMIC
   // WRITE are IBA 1.5's).
   EXPECT_FALSE(opcode_info(0x15).valid);
   for (int c = 0x18; c < 0x20; ++c) EXPECT_EQ(opcode_info(uint8_t(c)).valid, c == 0x1c || c == 0x1d) << c;
-  // 0x80-0xff: only the CNP.
-  for (int c = 0x80; c < 0x100; ++c) EXPECT_EQ(opcode_info(uint8_t(c)).valid, c == 0x81) << c;
+  // 0x80-0xff: the CNP and XRC's codes.
+  for (int c = 0x80; c < 0x100; ++c)
+    EXPECT_EQ(opcode_info(uint8_t(c)).valid, c == 0x81 || (c >= 0xa0 && c <= 0xb7 && c != 0xb5)) << c;
+  EXPECT_EQ(transport_bits(0xa4), Transport::XRC);
+  EXPECT_EQ(opcode_info(0xa4).name, "XRC_SEND_ONLY");
   EXPECT_EQ(transport_bits(0x40), Transport::RD);
   EXPECT_EQ(transport_bits(0x81), Transport::CNP);
   EXPECT_EQ(transport_bits(0x80), Transport::Unknown);
@@ -290,15 +305,17 @@ TEST(Opcodes, UcAndUdAreSubsetsOfRc) {
 
 TEST(Opcodes, ExtOrderAndSizes) {
   EXPECT_EQ(kExtOrder[0], kDeth);
-  EXPECT_EQ(kExtOrder[1], kFeth);
-  EXPECT_EQ(kExtOrder[2], kReth);
-  EXPECT_EQ(kExtOrder[3], kAtomicEth);
-  EXPECT_EQ(kExtOrder[4], kAeth);
-  EXPECT_EQ(kExtOrder[5], kAtomicAckEth);
-  EXPECT_EQ(kExtOrder[6], kImmDt);
-  EXPECT_EQ(kExtOrder[7], kIeth);
-  EXPECT_EQ(kExtOrder[8], kCnpBody);
+  EXPECT_EQ(kExtOrder[1], kXrceth);
+  EXPECT_EQ(kExtOrder[2], kFeth);
+  EXPECT_EQ(kExtOrder[3], kReth);
+  EXPECT_EQ(kExtOrder[4], kAtomicEth);
+  EXPECT_EQ(kExtOrder[5], kAeth);
+  EXPECT_EQ(kExtOrder[6], kAtomicAckEth);
+  EXPECT_EQ(kExtOrder[7], kImmDt);
+  EXPECT_EQ(kExtOrder[8], kIeth);
+  EXPECT_EQ(kExtOrder[9], kCnpBody);
   EXPECT_EQ(ext_size(kDeth), 8u);
+  EXPECT_EQ(ext_size(kXrceth), 4u);
   EXPECT_EQ(ext_size(kFeth), 4u);
   EXPECT_EQ(ext_size(kReth), 16u);
   EXPECT_EQ(ext_size(kAtomicEth), 28u);

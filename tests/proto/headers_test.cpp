@@ -327,6 +327,18 @@ TEST(HeaderViews, Ieth) {
   EXPECT_EQ(buf, lit);
 }
 
+TEST(HeaderViews, Xrceth) {
+  // Reserved 0x5a, XRC SRQ number 0x123456 (IBA annex A14: bits 31:24 reserved, 23:0 XRCSRQ).
+  const Bytes<4> lit = {0x5a, 0x12, 0x34, 0x56};
+  expect_size<XrcethView>(lit);
+  XrcethView<const uint8_t> r(lit.data());
+  EXPECT_EQ(r.srqn(), 0x123456u);
+  EXPECT_EQ(r.resv(), 0x5a);
+  Bytes<4> buf{};
+  XrcethView<uint8_t>(buf.data()).set(0xff123456, 0x5a);  // the number is 24 bits
+  EXPECT_EQ(buf, lit);
+}
+
 TEST(HeaderViews, Feth) {
   // Reserved bits 0x2a5 above bit 6, selectivity 1 (the whole MR), placement 3 (global |
   // persistent): 0x2a5 << 6 | 1 << 4 | 3 = 0x0000a953.
@@ -496,6 +508,55 @@ TEST(WholePacket, FlushAndAtomicWriteTransportBytes) {
   // Neither is a UC or UD opcode.
   EXPECT_FALSE(opcode_info(op::kUc | op::kFlush).valid);
   EXPECT_FALSE(opcode_info(op::kUc | op::kAtomicWrite).valid);
+}
+
+// XRC (IBA annex A14): a request carries the XRCETH right after the BTH and before the RETH,
+// AtomicETH, ImmDt or IETH (the layout of rxe's posted XRC patches and of libtins); responses
+// are RC's. tshark 4.0 names XRC opcodes but decodes nothing after their BTH (tests/oracle).
+TEST(WholePacket, XrcTransportBytes) {
+  using uroce::proto::test::make_packet;
+  const std::vector<uint8_t> pl = {0xa5, 0x5a, 0x01};
+  Packet p = make_packet(op::kXrc | op::kWriteOnlyImm, 4, 0, pl);
+  p.solicited = true;
+  p.pkey = 0xffff;
+  p.dest_qp = 0x000abc;
+  p.ack_req = true;
+  p.psn = 0x010203;
+  p.xrceth = {0x00cafe, 0};
+  p.reth = {0x0000000100002000ull, 0x11223344, 3};
+  p.imm = 0xdeadbeef;
+  std::vector<uint8_t> f = uroce::proto::test::build_frame(p);
+  const size_t bth = uroce::proto::test::l3_offset(f) + 20 + 8;
+  const std::vector<uint8_t> want = {
+      0xab, 0x90, 0xff, 0xff, 0x00, 0x00, 0x0a, 0xbc, 0x80, 0x01, 0x02, 0x03,  // BTH: XRC WRITE ONLY imm, SE, pad 1
+      0x00, 0x00, 0xca, 0xfe,                                                  // XRCETH: SRQ 0x00cafe
+      0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x20, 0x00, 0x11, 0x22, 0x33, 0x44,  // RETH: VA, R_Key
+      0x00, 0x00, 0x00, 0x03,                                                  //       DMA length
+      0xde, 0xad, 0xbe, 0xef,                                                  // ImmDt
+      0xa5, 0x5a, 0x01, 0x00,                                                  // payload, 1 pad byte
+  };
+  ASSERT_EQ(f.size(), bth + want.size() + kIcrcSize);
+  EXPECT_EQ(std::vector<uint8_t>(f.begin() + long(bth), f.end() - long(kIcrcSize)), want);
+  Packet q;
+  ASSERT_TRUE(parse(f, q).ok());
+  EXPECT_EQ(q.info().name, "XRC_RDMA_WRITE_ONLY_WITH_IMMEDIATE");
+  EXPECT_EQ(q.info().transport, Transport::XRC);
+  EXPECT_EQ(q.xrceth.srqn, 0x00cafeu);
+  EXPECT_EQ(q.reth.rkey, 0x11223344u);
+  EXPECT_EQ(q.imm, 0xdeadbeefu);
+  EXPECT_EQ(std::vector<uint8_t>(q.payload.begin(), q.payload.end()), pl);
+
+  // An XRC ACK: BTH and AETH, no XRCETH.
+  Packet a = make_packet(op::kXrc | op::kAck, 4, 0, {});
+  a.pkey = 0xffff;
+  a.dest_qp = 0x000abc;
+  a.psn = 0x010203;
+  a.aeth = {0x1f, 0x000007};
+  f = uroce::proto::test::build_frame(a);
+  ASSERT_EQ(f.size(), bth + 12 + 4 + kIcrcSize);
+  EXPECT_EQ(f[bth], 0xb1);
+  EXPECT_EQ(std::vector<uint8_t>(f.begin() + long(bth) + 12, f.begin() + long(bth) + 16),
+            (std::vector<uint8_t>{0x1f, 0x00, 0x00, 0x07}));
 }
 
 TEST(WholePacket, BuildReportsErrors) {

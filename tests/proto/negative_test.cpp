@@ -410,7 +410,7 @@ TEST(ParseErrors, UnknownOpcodeAndInvalidForTransport) {
     Expect want = after_bth(uint8_t(c), 0, 8 + 4);
     if (c == op::kSendOnly) want = {ParseError::Ok};  // the frame's own opcode
     if (!opcode_info(uint8_t(c)).valid) {
-      const bool unk = c >= 0x80 || (c >= 0x40 && c < 0x60);
+      const bool unk = (c >= 0x80 && (c < 0xa0 || c >= 0xc0)) || (c >= 0x40 && c < 0x60);
       EXPECT_EQ(want.error, unk ? ParseError::UnknownOpcode : ParseError::OpcodeInvalidForTransport) << c;
       (unk ? unknown : invalid)++;
     } else {
@@ -418,9 +418,10 @@ TEST(ParseErrors, UnknownOpcodeAndInvalidForTransport) {
     }
     EXPECT_TRUE(parses_as(f, want)) << c;
   }
-  EXPECT_EQ(valid, 40);
-  EXPECT_EQ(unknown, 32 + 127);                       // RD, and 0x80-0xff except the CNP
-  EXPECT_EQ(invalid, 256 - 40 - 32 - 127);            // RC 0x15, 0x18-0x1b, 0x1e-0x1f; UC 0x2c-0x3f; UD others
+  EXPECT_EQ(valid, 63);
+  EXPECT_EQ(unknown, 32 + 127 - 32);                  // RD, and 0x80-0xff except the CNP and XRC's
+  EXPECT_EQ(invalid, 256 - 63 - 32 - 95);             // RC 0x15, 0x18-0x1b, 0x1e-0x1f; UC 0x2c-0x3f; UD
+                                                      // others; XRC 0xb5, 0xb8-0xbf
   Frame uc_read = base_v4();
   uc_read[14 + 28] = 0x2c;
   EXPECT_TRUE(parses_as(uc_read, {ParseError::OpcodeInvalidForTransport}));

@@ -186,6 +186,7 @@ std::string ext_summary(const Packet& p) {
     if (!info.has(e)) continue;
     switch (e) {
       case kDeth: s += fmt("  DETH qkey=0x%08" PRIx32 " srcqp=0x%06" PRIx32, p.deth.qkey, p.deth.src_qp); break;
+      case kXrceth: s += fmt("  XRCETH srq=0x%06" PRIx32, p.xrceth.srqn); break;
       case kFeth: s += "  FETH " + feth_text(p.feth.placement, p.feth.selectivity); break;
       case kReth:
         s += fmt("  RETH va=0x%016" PRIx64 " rkey=0x%08" PRIx32 " len=%" PRIu32, p.reth.va, p.reth.rkey, p.reth.dma_len);
@@ -344,6 +345,13 @@ void print_layout(std::span<const uint8_t> f, const Located& o, const std::strin
              L.field(N, h, 5, 3, [&] {
                uint32_t q = load_be24(d + h + 5);
                return named("SrcQP", fmt("0x%06" PRIx32 " (%" PRIu32 ")", q, q));
+             });
+        break;
+      case kXrceth:
+        ok = L.field(N, h, 0, 1, [&] { return named("Reserved", fmt("0x%02x", d[h])); }) &&
+             L.field(N, h, 1, 3, [&] {
+               uint32_t q = load_be24(d + h + 1);
+               return named("XRCSRQ", fmt("0x%06" PRIx32 " (%" PRIu32 ")", q, q));
              });
         break;
       case kFeth:

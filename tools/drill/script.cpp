@@ -153,7 +153,7 @@ enum class Kind : uint8_t { Rel, U64, Byte, Hex, Expr, Bool, Syndrome, Icrc, Tim
 struct FieldDef {
   const char* key;
   Kind kind;
-  uint8_t needs_ext;   // 0: any opcode
+  uint16_t needs_ext;  // a mask of proto::Ext; 0: any opcode
   bool needs_payload;
   uint64_t max;        // largest value (Byte/U64), 0: no limit
   bool expect_only;
