@@ -283,6 +283,14 @@ int Device::destroy_qp(Qp* qp) {
   qp_table_.erase(qp->qpn());
   recent_qpns_[recent_qpn_next_] = qp->qpn();
   recent_qpn_next_ = (recent_qpn_next_ + 1) % uint32_t(recent_qpns_.size());
+  // A telemetry sum under way (counters_step) that has counted this QP takes it out again
+  // (dev_ctr_ holds it now); the last QP, moved into its place, is counted now if the sum has
+  // not reached it, since the sum will not come back to that place.
+  if (CounterSum& s = ctr_sum_; s.active && qp->slot < s.cursor) {
+    s.part.sub(qp->ctr);
+    const uint32_t last = uint32_t(qps_.size() - 1);
+    if (last >= s.cursor) s.part.add(qps_[last]->ctr);
+  }
   take_out(qps_, qp->slot);
   return 0;
 }
@@ -326,6 +334,18 @@ Counters Device::counters() const {
   Counters c = dev_ctr_;
   for (auto& q : qps_) c.add(q->ctr);
   return c;
+}
+
+bool Device::counters_step(uint64_t sum_id, uint32_t budget, Counters& out) {
+  CounterSum& s = ctr_sum_;
+  if (!s.active || s.id != sum_id) s = {true, sum_id, 0, Counters{}};
+  const uint32_t end = uint32_t(std::min<size_t>(qps_.size(), size_t(s.cursor) + budget));
+  for (; s.cursor < end; ++s.cursor) s.part.add(qps_[s.cursor]->ctr);
+  if (s.cursor < qps_.size()) return false;
+  out = dev_ctr_;
+  out.add(s.part);
+  s.active = false;
+  return true;
 }
 
 }  // namespace uroce::engine

@@ -176,6 +176,11 @@ class Device {
 
   // Counters of the device (all QPs, including destroyed ones, plus device-level drops).
   Counters counters() const;
+  // The same sum made a part at a time, `budget` QPs per call, for telemetry (whose request is
+  // served over several progress() steps instead of holding one): true when `out` holds the
+  // whole sum. A call with another `sum_id` starts a new sum. QPs destroyed meanwhile are
+  // counted once (Device::destroy_qp keeps the partial sum right), QPs made meanwhile too.
+  bool counters_step(uint64_t sum_id, uint32_t budget, Counters& out);
   uint64_t now_ns() const { return clock_.now_ns(); }
   // The time of the progress() step under way, read once at its start; outside progress() (a
   // verb that sends at once, modify_qp) the clock itself. The roles take their timestamps from
@@ -260,6 +265,12 @@ class Device {
   std::array<PacketBuf, param::kRxBurstMax> rx_{};
   proto::Packet rx_pkt_{};                 // reused for every received frame
   SnapshotMailbox telemetry_;              // telemetry requests from other threads
+  struct CounterSum {                      // counters_step's sum under way
+    bool active = false;
+    uint64_t id = 0;
+    uint32_t cursor = 0;                   // qps_[0, cursor) are in `part`
+    Counters part;
+  } ctr_sum_;
   std::map<proto::Ip6, std::vector<Qp*>> groups_;  // multicast group -> its attached QPs
   uint32_t mcast_attached_ = 0;            // attachments in all groups
   std::unique_ptr<cm::Manager> cm_;        // QP 1, when Config::cm is on

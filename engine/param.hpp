@@ -154,5 +154,9 @@ inline constexpr uint8_t kRdmacmResponseTimeout = 16;
 // Fixed (no key). A telemetry command asks the thread that polls the engine for a snapshot and
 // waits at most this long for its next progress(); no progress by then: the answer is "busy".
 inline constexpr uint32_t kTelemetryWaitMs = 250;
+// The device's counters for telemetry are a sum over every QP, made this many QPs per
+// progress() step (Device::counters_step): at 262,144 QPs one sum in one step held the polling
+// thread 35 ms; 4,096 QPs take about half a millisecond.
+inline constexpr uint32_t kTelemetrySumQpsPerStep = 4096;
 
 }  // namespace uroce::param

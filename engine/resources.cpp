@@ -185,6 +185,12 @@ void Counters::add(const Counters& o) {
   for (size_t i = 0; i < sizeof(Counters) / sizeof(uint64_t); ++i) dst[i] += src[i];
 }
 
+void Counters::sub(const Counters& o) {
+  const uint64_t* src = reinterpret_cast<const uint64_t*>(&o);
+  uint64_t* dst = reinterpret_cast<uint64_t*>(this);
+  for (size_t i = 0; i < sizeof(Counters) / sizeof(uint64_t); ++i) dst[i] -= src[i];
+}
+
 const CounterField kCounterFields[] = {
     {"sent_pkts", &Counters::sent_pkts},
     {"rcvd_pkts", &Counters::rcvd_pkts},

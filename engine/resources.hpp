@@ -392,6 +392,7 @@ struct Counters {
   uint64_t dropped_mcast = 0;      // group datagrams for a group no QP of this device is attached to
 
   void add(const Counters& o);
+  void sub(const Counters& o);
   // "name=value" for every counter that is not zero, in declaration order ("(all zero)" if none).
   std::string text() const;
 };

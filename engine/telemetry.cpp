@@ -52,6 +52,7 @@ bool SnapshotMailbox::request(const SnapshotRequest& req, Snapshot& out, uint32_
   std::unique_lock<std::mutex> lk(m_);
   req_ = &req;
   out_ = &out;
+  ++seq_;
   want_.store(true, std::memory_order_release);
   const bool served = cv_.wait_for(lk, std::chrono::milliseconds(wait_ms), [&] { return out_ == nullptr; });
   // Not served in time: withdraw, so that a progress() arriving later finds nothing to fill.
@@ -61,14 +62,19 @@ bool SnapshotMailbox::request(const SnapshotRequest& req, Snapshot& out, uint32_
   return served;
 }
 
-void SnapshotMailbox::serve(const Device& dev) {
+void SnapshotMailbox::serve(Device& dev) {
   std::unique_lock<std::mutex> lk(m_);
-  want_.store(false, std::memory_order_relaxed);
-  if (!out_) return;  // withdrawn meanwhile
-  Snapshot& s = *out_;
+  if (!out_) {  // withdrawn meanwhile
+    want_.store(false, std::memory_order_relaxed);
+    return;
+  }
   const SnapshotRequest& r = *req_;
+  Counters sum;
+  if (r.with_counters && !dev.counters_step(seq_, param::kTelemetrySumQpsPerStep, sum)) return;  // more next step
+  want_.store(false, std::memory_order_relaxed);
+  Snapshot& s = *out_;
   s = Snapshot{};
-  if (r.with_counters) s.counters = dev.counters();
+  s.counters = sum;
   const auto& qps = dev.qps();
   s.qp_total = uint32_t(qps.size());
   if (r.one_qp) {

@@ -75,7 +75,8 @@ struct SnapshotRequest {
   uint32_t qpn = 0;
   uint32_t max_qps = 0;             // rows at most (all QPs are still counted in qp_total)
   uint32_t offset = 0;              // the first row: the QP at this position of the device's list
-  bool with_counters = true;        // the device's counters (Device::counters(): every QP's summed)
+  bool with_counters = true;        // the device's counters: every QP's summed, a part per progress()
+                                    // step (Device::counters_step), the request served when done
 };
 
 class SnapshotMailbox {
@@ -87,8 +88,9 @@ class SnapshotMailbox {
 
   // Polling thread, in Device::progress(): is a request waiting? (One relaxed load.)
   bool wanted() const { return want_.load(std::memory_order_relaxed); }
-  // Polling thread: fill the waiting request from `dev` and wake its thread.
-  void serve(const Device& dev);
+  // Polling thread: fill the waiting request from `dev` and wake its thread; with the device's
+  // counters, once their sum is complete (param::kTelemetrySumQpsPerStep QPs a step).
+  void serve(Device& dev);
 
   // The owner's addition to every snapshot, run on the polling thread (set it before the
   // device is polled, or from the polling thread).
@@ -101,6 +103,7 @@ class SnapshotMailbox {
   std::atomic<bool> want_{false};
   const SnapshotRequest* req_ = nullptr;
   Snapshot* out_ = nullptr;         // nullptr: nobody waits (withdrawn or served)
+  uint64_t seq_ = 0;                // the request's number: its counter sum (Device::counters_step)
   std::function<void(Snapshot&)> extra_;
 };
 
