@@ -119,6 +119,12 @@ def judge_lines(client_line, server_line):
     return judge
 
 
+def judge_rstream(cout, sout):
+    """rstream with -S and -C prints one result row, "custom", on each side."""
+    rows = [bool(re.search(r"^custom\s+\S+\s+\S+\s+\S+\s+\S+\s+[0-9.]+s\s", t, re.M)) for t in (cout, sout)]
+    return all(rows), "the result row ('custom ...') on both sides"
+
+
 def judge_cmtime(conns):
     def judge(cout, sout):
         steps = re.findall(r"^(connect|disconnect)\s+:", cout, re.M)
@@ -176,6 +182,11 @@ def cm_tools(mtu, loss):
          judge_lines("return status 0", "data transfers complete"), ("ud", "short", "mcast")),
         ("rdma_server / rdma_client", lambda a, p, d: ["rdma_server", "-s", a, "-p", p],
          lambda a, p, d: ["rdma_client", "-s", a, "-p", p], judge_lines("rdma_client: end 0", "rdma_server: end 0"), ()),
+        # rsockets (librdmacm's rsocket.c over rdma_cm and verbs: on uroce's side over
+        # liburoce-rdmacm and the shim): a stream of 100 transfers of 64 KiB, latency and bandwidth.
+        ("rstream -S 65536 -C 100 (rsockets)",
+         lambda a, p, d: ["rstream", "-b", a, "-p", p, "-S", "65536", "-C", "100"],
+         lambda a, p, d: ["rstream", "-s", a, "-p", p, "-S", "65536", "-C", "100"], judge_rstream, ()),
         ("cmtime -c 20", lambda a, p, d: ["cmtime", "-b", a, "-p", p, "-c", "20"],
          lambda a, p, d: ["cmtime", "-s", a, "-p", p, "-c", "20"], judge_cmtime(20), ("keeps",)),
         (f"ib_write_bw -R -s {big}", lambda a, p, d: ["ib_write_bw", "-R", "-d", d, "-p", p, "-s", big, "-n", "100", "-F"],
@@ -199,7 +210,8 @@ def cm_tools(mtu, loss):
 # the client, most runs see uroce's second REQ reach the emulated server before it listens for it
 # (perftest 4.5's race, run_cm_one), and a run can lose it four times in a row (`--cm all` shows it).
 CM_REPRESENTATIVE = {
-    (1024, 0): ("rping -v", "ucmatose", "udaddy", "mckey", "rdma_server", "rping (nobody listens)", "ib_send_lat -R@in"),
+    (1024, 0): ("rping -v", "ucmatose", "udaddy", "mckey", "rdma_server", "rping (nobody listens)", "ib_send_lat -R@in",
+                "rstream"),
     (4096, 0): ("rping -V", "ib_write_bw -R@in", "ib_read_bw -R@in", "cmtime", "rping (path MTU"),
     (1024, 1): ("rping -V",),
     (4096, 1): ("ucmatose",),
