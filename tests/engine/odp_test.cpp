@@ -50,6 +50,14 @@ WcStatus rdma(Pair& pr, WrOpcode op, uint64_t raddr, uint32_t rkey, uint32_t len
   return wc.status;
 }
 
+// The next completion on `cq`: work request `id`, with `status`.
+void expect_completion(Pair& pr, Cq* cq, uint64_t id, WcStatus status) {
+  Wc wc;
+  ASSERT_TRUE(pr.next_wc(cq, wc));
+  EXPECT_EQ(wc.wr_id, id);
+  EXPECT_EQ(wc.status, status);
+}
+
 TEST(Odp, AWriteFaultsInPagesNothingHadTouched) {
   Pair pr;
   Pages pg(4);
@@ -142,9 +150,7 @@ TEST(Odp, ALocalBufferThatCannotBeFaultedInIsALocalProtectionError) {
   w.remote_addr = pr.b.addr();
   w.rkey = pr.b.mr->rkey;
   ASSERT_EQ(pr.a.dev->post_send(pr.a.qp, w), 0);
-  Wc wc;
-  ASSERT_TRUE(pr.next_wc(pr.a.scq, wc));
-  EXPECT_EQ(wc.status, WcStatus::Success);
+  expect_completion(pr, pr.a.scq, 1, WcStatus::Success);
   EXPECT_EQ(pr.b.buf()[127], 0x77);
   // A READ into a page of it made read-only: the local write fails before anything is sent.
   ASSERT_EQ(mprotect(pg.p + kPage, kPage, PROT_READ), 0);
@@ -153,9 +159,7 @@ TEST(Odp, ALocalBufferThatCannotBeFaultedInIsALocalProtectionError) {
   r.remote_addr = pr.b.addr();
   r.rkey = pr.b.mr->rkey;
   ASSERT_EQ(pr.a.dev->post_send(pr.a.qp, r), 0);
-  ASSERT_TRUE(pr.next_wc(pr.a.scq, wc));
-  EXPECT_EQ(wc.wr_id, 2u);
-  EXPECT_EQ(wc.status, WcStatus::LocProtErr);
+  expect_completion(pr, pr.a.scq, 2, WcStatus::LocProtErr);
 }
 
 TEST(Odp, AReceiveIntoAPageNoLongerMappedCompletesInError) {
@@ -168,10 +172,7 @@ TEST(Odp, AReceiveIntoAPageNoLongerMappedCompletesInError) {
   ASSERT_EQ(pr.b.dev->post_recv(pr.b.qp, RecvWr{5, &r, 1}), 0);
   Sge s{pr.a.addr(), 64, pr.a.mr->lkey};
   ASSERT_EQ(pr.a.dev->post_send(pr.a.qp, signaled_wr(6, &s)), 0);
-  Wc wc;
-  ASSERT_TRUE(pr.next_wc(pr.b.rcq, wc));
-  EXPECT_EQ(wc.wr_id, 5u);
-  EXPECT_EQ(wc.status, WcStatus::LocProtErr);
+  expect_completion(pr, pr.b.rcq, 5, WcStatus::LocProtErr);
 }
 
 TEST(Odp, RegistrationRules) {
