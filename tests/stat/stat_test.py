@@ -238,8 +238,12 @@ def sc_shim():
     # uroce-run execs the program: the perftest processes keep these pids.
     pids = {s.pid, c.pid}
     found = []
+    # perftest's client may reach RTS before its server leaves INIT (each moves its own QP after
+    # the TCP exchange): wait for both (a CI run sampled the server still in INIT).
     wait_for(lambda: (found.__setitem__(slice(None), qp_rows(pids)) or
-                      any(r["pid"] == c.pid and r["state"] == "RTS" for r in found)), 30, "the client's QP in RTS",
+                      (any(r["pid"] == c.pid and r["state"] == "RTS" for r in found) and
+                       len(found) == 2 and all(r["state"] in ("RTR", "RTS") for r in found) and
+                       connected_pair(found) is not None)), 30, "the client's QP in RTS, the server's connected",
              [s, c])
     for r in found:
         log("   ", r)

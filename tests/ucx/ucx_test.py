@@ -296,6 +296,58 @@ def guest_listening(port):
     return lab(["guest", "grep -q ':%04X 00000000:0000 0A' /proc/net/tcp" % port], timeout=30).returncode == 0
 
 
+def rxe_row(host, tname, tls, test, size, iters, direction, port):
+    """One ucx_perftest run between uroce (in roce-lab) and the guest's rxe: (good, figures, lanes, output)."""
+    targs = ["-t", test, "-s", str(size), "-n", str(iters)]
+    e = env({"UCX_TLS": tls, "UCX_LOG_LEVEL": "info"})
+    if direction == "uroce->rxe":   # the server in the guest, uroce's client
+        g = start(["bash", LAB, "guest", GUEST_UCX % (tls, "-p %d" % port)], subprocess.PIPE)
+        t0 = time.time()
+        while not guest_listening(port) and time.time() - t0 < 40 and g.poll() is None:
+            time.sleep(0.5)
+        try:
+            c = subprocess.run(host + ["198.18.0.2", "-p", str(port)] + targs, capture_output=True,
+                               text=True, timeout=150, env=e, start_new_session=True)
+            text, crc = c.stdout + c.stderr, c.returncode
+        except subprocess.TimeoutExpired as x:
+            text, crc = (x.stdout or b"").decode(errors="replace") + "\n(timed out)", "timeout"
+        rc_g = finish(g, 150)
+        gout = g.stdout.read().decode(errors="replace") if g.stdout else ""
+        ctext = text
+        ok = crc == 0 and rc_g == 0
+        exits = f"uroce client exit {crc}, guest server exit {rc_g}"
+    else:                            # uroce's server, the client in the guest
+        h = start(host + ["-p", str(port)], subprocess.PIPE, {"UCX_TLS": tls, "UCX_LOG_LEVEL": "info"})
+        t0 = time.time()
+        while time.time() - t0 < 30 and h.poll() is None:
+            out = subprocess.run(["ip", "netns", "exec", "roce-lab", "ss", "-ltnH"], capture_output=True,
+                                 text=True).stdout
+            if re.search(r":%d\b" % port, out):
+                break
+            time.sleep(0.1)
+        try:
+            gc = lab(["guest", GUEST_UCX % (tls, "198.18.0.1 -p %d %s" % (port, " ".join(targs)))], timeout=160)
+            gout, grc = gc.stdout + gc.stderr, gc.returncode
+        except subprocess.TimeoutExpired:
+            gout, grc = "(timed out)", "timeout"
+        rc_h = finish(h, 30)
+        hout = h.stdout.read().decode(errors="replace") if h.stdout else ""
+        text, ctext = hout, gout
+        ok = grc == 0 and rc_h == 0
+        exits = f"guest client exit {grc}, uroce server exit {rc_h}"
+    kill_procs()
+    m = FINAL.search(ctext)
+    fig = None
+    if m:
+        fig = {"lat_p50_us": float(m.group(2)), "lat_avg_us": float(m.group(3)),
+               "bw_MBps": float(m.group(6)), "rate_msgps": int(m.group(8))}
+    lanes = LANES.findall(text) + LANES.findall(gout)
+    lmsg = "lanes " + " ".join(sorted({p for l in lanes for p in re.findall(r"[a-z_]+/[\w:.-]+", l)}))
+    want = tls.split(",")[0]
+    good = ok and m is not None and f"{want}/uroce0:1" in lmsg and f"{want}/rxe0:1" in lmsg
+    return good, fig, lmsg, f"{text}\n--- guest\n{gout}\n--- {exits}"
+
+
 def scenario_rxe():
     if not os.path.exists(LAB):
         return ["no rxe lab at " + LAB]
@@ -322,55 +374,20 @@ def scenario_rxe():
                 if tname == "ud_verbs" and RXE_UD_TESTS is not None and test not in RXE_UD_TESTS:
                     continue
                 for direction in ("uroce->rxe", "rxe->uroce"):
-                    targs = ["-t", test, "-s", str(size), "-n", str(iters)]
-                    e = env({"UCX_TLS": tls, "UCX_LOG_LEVEL": "info"})
-                    if direction == "uroce->rxe":   # the server in the guest, uroce's client
-                        g = start(["bash", LAB, "guest", GUEST_UCX % (tls, "-p %d" % port)], subprocess.PIPE)
-                        t0 = time.time()
-                        while not guest_listening(port) and time.time() - t0 < 40 and g.poll() is None:
-                            time.sleep(0.5)
-                        try:
-                            c = subprocess.run(host + ["198.18.0.2", "-p", str(port)] + targs, capture_output=True,
-                                               text=True, timeout=150, env=e, start_new_session=True)
-                            text, crc = c.stdout + c.stderr, c.returncode
-                        except subprocess.TimeoutExpired as x:
-                            text, crc = (x.stdout or b"").decode(errors="replace") + "\n(timed out)", "timeout"
-                        rc_g = finish(g, 150)
-                        gout = g.stdout.read().decode(errors="replace") if g.stdout else ""
-                        ctext = text
-                        ok = crc == 0 and rc_g == 0
-                    else:                            # uroce's server, the client in the guest
-                        h = start(host + ["-p", str(port)], subprocess.PIPE, {"UCX_TLS": tls, "UCX_LOG_LEVEL": "info"})
-                        t0 = time.time()
-                        while time.time() - t0 < 30 and h.poll() is None:
-                            out = subprocess.run(["ip", "netns", "exec", "roce-lab", "ss", "-ltnH"], capture_output=True,
-                                                 text=True).stdout
-                            if re.search(r":%d\b" % port, out):
-                                break
-                            time.sleep(0.1)
-                        try:
-                            gc = lab(["guest", GUEST_UCX % (tls, "198.18.0.1 -p %d %s" % (port, " ".join(targs)))],
-                                     timeout=160)
-                            gout, grc = gc.stdout + gc.stderr, gc.returncode
-                        except subprocess.TimeoutExpired:
-                            gout, grc = "(timed out)", "timeout"
-                        rc_h = finish(h, 30)
-                        hout = h.stdout.read().decode(errors="replace") if h.stdout else ""
-                        text, ctext = hout, gout
-                        ok = grc == 0 and rc_h == 0
-                    kill_procs()
-                    m = FINAL.search(ctext)
-                    fig = None
-                    if m:
-                        fig = {"lat_p50_us": float(m.group(2)), "lat_avg_us": float(m.group(3)),
-                               "bw_MBps": float(m.group(6)), "rate_msgps": int(m.group(8))}
-                    lanes = LANES.findall(text) + LANES.findall(gout)
-                    lmsg = "lanes " + " ".join(sorted({p for l in lanes for p in re.findall(r"[a-z_]+/[\w:.-]+", l)}))
-                    want = tls.split(",")[0]
-                    good = ok and m is not None and f"{want}/uroce0:1" in lmsg and f"{want}/rxe0:1" in lmsg
-                    report(fails, "rxe", direction + " " + tname, test, size, iters, tls, good, fig, lmsg,
-                           text + "\n--- guest\n" + gout)
-                    port += 1
+                    # The guest is emulated and slow; a row whose first attempt fails is run once
+                    # more on a fresh port, and both attempts are printed (a failure of the second
+                    # fails the suite). A CI run met one: rxe->uroce tag_lat, the guest's
+                    # client ended without a Final line.
+                    for attempt in (1, 2):
+                        good, fig, lmsg, text = rxe_row(host, tname, tls, test, size, iters, direction, port)
+                        port += 1
+                        if good or attempt == 2:
+                            break
+                        log(f"  attempt 1 of rxe {direction} {tname} {test} failed; its last lines:")
+                        log("\n".join("    " + l for l in text.splitlines()[-25:]))
+                    if good and attempt == 2:
+                        lmsg += " (second attempt)"
+                    report(fails, "rxe", direction + " " + tname, test, size, iters, tls, good, fig, lmsg, text)
     finally:
         kill_procs()
         lab(["down"], timeout=120)
