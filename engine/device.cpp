@@ -18,6 +18,7 @@ Device::Device(Link& link, Clock& clock, const Config& cfg)
       rng_(cfg.seed),
       mrs_(cfg.max_mr, rng_),
       tx_(link),
+      xrc_srqs_(param::kMaxSrq),
       qp_table_(cfg.max_qp),
       recent_qpns_(param::kRecentQpns, 0),
       scratch_(param::kScratchBytes) {
@@ -229,28 +230,96 @@ int Device::destroy_cq(Cq* cq) {
 }
 
 Srq* Device::create_srq(Pd* pd, uint32_t max_wr, uint32_t max_sge) {
-  if (!pd || max_wr == 0 || max_wr > cfg_.max_qp_wr || max_sge == 0 || max_sge > kMaxSge) return nullptr;
-  srqs_.push_back(std::make_unique<Srq>(pd, max_wr, max_sge));
-  return srqs_.back().get();
+  return create_xrc_srq(pd, nullptr, nullptr, max_wr, max_sge);
+}
+
+Srq* Device::create_xrc_srq(Pd* pd, Xrcd* xrcd, Cq* cq, uint32_t max_wr, uint32_t max_sge) {
+  if (!pd || max_wr == 0 || max_wr > cfg_.max_qp_wr || max_sge == 0 || max_sge > kMaxSge || (xrcd && !cq)) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (srqs_.size() >= param::kMaxSrq) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  uint32_t srqn = 0;
+  if (xrcd) {  // a random number, as QP numbers are: an off-path injector cannot guess it
+    do {
+      srqn = rng_.next32() & 0xFFFFFF;
+    } while (srqn == 0 || xrc_srqs_.find(srqn));
+  }
+  srqs_.push_back(std::make_unique<Srq>(pd, max_wr, max_sge, xrcd, cq, srqn));
+  Srq* s = srqs_.back().get();
+  if (xrcd) {
+    xrc_srqs_.insert(srqn, s);
+    ++xrcd->users;
+    ++cq->qp_refs;
+  }
+  return s;
+}
+
+Srq* Device::xrc_srq_by_num(uint32_t srqn) const {
+  Srq* const* s = xrc_srqs_.find(srqn);
+  return s ? *s : nullptr;
 }
 
 int Device::destroy_srq(Srq* srq) {
-  for (auto& q : qps_)
-    if (q->init.srq == srq) return EBUSY;
   auto it = std::find_if(srqs_.begin(), srqs_.end(), [&](auto& s) { return s.get() == srq; });
   if (it == srqs_.end()) return EINVAL;
+  for (auto& q : qps_) {
+    if (q->init.srq == srq) return EBUSY;
+    // An XRC target QP whose request under way took a receive WQE of this SRQ: the WQE goes
+    // with its queue, and the rest of that message finds no SRQ (an invalid request).
+    if (q->rx.xrc_srq == srq) {
+      q->rx.xrc_srq = nullptr;
+      q->rx.have_recv = false;
+    }
+  }
+  if (srq->xrcd()) {
+    xrc_srqs_.erase(srq->srqn());
+    --srq->xrcd()->users;
+    --srq->cq()->qp_refs;
+  }
   srqs_.erase(it);
+  return 0;
+}
+
+Xrcd* Device::alloc_xrcd() {
+  if (xrcds_.size() >= param::kMaxXrcd) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  xrcds_.push_back(std::make_unique<Xrcd>());
+  return xrcds_.back().get();
+}
+
+int Device::dealloc_xrcd(Xrcd* xrcd) {
+  auto it = std::find_if(xrcds_.begin(), xrcds_.end(), [&](auto& x) { return x.get() == xrcd; });
+  if (it == xrcds_.end()) return EINVAL;
+  if (xrcd->users) return EBUSY;
+  xrcds_.erase(it);
   return 0;
 }
 
 Qp* Device::create_qp(const QpInitAttr& init) {
   const QpCap& c = init.cap;
-  if (!init.pd || !init.send_cq || !init.recv_cq) return nullptr;
-  if (init.qp_type != QpType::RC && init.qp_type != QpType::UC && init.qp_type != QpType::UD) return nullptr;
-  if (c.max_send_wr == 0 || c.max_send_wr > cfg_.max_qp_wr || c.max_recv_wr > cfg_.max_qp_wr ||
+  switch (init.qp_type) {
+    case QpType::RC: case QpType::UC: case QpType::UD:
+      if (!init.pd || !init.send_cq || !init.recv_cq || init.xrcd || (!init.srq && c.max_recv_wr == 0)) return nullptr;
+      break;
+    case QpType::XrcIni:  // a send queue only
+      if (!init.pd || !init.send_cq || init.recv_cq || init.srq || init.xrcd) return nullptr;
+      break;
+    case QpType::XrcTgt:  // no queue: its domain's XRC SRQs receive
+      if (!init.xrcd || init.pd || init.send_cq || init.recv_cq || init.srq) return nullptr;
+      break;
+    default:
+      return nullptr;
+  }
+  const bool tgt = init.qp_type == QpType::XrcTgt;
+  if ((c.max_send_wr == 0 && !tgt) || c.max_send_wr > cfg_.max_qp_wr || c.max_recv_wr > cfg_.max_qp_wr ||
       c.max_send_sge > kMaxSge || c.max_recv_sge > kMaxSge || c.max_inline_data > kMaxInline)
     return nullptr;
-  if (!init.srq && c.max_recv_wr == 0) return nullptr;
   if (qps_.size() >= cfg_.max_qp) return nullptr;
   // A random QP number (24 bits; not 0 or 1, which are special; not live; not destroyed
   // recently): an off-path injector cannot guess it.
@@ -263,8 +332,9 @@ Qp* Device::create_qp(const QpInitAttr& init) {
   Qp* raw = qps_.back().get();
   raw->slot = uint32_t(qps_.size() - 1);
   qp_table_.insert(qpn, raw);
-  ++init.send_cq->qp_refs;
-  ++init.recv_cq->qp_refs;
+  if (init.send_cq) ++init.send_cq->qp_refs;
+  if (init.recv_cq) ++init.recv_cq->qp_refs;
+  if (init.xrcd) ++init.xrcd->users;
   return raw;
 }
 
@@ -277,8 +347,9 @@ int Device::destroy_qp(Qp* qp) {
       if (std::find(members.begin(), members.end(), qp) != members.end()) of.push_back(g);
     for (const proto::Ip6& g : of) detach_mcast(qp, g);
   }
-  --qp->init.send_cq->qp_refs;
-  --qp->init.recv_cq->qp_refs;
+  if (qp->init.send_cq) --qp->init.send_cq->qp_refs;
+  if (qp->init.recv_cq) --qp->init.recv_cq->qp_refs;
+  if (qp->init.xrcd) --qp->init.xrcd->users;
   if (qp->active) active_.erase(std::find(active_.begin(), active_.end(), qp));
   qp_table_.erase(qp->qpn());
   recent_qpns_[recent_qpn_next_] = qp->qpn();

@@ -120,9 +120,21 @@ class Device {
   // (Wc::completion_ns) from the moment it is written.
   Cq* create_cq(uint32_t depth, bool completion_times = false);
   int destroy_cq(Cq* cq);              // EBUSY while a QP uses it
+  // nullptr and errno EINVAL (no PD, a size out of range) or ENOMEM (max_srq SRQs).
   Srq* create_srq(Pd* pd, uint32_t max_wr, uint32_t max_sge);
-  int destroy_srq(Srq* srq);
-  Qp* create_qp(const QpInitAttr& init);  // nullptr on bad attributes (RC, UC or UD)
+  int destroy_srq(Srq* srq);           // EBUSY while a QP uses it (an XRC SRQ: never)
+  // XRC (IBA annex A14). A domain: nullptr and ENOMEM past param::kMaxXrcd. Closed with EBUSY
+  // while XRC SRQs or target QPs are in it.
+  Xrcd* alloc_xrcd();
+  int dealloc_xrcd(Xrcd* xrcd);
+  // An XRC SRQ of `xrcd` whose receive completions go to `cq`, with a random 24-bit number
+  // (nonzero, unused): nullptr and errno as create_srq. Destroyed by destroy_srq; a request that
+  // names it afterwards is an invalid request.
+  Srq* create_xrc_srq(Pd* pd, Xrcd* xrcd, Cq* cq, uint32_t max_wr, uint32_t max_sge);
+  Srq* xrc_srq_by_num(uint32_t srqn) const;  // nullptr if there is none
+  // nullptr on bad attributes. RC, UC, UD: pd, both CQs, a receive queue or an SRQ. XrcIni: pd
+  // and send_cq (no receive side). XrcTgt: xrcd only (no PD, CQs or queues of its own).
+  Qp* create_qp(const QpInitAttr& init);
   // Address handles (UD): nullptr and EINVAL for a GID index not in the table or a family
   // mismatch (IPv4 source, IPv6 destination), ENOMEM past max_ah (param::kMaxAh). The caller resolved av.dmac (unless the
   // destination is this device's own address).
@@ -227,6 +239,7 @@ class Device {
   void rx_multicast(proto::Packet& p, PacketBuf& b);
   void rx_to_qp(Qp& qp, proto::Packet& p, PacketBuf& b, proto::Transport tr, bool reserved_rc);
   void send_cnp(Qp& qp, const proto::Packet& p);  // to the sender of the CE-marked frame `p`
+  bool xrc_target_srq(Qp& qp, const proto::Packet& p);  // false: no SRQ of the QP's domain
   bool to_us(const proto::Packet& p) const;
 
   Link& link_;
@@ -241,6 +254,8 @@ class Device {
   std::vector<std::unique_ptr<Pd>> pds_;
   std::vector<std::unique_ptr<Cq>> cqs_;
   std::vector<std::unique_ptr<Srq>> srqs_;
+  std::vector<std::unique_ptr<Xrcd>> xrcds_;
+  IdMap<Srq*> xrc_srqs_;                   // XRC SRQ number -> SRQ
   std::vector<std::unique_ptr<Ah>> ahs_;
   std::vector<std::unique_ptr<Qp>> qps_;   // owned, any order
   std::vector<Qp*> active_;                // the QPs progress() visits (kick)

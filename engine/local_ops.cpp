@@ -45,7 +45,7 @@ bool bind(Device& dev, Qp& qp, const SendWr& wr) {
 bool invalidate(Device& dev, Qp& qp, uint32_t rkey, bool remote) {
   MrTable& t = dev.mrs();
   Mw* w = t.mw_by_rkey(rkey);
-  if (!w || w->type != 2 || !w->bound || w->pd != qp.init.pd || (remote && w->qpn != qp.qpn())) return false;
+  if (!w || w->type != 2 || !w->bound || w->pd != (remote ? qp.rx_pd() : qp.init.pd) || (remote && w->qpn != qp.qpn())) return false;
   t.unbind_mw(*w);
   return true;
 }
@@ -63,7 +63,7 @@ bool execute(Device& dev, Qp& qp, SendWqe& w) {
   w.npkts = w.next_pkt = w.rcvd_pkts = 0;
   w.first_psn = t.sq_psn;  // it takes no PSN
   // Done: it completes in posting order, at once when nothing before it is outstanding.
-  if (qp.init.qp_type == QpType::RC) {
+  if (qp.reliable()) {
     ++t.send_idx;
     if (&t.sq.front() == &w) qp_ops::complete_wqe(qp, WcStatus::Success);
   } else {

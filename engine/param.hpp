@@ -20,6 +20,9 @@ inline constexpr uint32_t kMaxCq = 2 * kMaxQp;
 // tables grow as registrations need them (engine/resources.hpp MrTable).
 inline constexpr uint32_t kMaxMr = 262144;
 inline constexpr uint32_t kMaxMw = 262144;   // memory windows (max_mw)
+// SRQs (max_srq) and XRC domains (a ConnectX reports 2^24 of these; 65,536, as max_pd, here).
+inline constexpr uint32_t kMaxSrq = 16384;
+inline constexpr uint32_t kMaxXrcd = 65536;
 inline constexpr uint32_t kMaxAh = 32767;  // address handles (max_ah), rxe's RXE_MAX_AH
 // Multicast (ibv_attach_mcast): rxe's RXE_MAX_MCAST_GRP, RXE_MAX_MCAST_QP_ATTACH and
 // RXE_MAX_TOT_MCAST_QP_ATTACH (max_mcast_grp, max_mcast_qp_attach, max_total_mcast_qp_attach).

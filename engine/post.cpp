@@ -14,6 +14,10 @@ int Device::post_send(Qp* qp, const SendWr& wr) {
   if (s == QpState::Reset || s == QpState::Init || s == QpState::Rtr) return EINVAL;
   if (wr.num_sge > kMaxSge) return EINVAL;
   const QpType type = qp->init.qp_type;
+  if (type == QpType::XrcTgt) return EINVAL;  // a target QP has no send queue
+  // An initiator's messages name their XRC SRQ (24 bits; 0 is no SRQ's number).
+  if (type == QpType::XrcIni && (wr.xrc_srqn == 0 || wr.xrc_srqn > 0xFFFFFF)) return EINVAL;
+  const bool rc_ops = type == QpType::RC || type == QpType::XrcIni;  // RC's operations
   switch (wr.opcode) {
     case WrOpcode::Send: case WrOpcode::SendWithImm:
       break;
@@ -21,14 +25,15 @@ int Device::post_send(Qp* qp, const SendWr& wr) {
       if (type == QpType::UD) return EINVAL;  // UD: SENDs only
       break;
     case WrOpcode::SendWithInv: case WrOpcode::RdmaRead: case WrOpcode::AtomicCmpSwp: case WrOpcode::AtomicFetchAdd:
-      if (type != QpType::RC) return EINVAL;  // UC: SEND and WRITE only
+      if (!rc_ops) return EINVAL;  // UC: SEND and WRITE only
       break;
     case WrOpcode::BindMw: case WrOpcode::LocalInv:
       // Local operations (engine/local_ops.cpp): no buffers; RC and UC (rxe: LOCAL_INV on RC).
       if (type == QpType::UD || wr.num_sge != 0) return EINVAL;
       break;
     case WrOpcode::AtomicWrite: case WrOpcode::Flush:
-      // RC only (IBA 1.5 A19), no local buffers: the 8 bytes travel in the WR, a FLUSH has none.
+      // RC only (IBA 1.5 A19: XRC has no opcodes for them), no local buffers: the 8 bytes travel
+      // in the WR, a FLUSH has none.
       if (type != QpType::RC || wr.num_sge != 0) return EINVAL;
       if (wr.opcode == WrOpcode::Flush &&
           ((wr.flush_type & ~uint32_t(kFlushToGlobal | kFlushToPersistence)) || wr.flush_type == 0 ||
@@ -107,7 +112,7 @@ int push_recv(Ring<RecvWqe>& rq, const RecvWr& wr) {
 }  // namespace
 
 int Device::post_recv(Qp* qp, const RecvWr& wr) {
-  if (!qp || qp->init.srq) return EINVAL;
+  if (!qp || qp->init.srq || qp->xrc()) return EINVAL;  // XRC: no receive queue of its own
   if (qp->attrs.qp_state == QpState::Reset) return EINVAL;
   if (wr.num_sge > qp->init.cap.max_recv_sge || wr.num_sge > kMaxSge) return EINVAL;
   if (int rc = push_recv(qp->rx.rq, wr)) return rc;

@@ -92,6 +92,7 @@ proto::Transport transport_of(QpType t) {
   switch (t) {
     case QpType::UC: return proto::Transport::UC;
     case QpType::UD: return proto::Transport::UD;
+    case QpType::XrcIni: case QpType::XrcTgt: return proto::Transport::XRC;
     default: return proto::Transport::RC;
   }
 }
@@ -146,8 +147,11 @@ void Device::rx_frame(PacketBuf& b) {
   if (qp) kick(qp);  // whatever the frame turns out to be, the QP looks at its work next
   const proto::Transport tr = reserved_rc ? proto::Transport::RC : p.info().transport;
   const bool cnp = tr == proto::Transport::CNP;  // to any QP type: its sender's rate, not a message
-  if (!qp || (tr != transport_of(qp->init.qp_type) && !cnp)) {
-    ++dev_ctr_.dropped_unknown_qp;  // no such QP, or one of another transport
+  // No such QP, or one of another transport; or, for XRC, a request to an initiator (which
+  // only sends them) or a response to a target (which only answers).
+  if (!qp || (tr != transport_of(qp->init.qp_type) && !cnp) ||
+      (tr == proto::Transport::XRC && p.info().request != (qp->init.qp_type == QpType::XrcTgt))) {
+    ++dev_ctr_.dropped_unknown_qp;
     return;
   }
   rx_to_qp(*qp, p, b, tr, reserved_rc);
@@ -221,12 +225,27 @@ void Device::rx_to_qp(Qp& qp, proto::Packet& p, PacketBuf& b, proto::Transport t
   if (reserved_rc) responder::on_reserved_opcode(*this, qp, p);  // a request, of no kind RC has
   else if (tr == proto::Transport::UD) responder::on_datagram(*this, qp, p);
   else if (p.info().request) {
+    if (qp.init.qp_type == QpType::XrcTgt && !xrc_target_srq(qp, p)) {
+      responder::on_bad_xrc_srq(*this, qp, p);
+      return;
+    }
     ++requests_rcvd_;
     last_request_ns_ = step_ns_;
     responder::on_request(*this, qp, p);
   }
   else if (s == QpState::Rts || s == QpState::Sqd || s == QpState::Sqe) completer::on_response(*this, qp, p);
   else ++qp.ctr.dropped_bad_state;
+}
+
+// An XRC target QP's request: the XRC SRQ its XRCETH names, which must be of the QP's domain
+// (IBA annex A14), becomes the receive side's SRQ (its PD, queue and CQ) for this packet. The
+// packets of one SEND message all go to the SRQ of its first.
+bool Device::xrc_target_srq(Qp& qp, const proto::Packet& p) {
+  Srq* s = xrc_srq_by_num(p.xrceth.srqn);
+  if (!s || s->xrcd() != qp.init.xrcd) return false;
+  if (qp.rx.have_recv && s != qp.rx.xrc_srq) return false;
+  qp.rx.xrc_srq = s;
+  return true;
 }
 
 // A CNP (opcode 0x81, BECN set, PSN 0, 16 reserved zero bytes) to the QP that sent the

@@ -102,12 +102,16 @@ Qp::Qp(Device& d, uint32_t qpn, const QpInitAttr& ia) : dev(d), init(ia), qpn_(q
     w.host = tx.sq_host.data() + size_t(i) * nsge;
     w.inline_data = tx.sq_inline.data() + size_t(i) * ia.cap.max_inline_data;
   }
-  rx.rq = Ring<RecvWqe>(ia.srq ? 1 : ia.cap.max_recv_wr);
-  if (!ia.srq) give_sges(rx.rq, rx.rq_sge, std::max<uint32_t>(ia.cap.max_recv_sge, 1));
-  rx.cur_sge.assign(std::max<uint32_t>(ia.srq ? ia.srq->max_sge() : ia.cap.max_recv_sge, 1), Sge{});
+  // No receive queue of its own with an SRQ, nor for XRC (an initiator receives nothing, a
+  // target's requests go to the XRC SRQs of its domain, as wide as kMaxSge).
+  const bool own_rq = !ia.srq && ia.qp_type != QpType::XrcIni && ia.qp_type != QpType::XrcTgt;
+  rx.rq = Ring<RecvWqe>(own_rq ? ia.cap.max_recv_wr : 1);
+  if (own_rq) give_sges(rx.rq, rx.rq_sge, std::max<uint32_t>(ia.cap.max_recv_sge, 1));
+  const uint32_t cur_sge = ia.qp_type == QpType::XrcTgt ? kMaxSge : ia.srq ? ia.srq->max_sge() : ia.cap.max_recv_sge;
+  rx.cur_sge.assign(std::max<uint32_t>(cur_sge, 1), Sge{});
   rx.cur_recv.sge = rx.cur_sge.data();
   rx.res.assign(1, RdAtomicRes{});  // modify_qp sizes them (max_dest_rd_atomic)
-  if (dev.config().selective_repeat && ia.qp_type == QpType::RC) {
+  if (dev.config().selective_repeat && ia.qp_type == QpType::RC) {  // XRC: go-back-N (recovery::selective)
     rx.held.assign(param::kSelectiveRepeatWindow, RecvSide::Held{});
     rx.store_slot = dev.mtu_limit();  // no path MTU can be larger; the store itself: hold_send
   }
@@ -229,10 +233,10 @@ void flush(Qp& qp) {
   qp.tx.rd_atomic_inflight = 0;
   RecvSide& r = qp.rx;
   if (r.have_recv) {
-    qp.init.recv_cq->push(recv_wc(qp, r.cur_recv.wr_id, WcStatus::WrFlushErr));
+    qp.rx_cq()->push(recv_wc(qp, r.cur_recv.wr_id, WcStatus::WrFlushErr));
     r.have_recv = false;
   }
-  if (!qp.init.srq) {
+  if (!qp.init.srq && qp.init.recv_cq) {
     while (!r.rq.empty()) {
       qp.init.recv_cq->push(recv_wc(qp, r.rq.front().wr_id, WcStatus::WrFlushErr));
       r.rq.pop();

@@ -25,6 +25,7 @@ struct QpInitAttr {
   Cq* send_cq = nullptr;
   Cq* recv_cq = nullptr;
   Srq* srq = nullptr;
+  Xrcd* xrcd = nullptr;   // XrcTgt: its domain
   QpCap cap{};
   QpType qp_type = QpType::RC;
   bool sq_sig_all = false;
@@ -261,6 +262,10 @@ struct RecvSide {
   bool store_overflow = false;     // a SEND packet beyond the store's reach was dropped
   uint32_t write_first = 0;        // the WRITE in progress: the PSN of its FIRST and its RETH
   uint64_t write_va0 = 0;
+  // XRC target QPs: the XRC SRQ the request being handled names (its XRCETH, looked up and
+  // checked against the QP's domain for each packet: Device::rx_to_qp); its PD, queue and CQ
+  // serve the request (Qp::rx_pd, rx_srq, rx_cq).
+  Srq* xrc_srq = nullptr;
 };
 
 class Qp {
@@ -277,6 +282,18 @@ class Qp {
   uint32_t rq_outstanding() const { return rx.rq.size(); }
   uint32_t expected_psn() const { return rx.epsn; }
   uint32_t next_send_psn() const { return tx.sq_psn; }
+  // Acknowledged, resent and ordered by PSN: RC and both halves of XRC.
+  bool reliable() const {
+    return init.qp_type == QpType::RC || init.qp_type == QpType::XrcIni || init.qp_type == QpType::XrcTgt;
+  }
+  bool xrc() const { return init.qp_type == QpType::XrcIni || init.qp_type == QpType::XrcTgt; }
+  // The high bits of every opcode it sends (proto/opcode.hpp): RC 0x00, UC 0x20, XRC 0xa0.
+  uint8_t opcode_base() const { return init.qp_type == QpType::UC ? proto::op::kUc : xrc() ? proto::op::kXrc : 0; }
+  // The receive side's PD, SRQ and CQ: the QP's own, or a target QP's current XRC SRQ's
+  // (nullptr before a request named one).
+  const Pd* rx_pd() const { return init.qp_type != QpType::XrcTgt ? init.pd : rx.xrc_srq ? rx.xrc_srq->pd() : nullptr; }
+  Srq* rx_srq() const { return init.qp_type != QpType::XrcTgt ? init.srq : rx.xrc_srq; }
+  Cq* rx_cq() const { return init.qp_type != QpType::XrcTgt ? init.recv_cq : rx.xrc_srq ? rx.xrc_srq->cq() : nullptr; }
   // One line of state for logs and failed tests: QP, requester, completer and responder
   // states, PSNs, the oldest send WQE.
   std::string describe() const;

@@ -1,6 +1,7 @@
-// The QP state machine as ibv_modify_qp(3) and IBA 11.2.4.2 define it for RC, UC and UD:
+// The QP state machine as ibv_modify_qp(3) and IBA 11.2.4.2 define it for RC, UC, UD and XRC:
 // which transitions are legal, which attributes each one requires and allows, and their values.
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <span>
 
@@ -37,6 +38,24 @@ constexpr Transition kRcTransitions[] = {
     {QpState::Sqe, QpState::Rts, kS, kAttrCurState | kAttrAccessFlags | kAttrMinRnrTimer},
 };
 
+// XRC (IBA annex A14, the kernel's ib_modify_qp_is_ok table): an initiator has no receive side,
+// so RTR asks no responder resources or RNR timer; a target sends nothing, so RTS asks no
+// retry counts or READ/atomic limit. Otherwise as RC.
+// (RC's table with those attributes taken out of the transitions' required ones.)
+constexpr std::array<Transition, std::size(kRcTransitions)> xrc_transitions(bool target) {
+  std::array<Transition, std::size(kRcTransitions)> t{};
+  for (size_t i = 0; i < t.size(); ++i) {
+    t[i] = kRcTransitions[i];
+    if (!target && t[i].from == QpState::Init && t[i].to == QpState::Rtr)
+      t[i].required &= ~uint32_t(kAttrMaxDestRdAtomic | kAttrMinRnrTimer);
+    if (target && t[i].from == QpState::Rtr && t[i].to == QpState::Rts)
+      t[i].required &= ~uint32_t(kAttrRetryCnt | kAttrRnrRetry | kAttrMaxQpRdAtomic);
+  }
+  return t;
+}
+constexpr auto kXrcIniTransitions = xrc_transitions(false);
+constexpr auto kXrcTgtTransitions = xrc_transitions(true);
+
 // UC: no READ/atomic limits, no timers, no RNR.
 constexpr Transition kUcTransitions[] = {
     {QpState::Reset, QpState::Init, kS | kAttrPkeyIndex | kAttrPort | kAttrAccessFlags, 0},
@@ -70,6 +89,8 @@ std::span<const Transition> transitions(QpType t) {
   switch (t) {
     case QpType::UC: return kUcTransitions;
     case QpType::UD: return kUdTransitions;
+    case QpType::XrcIni: return kXrcIniTransitions;
+    case QpType::XrcTgt: return kXrcTgtTransitions;
     default: return kRcTransitions;
   }
 }

@@ -304,7 +304,7 @@ void probe(Device& dev, Qp& qp) {
 uint64_t next_timer_ns(const Device& dev, const Qp& qp) {
   const SendSide& t = qp.tx;
   if (t.rnr_until_ns) return t.rnr_until_ns;  // requester::run ends the wait then
-  if (t.sq.empty() || qp.init.qp_type != QpType::RC) return UINT64_MAX;
+  if (t.sq.empty() || !qp.reliable()) return UINT64_MAX;
   const SendWqe& head = t.sq.front();
   if (!head.started || head.next_pkt <= head.rcvd_pkts) return UINT64_MAX;
   uint64_t due = UINT64_MAX;
@@ -317,7 +317,7 @@ uint64_t next_timer_ns(const Device& dev, const Qp& qp) {
 
 void check_timers(Device& dev, Qp& qp) {
   SendSide& t = qp.tx;
-  if (t.sq.empty() || qp.init.qp_type != QpType::RC) return;  // UC and UD never resend
+  if (t.sq.empty() || !qp.reliable()) return;  // UC and UD never resend
   SendWqe& head = t.sq.front();
   if (!head.started || head.next_pkt <= head.rcvd_pkts) return;  // nothing in flight
   if (t.rnr_until_ns) return;                                     // waiting for an RNR timer

@@ -159,7 +159,8 @@ bool send_packet(Device& dev, Qp& qp, SendWqe& w, bool out_of_line, bool ack) {
       return false;
   }
   if (len && w.mr_gen != dev.mrs().gen() && !resolve_sges(dev, qp, w)) return false;
-  if (qp.init.qp_type == QpType::UC) p.opcode |= proto::op::kUc;  // the UC opcode of the same operation
+  p.opcode |= qp.opcode_base();  // the UC or XRC opcode of the same operation
+  if (qp.xrc()) p.xrceth = {wr.xrc_srqn, 0};
   if (wr.opcode == WrOpcode::AtomicWrite) p.payload = {reinterpret_cast<const uint8_t*>(&w.wr.swap), 8};
   else p.payload = sge_gather(w, off, len, dev.scratch());
   ++t.pkts_since_ackreq;
@@ -167,11 +168,11 @@ bool send_packet(Device& dev, Qp& qp, SendWqe& w, bool out_of_line, bool ack) {
   // rxe does), at least every ack_req_every packets inside long ones, and on the packet that
   // fills the send window (its ACK opens the window again). UC and UD: never.
   bool fills_window = false;
-  if (qp.init.qp_type == QpType::RC) {
+  if (qp.reliable()) {
     const SendWqe& head = t.sq.front();
     fills_window = psn_diff(psn_add(p.psn, 1), psn_add(head.first_psn, head.rcvd_pkts)) >= int32_t(recovery::window(dev, qp));
   }
-  p.ack_req = qp.init.qp_type == QpType::RC &&
+  p.ack_req = qp.reliable() &&
               (last || ack || fills_window || w.is_read_or_atomic() ||
                t.pkts_since_ackreq >= dev.config().ack_req_every);
   p.solicited = last && (wr.send_flags & kSendSolicited) &&
@@ -189,7 +190,7 @@ bool send_packet(Device& dev, Qp& qp, SendWqe& w, bool out_of_line, bool ack) {
   if (p.ack_req) t.pkts_since_ackreq = 0;
   if (nothing_in_flight) t.last_progress_ns = t.probe_from_ns = now;  // the timers start
   // Time one AckReq packet at a time, never a resent one (its ACK may answer the first copy).
-  if (p.ack_req && k >= w.sent_max && !t.rtt_timing && qp.init.qp_type == QpType::RC) {
+  if (p.ack_req && k >= w.sent_max && !t.rtt_timing && qp.reliable()) {
     t.rtt_timing = true;
     t.rtt_psn = p.psn;
     t.rtt_sent_ns = now;
@@ -236,7 +237,7 @@ void run(Device& dev, Qp& qp) {
         else s = start_wqe(dev, qp, *w) ? ReqState::CheckWindow : ReqState::Error;
         break;
       case ReqState::CheckWindow: {
-        if (qp.init.qp_type != QpType::RC) {  // nothing is acknowledged: no window
+        if (!qp.reliable()) {  // nothing is acknowledged: no window
           s = ReqState::SendPacket;
           break;
         }
@@ -254,7 +255,7 @@ void run(Device& dev, Qp& qp) {
           break;
         }
         if (w->all_sent()) {
-          if (qp.init.qp_type == QpType::RC) ++t.send_idx;     // completes when acknowledged
+          if (qp.reliable()) ++t.send_idx;     // completes when acknowledged
           else qp_ops::complete_wqe(qp, WcStatus::Success);  // UC, UD: complete once sent
         }
         s = ReqState::NextWqe;

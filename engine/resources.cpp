@@ -244,6 +244,7 @@ const CounterField kCounterFields[] = {
     {"mcast_sent", &Counters::mcast_sent},
     {"mcast_rcvd", &Counters::mcast_rcvd},
     {"dropped_mcast", &Counters::dropped_mcast},
+    {"xrc_bad_srqn", &Counters::xrc_bad_srqn},
 };
 const size_t kCounterFieldCount = sizeof kCounterFields / sizeof kCounterFields[0];
 static_assert(sizeof kCounterFields / sizeof kCounterFields[0] == sizeof(Counters) / sizeof(uint64_t),

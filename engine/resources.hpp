@@ -314,14 +314,26 @@ inline void give_sges(Ring<RecvWqe>& rq, std::vector<Sge>& sges, uint32_t max_sg
   for (uint32_t i = 0; i < rq.capacity(); ++i) rq.slot(i).sge = sges.data() + size_t(i) * max_sge;
 }
 
+// An XRC domain (ibv_open_xrcd): its XRC SRQs take the requests of its XRC target QPs only.
+struct Xrcd {
+  uint32_t users = 0;   // XRC SRQs and target QPs in it (Device::dealloc_xrcd: EBUSY while any)
+};
+
+// A shared receive queue. An XRC SRQ (IBA annex A14) also has a domain, a CQ of its own (its
+// receive completions go there, whichever target QP the request came through) and a 24-bit
+// number, which an initiator puts in the XRCETH of each request.
 class Srq {
  public:
-  Srq(const Pd* pd, uint32_t max_wr, uint32_t max_sge) : pd_(pd), rq_(max_wr), max_sge_(max_sge) {
+  Srq(const Pd* pd, uint32_t max_wr, uint32_t max_sge, Xrcd* xrcd = nullptr, Cq* cq = nullptr, uint32_t srqn = 0)
+      : pd_(pd), rq_(max_wr), max_sge_(max_sge), xrcd_(xrcd), cq_(cq), srqn_(srqn) {
     give_sges(rq_, sge_, max_sge);
   }
   const Pd* pd() const { return pd_; }
   Ring<RecvWqe>& rq() { return rq_; }
   uint32_t max_sge() const { return max_sge_; }
+  Xrcd* xrcd() const { return xrcd_; }   // nullptr: a basic SRQ
+  Cq* cq() const { return cq_; }         // XRC: where its receive completions go
+  uint32_t srqn() const { return srqn_; }  // XRC: its number (0 for a basic SRQ)
   uint32_t srq_limit = 0;
 
  private:
@@ -329,6 +341,9 @@ class Srq {
   Ring<RecvWqe> rq_;
   std::vector<Sge> sge_;
   uint32_t max_sge_;
+  Xrcd* xrcd_;
+  Cq* cq_;
+  uint32_t srqn_;
 };
 
 // Counters, per QP and summed per device: what `rdma statistic` shows on a real RNIC.
@@ -390,6 +405,8 @@ struct Counters {
   uint64_t mcast_sent = 0;         // datagrams sent to a multicast group
   uint64_t mcast_rcvd = 0;         // group datagrams handed to an attached QP (each member counts its copy)
   uint64_t dropped_mcast = 0;      // group datagrams for a group no QP of this device is attached to
+  // XRC (target QPs).
+  uint64_t xrc_bad_srqn = 0;       // requests naming no XRC SRQ of the QP's domain (NAKed at the expected PSN: invalid request)
 
   void add(const Counters& o);
   void sub(const Counters& o);

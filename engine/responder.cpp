@@ -161,7 +161,7 @@ bool hold_write(Device& dev, Qp& qp, const proto::Packet& p, RecvSide::Held& h) 
   if (pos != want || (is_last && plen != len - off)) return false;
   if (plen) {
     if (!(qp.attrs.qp_access_flags & kRemoteWrite)) return false;
-    AccessCheck c = check_remote(dev.mrs(), rkey, qp.init.pd, qp.qpn(), va + off, plen, kRemoteWrite);
+    AccessCheck c = check_remote(dev.mrs(), rkey, qp.rx_pd(), qp.qpn(), va + off, plen, kRemoteWrite);
     if (!c.ok) return false;  // the in-order pass NAKs it, when it comes again
     dma_copy(c.host, p.payload.data(), plen);
   }
@@ -288,12 +288,15 @@ void on_request(Device& dev, Qp& qp, const proto::Packet& p) {
   else r.store_overflow = false;  // nothing kept to replay: the gap's own NAK covers it
 }
 
-void on_reserved_opcode(Device& dev, Qp& qp, const proto::Packet& p) {
+namespace {
+// A request the responder cannot take at all: at the expected PSN an invalid request NAK and the
+// QP to ERR (IBA 9.7.5.2.2), counted in `counter`; ahead of it a sequence NAK; behind it a duplicate.
+void invalid_request(Device& dev, Qp& qp, const proto::Packet& p, uint64_t& counter) {
   RecvSide& r = qp.rx;
   if (r.state == RespState::Error) return;
   const int32_t d = psn_diff(p.psn, r.epsn);
   if (d == 0) {
-    ++qp.ctr.reserved_opcode;
+    ++counter;
     nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);
   } else if (d > 0) {
     ++qp.ctr.out_of_sequence;
@@ -305,6 +308,10 @@ void on_reserved_opcode(Device& dev, Qp& qp, const proto::Packet& p) {
     ++qp.ctr.duplicate_request;
   }
 }
+}  // namespace
+
+void on_reserved_opcode(Device& dev, Qp& qp, const proto::Packet& p) { invalid_request(dev, qp, p, qp.ctr.reserved_opcode); }
+void on_bad_xrc_srq(Device& dev, Qp& qp, const proto::Packet& p) { invalid_request(dev, qp, p, qp.ctr.xrc_bad_srqn); }
 
 namespace {
 
@@ -334,7 +341,7 @@ void process(Device& dev, Qp& qp, const proto::Packet& p) {
       case RespState::OutOfSequence:
         // A gap: one PSN sequence NAK, then silence until the expected PSN arrives.
         ++qp.ctr.out_of_sequence;
-        if (!r.held.empty() && qp.init.qp_type == QpType::RC) {
+        if (!r.held.empty() && qp.reliable()) {
           // Selective repeat: kept if its place is known. A resend or probe of one we keep
           // asks for an answer: the NAK for the gap again (its first one may have been lost).
           const Ahead a = hold(dev, qp, p);
@@ -375,7 +382,7 @@ void process(Device& dev, Qp& qp, const proto::Packet& p) {
         s = s == RespState::ExecSend ? exec_send(dev, qp, p) : exec_write(dev, qp, p);
         if (s != RespState::Idle) break;
         r.epsn = psn_add(r.epsn, 1);
-        if (qp.init.qp_type == QpType::RC &&
+        if (qp.reliable() &&
             (p.ack_req || (dev.config().ack_every && ++r.unacked >= dev.config().ack_every))) {
           r.ack_pending = true;
           r.ack_psn = p.psn;

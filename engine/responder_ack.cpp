@@ -35,7 +35,7 @@ bool responses_pending(const Qp& qp) {
 
 bool send_atomic_ack(Device& dev, Qp& qp, const RdAtomicRes& r) {
   proto::Packet& p = qp.resp_pkt;
-  p.opcode = proto::op::kAtomicAck;
+  p.opcode = proto::op::kAtomicAck | qp.opcode_base();
   p.payload = {};
   p.psn = r.psn;
   p.aeth = {Syndrome::ack().encode(), r.msn};
@@ -53,7 +53,7 @@ void send_ack(Device& dev, Qp& qp, Syndrome s, uint32_t psn) {
     send_ack(dev, qp, Syndrome::ack(), r.ack_psn);
   }
   proto::Packet& p = qp.resp_pkt;
-  p.opcode = proto::op::kAck;
+  p.opcode = proto::op::kAck | qp.opcode_base();
   p.payload = {};
   p.psn = psn;
   p.aeth = {s.encode(), r.msn};
@@ -133,7 +133,7 @@ void send_responses(Device& dev, Qp& qp) {
       continue;
     }
     if (r.length && r.mr_gen != mrs.gen()) {
-      AccessCheck c = check_remote(mrs, r.rkey, qp.init.pd, qp.qpn(), r.va, r.length, kRemoteRead);
+      AccessCheck c = check_remote(mrs, r.rkey, qp.rx_pd(), qp.qpn(), r.va, r.length, kRemoteRead);
       if (!c.ok) {
         nak_and_error(dev, qp, NakCode::RemoteAccessError, psn_add(r.psn, r.sent));
         return;
@@ -157,7 +157,8 @@ void send_responses(Device& dev, Qp& qp) {
       const uint32_t len = std::min(qp.mtu, r.length - std::min(r.length, off));
       const bool last = k + 1 == r.end;
       const bool first = k == r.restart;
-      p.opcode = first && last ? op::kReadRespOnly : first ? op::kReadRespFirst : last ? op::kReadRespLast : op::kReadRespMiddle;
+      p.opcode = (first && last ? op::kReadRespOnly : first ? op::kReadRespFirst : last ? op::kReadRespLast : op::kReadRespMiddle) |
+                 qp.opcode_base();
       p.psn = psn_add(r.psn, k);
       p.aeth = {Syndrome::ack().encode(), r.msn};
       p.payload = {r.host ? r.host + off : nullptr, len};

@@ -19,7 +19,7 @@ namespace {
 bool take_recv(Qp& qp) {
   RecvSide& r = qp.rx;
   if (r.have_recv) return true;
-  Ring<RecvWqe>& rq = qp.init.srq ? qp.init.srq->rq() : r.rq;
+  Ring<RecvWqe>& rq = qp.rx_srq() ? qp.rx_srq()->rq() : r.rq;
   if (rq.empty()) return false;
   const RecvWqe& f = rq.front();
   r.cur_recv.wr_id = f.wr_id;
@@ -66,10 +66,10 @@ RespState exec_send(Device& dev, Qp& qp, const proto::Packet& p) {
   const Position pos = p.info().pos;
   const uint32_t plen = uint32_t(p.payload.size());
   if ((pos == Position::First || pos == Position::Only) && !take_recv(qp)) return rnr_nak(dev, qp, p.psn);
-  if (sge_scatter_recv(r.cur_recv, dev.mrs(), qp.init.pd, r.recv_off, p.payload.data(), plen) != plen) {
+  if (sge_scatter_recv(r.cur_recv, dev.mrs(), qp.rx_pd(), r.recv_off, p.payload.data(), plen) != plen) {
     const bool too_long = r.recv_off + plen > recv_capacity(r.cur_recv);
     r.have_recv = false;
-    qp.init.recv_cq->push(recv_wc(qp, r.cur_recv.wr_id, too_long ? WcStatus::LocLenErr : WcStatus::LocProtErr));
+    qp.rx_cq()->push(recv_wc(qp, r.cur_recv.wr_id, too_long ? WcStatus::LocLenErr : WcStatus::LocProtErr));
     return nak_and_error(dev, qp, too_long ? NakCode::InvalidRequest : NakCode::RemoteOperationalError, p.psn);
   }
   r.recv_off += plen;
@@ -87,7 +87,7 @@ RespState exec_send(Device& dev, Qp& qp, const proto::Packet& p) {
       // goes to ERR (rxe ACKs the SEND all the same).
       if (!local_ops::remote_invalidate(dev, qp, p.ieth_rkey)) {
         r.have_recv = false;
-        qp.init.recv_cq->push(recv_wc(qp, r.cur_recv.wr_id, WcStatus::RemInvReqErr));
+        qp.rx_cq()->push(recv_wc(qp, r.cur_recv.wr_id, WcStatus::RemInvReqErr));
         return nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);
       }
       wc.invalidated_rkey = p.ieth_rkey;
@@ -96,7 +96,7 @@ RespState exec_send(Device& dev, Qp& qp, const proto::Packet& p) {
     r.have_recv = false;
     r.msn = (r.msn + 1) & proto::kPsnMask;
     r.msg = RespMsg::None;
-    qp.init.recv_cq->push(wc);
+    qp.rx_cq()->push(wc);
     ++qp.ctr.rdma_recvs;
   } else {
     r.msg = RespMsg::Send;
@@ -116,7 +116,7 @@ RespState exec_write(Device& dev, Qp& qp, const proto::Packet& p) {
     const uint32_t len = p.reth.dma_len;
     r.write_host = nullptr;
     if (len != 0) {
-      AccessCheck c = check_remote(mrs, r.rkeys, p.reth.rkey, qp.init.pd, qp.qpn(), p.reth.va, len, kRemoteWrite);
+      AccessCheck c = check_remote(mrs, r.rkeys, p.reth.rkey, qp.rx_pd(), qp.qpn(), p.reth.va, len, kRemoteWrite);
       if (!c.ok || !(qp.attrs.qp_access_flags & kRemoteWrite))
         return nak_and_error(dev, qp, NakCode::RemoteAccessError, p.psn);
       r.write_host = c.host;
@@ -131,7 +131,7 @@ RespState exec_write(Device& dev, Qp& qp, const proto::Packet& p) {
   if (plen > r.write_left || (ends && plen != r.write_left))
     return nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);
   if (plen && r.write_gen != mrs.gen()) {
-    AccessCheck c = check_remote(mrs, r.write_rkey, qp.init.pd, qp.qpn(), r.write_va, r.write_left, kRemoteWrite);
+    AccessCheck c = check_remote(mrs, r.write_rkey, qp.rx_pd(), qp.qpn(), r.write_va, r.write_left, kRemoteWrite);
     if (!c.ok) return nak_and_error(dev, qp, NakCode::RemoteAccessError, p.psn);
     r.write_host = c.host;
     r.write_gen = mrs.gen();
@@ -152,7 +152,7 @@ RespState exec_write(Device& dev, Qp& qp, const proto::Packet& p) {
     wc.wc_flags = kWcWithImm;
     wc.byte_len = r.write_total;  // byte_len of a WRITE with immediate: the bytes it wrote
     r.have_recv = false;
-    qp.init.recv_cq->push(wc);
+    qp.rx_cq()->push(wc);
     ++qp.ctr.rdma_recvs;
   }
   r.msn = (r.msn + 1) & proto::kPsnMask;
@@ -167,7 +167,7 @@ RespState exec_read(Device& dev, Qp& qp, const proto::Packet& p) {
   if (len > param::kMaxMessage) return nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);
   uint8_t* host = nullptr;
   if (len != 0) {
-    AccessCheck c = check_remote(dev.mrs(), p.reth.rkey, qp.init.pd, qp.qpn(), p.reth.va, len, kRemoteRead);
+    AccessCheck c = check_remote(dev.mrs(), p.reth.rkey, qp.rx_pd(), qp.qpn(), p.reth.va, len, kRemoteRead);
     if (!c.ok || !(qp.attrs.qp_access_flags & kRemoteRead))
       return nak_and_error(dev, qp, NakCode::RemoteAccessError, p.psn);
     host = c.host;
@@ -193,7 +193,7 @@ RespState exec_read(Device& dev, Qp& qp, const proto::Packet& p) {
 // resource, never executed twice.
 RespState exec_atomic(Device& dev, Qp& qp, const proto::Packet& p) {
   const uint64_t va = p.atomic.va;
-  AccessCheck c = check_remote(dev.mrs(), p.atomic.rkey, qp.init.pd, qp.qpn(), va, 8, kRemoteAtomic);
+  AccessCheck c = check_remote(dev.mrs(), p.atomic.rkey, qp.rx_pd(), qp.qpn(), va, 8, kRemoteAtomic);
   if (!c.ok || !(qp.attrs.qp_access_flags & kRemoteAtomic))
     return nak_and_error(dev, qp, NakCode::RemoteAccessError, p.psn);
   if (va % 8 != 0) return nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);
@@ -235,7 +235,7 @@ bool res_free(const Qp& qp) {
 // invalid request; a misaligned address is one too (rxe: RESPST_ERR_MISALIGNED_ATOMIC).
 RespState exec_atomic_write(Device& dev, Qp& qp, const proto::Packet& p) {
   if (p.payload.size() != 8 || p.reth.dma_len != 8) return nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);
-  AccessCheck c = check_remote(dev.mrs(), p.reth.rkey, qp.init.pd, qp.qpn(), p.reth.va, 8, kRemoteWrite);
+  AccessCheck c = check_remote(dev.mrs(), p.reth.rkey, qp.rx_pd(), qp.qpn(), p.reth.va, 8, kRemoteWrite);
   if (!c.ok || !(qp.attrs.qp_access_flags & kRemoteWrite))
     return nak_and_error(dev, qp, NakCode::RemoteAccessError, p.psn);
   if (p.reth.va % 8 != 0) return nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);
@@ -259,13 +259,13 @@ RespState exec_flush(Device& dev, Qp& qp, const proto::Packet& p) {
                         ((type & kFlushToPersistence) ? uint32_t(kFlushPersistent) : 0u);
   if ((qp.attrs.qp_access_flags & need) != need) return nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);
   const Mr* mr = dev.mrs().by_rkey(p.reth.rkey);
-  if (!mr || mr->pd != qp.init.pd || (mr->access & need) != need)
+  if (!mr || mr->pd != qp.rx_pd() || (mr->access & need) != need)
     return nak_and_error(dev, qp, NakCode::RemoteAccessError, p.psn);
   const uint8_t* host = mr->host;
   uint64_t len = mr->length;
   if (level == kFlushRange) {
     if (p.reth.dma_len > param::kMaxMessage) return nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);
-    const AccessCheck c = check_mr(mr, qp.init.pd, p.reth.va, p.reth.dma_len, need);
+    const AccessCheck c = check_mr(mr, qp.rx_pd(), p.reth.va, p.reth.dma_len, need);
     if (!c.ok) return nak_and_error(dev, qp, NakCode::RemoteAccessError, p.psn);
     host = c.host;
     len = p.reth.dma_len;
@@ -295,16 +295,16 @@ void on_datagram(Device& dev, Qp& qp, const proto::Packet& p) {
   const RecvWqe& w = r.cur_recv;
   const uint32_t plen = uint32_t(p.payload.size());
   if (param::kGrhBytes + plen > recv_capacity(w)) {
-    qp.init.recv_cq->push(recv_wc(qp, w.wr_id, WcStatus::LocLenErr));
+    qp.rx_cq()->push(recv_wc(qp, w.wr_id, WcStatus::LocLenErr));
     return;
   }
   uint8_t grh[param::kGrhBytes] = {};
   if (p.ip_version == 6) std::memcpy(grh, p.ip_header.data(), std::min<size_t>(p.ip_header.size(), 40));
   else std::memcpy(grh + 20, p.ip_header.data(), std::min<size_t>(p.ip_header.size(), 20));
   const MrTable& mrs = dev.mrs();
-  if (sge_scatter_recv(w, mrs, qp.init.pd, 0, grh, param::kGrhBytes) != param::kGrhBytes ||
-      sge_scatter_recv(w, mrs, qp.init.pd, param::kGrhBytes, p.payload.data(), plen) != plen) {
-    qp.init.recv_cq->push(recv_wc(qp, w.wr_id, WcStatus::LocProtErr));
+  if (sge_scatter_recv(w, mrs, qp.rx_pd(), 0, grh, param::kGrhBytes) != param::kGrhBytes ||
+      sge_scatter_recv(w, mrs, qp.rx_pd(), param::kGrhBytes, p.payload.data(), plen) != plen) {
+    qp.rx_cq()->push(recv_wc(qp, w.wr_id, WcStatus::LocProtErr));
     return;
   }
   Wc wc = recv_wc(qp, w.wr_id, WcStatus::Success);
@@ -317,7 +317,7 @@ void on_datagram(Device& dev, Qp& qp, const proto::Packet& p) {
     wc.imm_data = p.imm;
     wc.wc_flags |= kWcWithImm;
   }
-  qp.init.recv_cq->push(wc);
+  qp.rx_cq()->push(wc);
   ++qp.ctr.rdma_recvs;
 }
 

@@ -75,6 +75,8 @@ void on_datagram(Device& dev, Qp& qp, const proto::Packet& p);   // UD
 // are in `p`): at the expected PSN a NAK-invalid request and the QP to ERR; ahead of it the one
 // sequence NAK of a gap; behind it (a duplicate of something it never was) nothing.
 void on_reserved_opcode(Device& dev, Qp& qp, const proto::Packet& p);
+// An XRC target QP's request naming no XRC SRQ of its domain: the same invalid request NAK.
+void on_bad_xrc_srq(Device& dev, Qp& qp, const proto::Packet& p);
 void send_responses(Device& dev, Qp& qp);      // READ responses and atomic ACKs owed, in order
 bool flush_ack(Device& dev, Qp& qp);           // a coalesced ACK, once no response is owed
 }  // namespace responder

@@ -49,7 +49,10 @@ enum FlushLevel : uint8_t { kFlushRange = 0, kFlushMr = 1 };
 enum class QpState : uint32_t { Reset = 0, Init = 1, Rtr = 2, Rts = 3, Sqd = 4, Sqe = 5, Err = 6 };
 std::string_view qp_state_name(QpState s);
 
-enum class QpType : uint32_t { RC = 2, UC = 3, UD = 4 };
+// XrcIni and XrcTgt: an XRC initiator QP (send side only: requests with an XRCETH naming the
+// remote XRC SRQ) and an XRC target QP (receive side only: each request goes to the XRC SRQ of its
+// domain that the XRCETH names; IBA annex A14), ibv_qp_type's IBV_QPT_XRC_SEND and _RECV.
+enum class QpType : uint32_t { RC = 2, UC = 3, UD = 4, XrcIni = 9, XrcTgt = 10 };
 
 enum QpAttrMask : uint32_t {
   kAttrState = 1 << 0, kAttrCurState = 1 << 1, kAttrEnSqdAsyncNotify = 1 << 2, kAttrAccessFlags = 1 << 3,
@@ -97,6 +100,8 @@ struct SendWr {
   const struct Ah* ah = nullptr;
   uint32_t remote_qpn = 0;
   uint32_t remote_qkey = 0;      // top bit set: use the QP's own Q_Key (IBA 10.2.5)
+  // XRC initiator QPs only: the XRC SRQ at the target the message is for (its XRCETH).
+  uint32_t xrc_srqn = 0;
 };
 
 struct RecvWr {

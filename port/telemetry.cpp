@@ -69,6 +69,8 @@ const char* type_name(engine::QpType t) {
     case engine::QpType::RC: return "RC";
     case engine::QpType::UC: return "UC";
     case engine::QpType::UD: return "UD";
+    case engine::QpType::XrcIni: return "XRC_INI";  // the names iproute2's rdma tool prints
+    case engine::QpType::XrcTgt: return "XRC_TGT";
   }
   return "?";
 }

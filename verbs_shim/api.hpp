@@ -41,6 +41,11 @@ int vop_query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* input
 ibv_qp* vop_create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* ia);
 ibv_cq_ex* vop_create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* ia);
 int vop_query_rt_values(ibv_context* ctx, ibv_values_ex* values);
+// XRC (xrc.cpp): domains and XRC SRQs.
+ibv_xrcd* vop_open_xrcd(ibv_context* ctx, ibv_xrcd_init_attr* ia);
+int vop_close_xrcd(ibv_xrcd* xrcd);
+ibv_srq* vop_create_srq_ex(ibv_context* ctx, ibv_srq_init_attr_ex* ia);
+int vop_get_srq_num(ibv_srq* srq, uint32_t* srq_num);
 int vop_advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, uint32_t flags, ibv_sge* sg_list, uint32_t num_sge);
 
 // Asynchronous events (async.cpp). post_async queues one event on the context's queue and

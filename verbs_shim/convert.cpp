@@ -51,9 +51,9 @@ void fill_device_attr(ibv_device_attr* a) {
   a->hw_ver = 0;
   a->max_qp = int(r.dcfg.max_qp);
   a->max_qp_wr = int(r.dcfg.max_qp_wr);
-  // Memory windows of type 1 and 2B, as rxe announces them.
+  // Memory windows of type 1 and 2B, as rxe announces them; XRC (verbs_shim/xrc.cpp).
   a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID |
-                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_XRC;
   a->max_sge = int(E::kMaxSge);
   a->max_sge_rd = int(E::kMaxSge);
   a->max_cq = int(r.dcfg.max_cq);
@@ -70,7 +70,7 @@ void fill_device_attr(ibv_device_attr* a) {
   a->max_mcast_grp = int(uroce::param::kMaxMcastGrp);
   a->max_mcast_qp_attach = int(uroce::param::kMaxMcastQpAttach);
   a->max_total_mcast_qp_attach = int(uroce::param::kMaxTotalMcastQpAttach);
-  a->max_srq = int(param::kShimMaxSrq);
+  a->max_srq = int(param::kMaxSrq);
   a->max_srq_wr = int(r.dcfg.max_qp_wr);
   a->max_srq_sge = int(E::kMaxSge);
   a->max_pkeys = 1;
@@ -131,6 +131,7 @@ E::SendWr to_engine(const ibv_send_wr& wr, ibv_qp_type type) {
     w.rkey = wr.wr.rdma.rkey;
     if (wr.opcode == IBV_WR_SEND_WITH_INV || wr.opcode == IBV_WR_LOCAL_INV) w.invalidate_rkey = wr.invalidate_rkey;
   }
+  if (type == IBV_QPT_XRC_SEND) w.xrc_srqn = wr.qp_type.xrc.remote_srqn;
   return w;
 }
 

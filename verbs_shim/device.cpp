@@ -59,6 +59,9 @@ int vop_query_device_ex(ibv_context* /*ctx*/, const ibv_query_device_ex_input* i
                                               ext::kOdpSupportAtomicWrite;
   a.odp_caps.per_transport_caps.uc_odp_caps = kOdpTwoSided | IBV_ODP_SUPPORT_WRITE;
   a.odp_caps.per_transport_caps.ud_odp_caps = kOdpTwoSided;
+  // XRC: an initiator's operations (RC's but ATOMIC WRITE and FLUSH), an XRC SRQ's receives.
+  a.xrc_odp_caps = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_SRQ_RECV | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
+                   IBV_ODP_SUPPORT_ATOMIC;
   std::memset(attr, 0, len);
   std::memcpy(attr, &a, std::min(len, sizeof a));
   return 0;
@@ -165,6 +168,10 @@ ibv_context* open_context(ibv_device* dev, int cmd_fd) {
   v.create_cq_ex = vop_create_cq_ex;
   v.query_rt_values = vop_query_rt_values;
   v.advise_mr = vop_advise_mr;
+  v.open_xrcd = vop_open_xrcd;
+  v.close_xrcd = vop_close_xrcd;
+  v.create_srq_ex = vop_create_srq_ex;
+  v.get_srq_num = vop_get_srq_num;
   with_token([u] { async_open(u); });
   return &c;
 }

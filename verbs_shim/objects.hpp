@@ -77,6 +77,10 @@ struct UQp {
 };
 // wr_flush sits right after qpx, with no padding between: where a newer rdma-core puts it.
 static_assert(sizeof(ibv_qp_ex) % alignof(ext::WrFlushFn) == 0);
+struct UXrcd {
+  ibv_xrcd xrcd;
+  engine::Xrcd* e;   // shared by every open of its file (xrc.cpp)
+};
 struct UAh {
   ibv_ah ah;
   ibv_ah_attr attr;
@@ -93,6 +97,7 @@ inline UMr* umr(ibv_mr* m) { return reinterpret_cast<UMr*>(m); }
 inline UMw* umw(ibv_mw* m) { return reinterpret_cast<UMw*>(m); }
 inline UCq* ucq(ibv_cq* c) { return reinterpret_cast<UCq*>(c); }
 inline UQp* uqp(ibv_qp* q) { return reinterpret_cast<UQp*>(q); }
+inline UXrcd* uxrcd(ibv_xrcd* x) { return reinterpret_cast<UXrcd*>(x); }
 inline USrq* usrq(ibv_srq* s) { return reinterpret_cast<USrq*>(s); }
 inline ibv_cq* as_cq(UCq* c) { return reinterpret_cast<ibv_cq*>(&c->cq); }
 

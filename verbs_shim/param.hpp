@@ -18,7 +18,6 @@ inline constexpr uint32_t kShimVendorId = 0xFFFFFF;      // no registered vendor
 inline constexpr uint32_t kShimVendorPartId = 0x7572;    // "ur"; in no perftest device table
 inline constexpr const char* kShimFwVer = "uroce 0.1.0";  // fw_ver (ibv_query_device, sysfs)
 inline constexpr uint32_t kShimMaxPd = 65536;            // max_pd reported
-inline constexpr uint32_t kShimMaxSrq = 16384;           // max_srq reported
 inline constexpr uint8_t kShimLocalCaAckDelay = 15;      // local_ca_ack_delay reported (4.096 us * 2^15)
 inline constexpr uint8_t kShimPortActiveWidth = 1;       // 1X
 inline constexpr uint8_t kShimPortActiveSpeed = 32;      // EDR, 25 Gb/s; the real rate depends on the link

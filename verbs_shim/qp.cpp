@@ -15,30 +15,49 @@ namespace E = uroce::engine;
 
 namespace {
 
-ibv_qp* create_qp_common(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr* ia, bool ex) {
+// RC, UC, UD and XRC's two halves (no raw packet or driver QPs). An XRC initiator (XRC_SEND) has
+// a PD and a send CQ only; an XRC target (XRC_RECV) a domain only (`xrcd`; `pd` nullptr): its
+// domain's XRC SRQs receive, each with its CQ. Whatever else the application passed for them
+// (rdma-core's ibv_create_qp_ex leaves the fields as given) is ignored, as mlx5 does.
+ibv_qp* create_qp_common(ibv_context* ctx, ibv_pd* pd, ibv_qp_init_attr* ia, bool ex, ibv_xrcd* xrcd = nullptr) {
   Runtime& r = rt();
-  if (ia->qp_type != IBV_QPT_RC && ia->qp_type != IBV_QPT_UC && ia->qp_type != IBV_QPT_UD) {
-    errno = EOPNOTSUPP;   // RC, UC and UD (no XRC, raw packet or driver QPs)
+  const ibv_qp_type t = ia->qp_type;
+  if (t != IBV_QPT_RC && t != IBV_QPT_UC && t != IBV_QPT_UD && t != IBV_QPT_XRC_SEND && t != IBV_QPT_XRC_RECV) {
+    errno = EOPNOTSUPP;
     return nullptr;
   }
-  if (!ia->send_cq || !ia->recv_cq || !mine(ia->send_cq->context) || !mine(ia->recv_cq->context) ||
-      (ia->srq && !mine(ia->srq->context)) || ia->cap.max_send_wr > r.dcfg.max_qp_wr ||
+  const bool ini = t == IBV_QPT_XRC_SEND, tgt = t == IBV_QPT_XRC_RECV;
+  if (tgt) {
+    ia->send_cq = ia->recv_cq = nullptr;
+    ia->srq = nullptr;
+    ia->cap = {};
+  } else if (ini) {
+    ia->recv_cq = nullptr;
+    ia->srq = nullptr;
+    ia->cap.max_recv_wr = ia->cap.max_recv_sge = 0;
+  }
+  const bool bad_cqs = tgt ? !xrcd
+                     : ini ? !pd || !ia->send_cq || !mine(ia->send_cq->context)
+                           : !pd || !ia->send_cq || !ia->recv_cq || !mine(ia->send_cq->context) ||
+                                 !mine(ia->recv_cq->context) || (ia->srq && !mine(ia->srq->context));
+  if (bad_cqs || ia->cap.max_send_wr > r.dcfg.max_qp_wr ||
       ia->cap.max_recv_wr > r.dcfg.max_qp_wr || ia->cap.max_send_sge > E::kMaxSge ||
       ia->cap.max_recv_sge > E::kMaxSge || ia->cap.max_inline_data > E::kMaxInline) {
     errno = EINVAL;
     return nullptr;
   }
   E::QpInitAttr e;
-  e.pd = upd(pd)->e;
-  e.send_cq = ucq(ia->send_cq)->e;
-  e.recv_cq = ucq(ia->recv_cq)->e;
+  e.pd = pd ? upd(pd)->e : nullptr;
+  e.send_cq = ia->send_cq ? ucq(ia->send_cq)->e : nullptr;
+  e.recv_cq = ia->recv_cq ? ucq(ia->recv_cq)->e : nullptr;
   e.srq = ia->srq ? usrq(ia->srq)->e : nullptr;
-  e.cap.max_send_wr = std::max<uint32_t>(ia->cap.max_send_wr, 1);
-  e.cap.max_recv_wr = ia->srq ? 1 : std::max<uint32_t>(ia->cap.max_recv_wr, 1);
-  e.cap.max_send_sge = std::max<uint32_t>(ia->cap.max_send_sge, 1);
-  e.cap.max_recv_sge = std::max<uint32_t>(ia->cap.max_recv_sge, 1);
+  e.xrcd = tgt ? uxrcd(xrcd)->e : nullptr;
+  e.cap.max_send_wr = tgt ? 0 : std::max<uint32_t>(ia->cap.max_send_wr, 1);
+  e.cap.max_recv_wr = ia->srq || ini || tgt ? 0 : std::max<uint32_t>(ia->cap.max_recv_wr, 1);
+  e.cap.max_send_sge = tgt ? 0 : std::max<uint32_t>(ia->cap.max_send_sge, 1);
+  e.cap.max_recv_sge = ini || tgt ? 0 : std::max<uint32_t>(ia->cap.max_recv_sge, 1);
   e.cap.max_inline_data = ia->cap.max_inline_data;
-  e.qp_type = E::QpType(ia->qp_type);  // IBV_QPT_RC/UC/UD are the engine's values
+  e.qp_type = E::QpType(t);  // IBV_QPT_RC/UC/UD/XRC_SEND/XRC_RECV are the engine's values
   e.sq_sig_all = ia->sq_sig_all != 0;
   auto* u = new UQp{};
   E::Qp* q = with_token([&] { return u->e = r.engine->create_qp(e); });
@@ -112,9 +131,16 @@ int uroce::shim::resolve_peer(const ibv_ah_attr& ah, E::AddressVector& out) {
 namespace uroce::shim {
 
 ibv_qp* vop_create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* ia) {
-  constexpr uint32_t kMask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-  if ((ia->comp_mask & ~kMask) || !(ia->comp_mask & IBV_QP_INIT_ATTR_PD) || !ia->pd || !mine(ia->pd->context)) {
-    errno = (ia->comp_mask & ~kMask) ? EOPNOTSUPP : EINVAL;
+  constexpr uint32_t kMask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_XRCD;
+  if (ia->comp_mask & ~kMask) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  // An XRC target QP has a domain and no PD; every other QP a PD of this device.
+  const bool tgt = ia->qp_type == IBV_QPT_XRC_RECV;
+  if (tgt ? !(ia->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !ia->xrcd || !mine(ia->xrcd->context)
+          : !(ia->comp_mask & IBV_QP_INIT_ATTR_PD) || !ia->pd || !mine(ia->pd->context)) {
+    errno = EINVAL;
     return nullptr;
   }
   bool ex = false;
@@ -133,7 +159,7 @@ ibv_qp* vop_create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* ia) {
   a.cap = ia->cap;
   a.qp_type = ia->qp_type;
   a.sq_sig_all = ia->sq_sig_all;
-  ibv_qp* q = create_qp_common(ctx, ia->pd, &a, ex);
+  ibv_qp* q = create_qp_common(ctx, tgt ? nullptr : ia->pd, &a, ex, tgt ? ia->xrcd : nullptr);
   if (q) ia->cap = a.cap;
   return q;
 }

@@ -141,7 +141,9 @@ void wr_set_ud_addr(ibv_qp_ex* x, ibv_ah* ah, uint32_t remote_qpn, uint32_t remo
   w->remote_qpn = remote_qpn;
   w->remote_qkey = remote_qkey;
 }
-void wr_unsupported_xrc(ibv_qp_ex* x, uint32_t) { from_ex(x)->batch_err = EOPNOTSUPP; }
+void wr_set_xrc_srqn(ibv_qp_ex* x, uint32_t remote_srqn) {
+  if (E::SendWr* w = wr_cur(x)) w->xrc_srqn = remote_srqn;
+}
 void wr_local_inv(ibv_qp_ex* x, uint32_t rkey) { wr_new(x, E::WrOpcode::LocalInv).invalidate_rkey = rkey; }
 void wr_bind_mw(ibv_qp_ex* x, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* b) {
   E::SendWr& w = wr_new(x, E::WrOpcode::BindMw);
@@ -181,7 +183,7 @@ void install_wr_ops(UQp* u) {
   x.wr_complete = wr_complete;
   x.wr_abort = wr_abort;
   x.wr_set_ud_addr = wr_set_ud_addr;
-  x.wr_set_xrc_srqn = wr_unsupported_xrc;
+  x.wr_set_xrc_srqn = wr_set_xrc_srqn;
   x.wr_local_inv = wr_local_inv;
   x.wr_bind_mw = wr_bind_mw;
   x.wr_send_tso = wr_unsupported_tso;
