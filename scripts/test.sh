@@ -9,10 +9,20 @@
 # Ends with one line "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# Each phase's wall time, printed as it ends and summed up before the tally (the whole must stay
+# under 45 minutes on CI's 2 cores).
+phases=() phase_name="" phase_t0=$SECONDS
+phase() {
+  [ -n "$phase_name" ] && { phases+=("$(printf '%6ds  %s' $((SECONDS - phase_t0)) "$phase_name")"); echo "== phase done: ${phases[-1]}"; }
+  phase_name=$1 phase_t0=$SECONDS
+}
+phase "install"
 bash scripts/install-deps.sh || exit 1
 
 status=0
+phase "build"
 bash scripts/build.sh build || exit 1
+phase "tests (build)"
 meson test -C build --print-errorlogs --num-processes 2 || status=1
 
 # The address+undefined sanitizers run the in-process suites (wire library and engine), then a
@@ -27,9 +37,11 @@ asan_tests=(memif-ops memif-client-first shim-stress shim-api-sweep rdmacm-api r
 asan_targets=(bench/uroce-perf tools/dissect/uroce-dissect verbs_shim/liburoce-verbs.so
   verbs_shim/rdmacm/liburoce-rdmacm.so tests/shim/stress tests/shim/api_sweep tests/rdmacm/rdmacm_api
   tests/rdmacm/rdmacm_vanish)
+phase "ASan build"
 UROCE_SUITES="${asan_suites[*]}" bash scripts/build.sh build-asan \
   -Db_sanitize=address,undefined -Db_lundef=false -Doptimization=1 -Dbench=disabled || exit 1
 ninja -C build-asan "${asan_targets[@]}" || exit 1
+phase "ASan tests"
 export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 meson test -C build-asan --no-rebuild --print-errorlogs --num-processes 2 "${asan_suite_args[@]}" || status=1
 # The shim is preloaded before the program's own libasan: the order check would refuse that.
@@ -46,20 +58,25 @@ tsan_targets=(verbs_shim/liburoce-verbs.so verbs_shim/rdmacm/liburoce-rdmacm.so 
 # and client each with several threads) load the instrumented libraries, the runtime preloaded
 # after them by uroce-run ($UROCE_PRELOAD). DPDK's own threads are not instrumented:
 # tests/tsan.supp. A report in any test's output fails it (the tally below).
+phase "TSan build"
 [ -f build-tsan/build.ninja ] || meson setup build-tsan --werror -Db_sanitize=thread -Db_lundef=false \
   -Doptimization=1 -Dbench=disabled >/dev/null || exit 1
 ninja -C build-tsan "${tsan_targets[@]}" || exit 1
+phase "TSan tests"
 UROCE_STRESS_SECONDS=${UROCE_TSAN_STRESS_SECONDS:-15} \
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \
   UROCE_PRELOAD=$(gcc -print-file-name=libtsan.so) \
   meson test -C build-tsan --no-rebuild --print-errorlogs shim-stress rdmacm-api rdmacm-memif || status=1
 
 # Each libFuzzer target briefly (scripts/fuzz.sh; the long runs are in docs/security.md).
+phase "fuzz"
 fuzz_results=()
 for t in parse locate cm engine cm_engine; do
   if bash scripts/fuzz.sh "${UROCE_FUZZ_SECONDS:-20}" "$t"; then fuzz_results+=(0); else fuzz_results+=(1); status=1; fi
 done
 
+phase ""
+printf '%s\n' "== phases (wall time):" "${phases[@]}" "$(printf '%6ds  total' "$SECONDS")"
 /usr/bin/python3 - "${fuzz_results[@]}" <<'PY'
 import json, sys
 passed = failed = skipped = 0
