@@ -38,8 +38,11 @@ asan_targets=(bench/uroce-perf tools/dissect/uroce-dissect verbs_shim/liburoce-v
   verbs_shim/rdmacm/liburoce-rdmacm.so tests/shim/stress tests/shim/api_sweep tests/rdmacm/rdmacm_api
   tests/rdmacm/rdmacm_vanish)
 phase "ASan build"
+# Debug information at -g1 (functions and line tables: what a sanitizer's stack trace names) and
+# not -g: a third less compile time for the same reports (tests/engine/ops_test.cpp 16.6 s -> 11.3 s).
 UROCE_SUITES="${asan_suites[*]}" bash scripts/build.sh build-asan \
-  -Db_sanitize=address,undefined -Db_lundef=false -Doptimization=1 -Dbench=disabled || exit 1
+  -Db_sanitize=address,undefined -Db_lundef=false -Doptimization=1 -Ddebug=false -Dc_args=-g1 -Dcpp_args=-g1 \
+  -Dbench=disabled || exit 1
 ninja -C build-asan "${asan_targets[@]}" || exit 1
 phase "ASan tests"
 export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
@@ -72,7 +75,7 @@ UROCE_STRESS_SECONDS=${UROCE_TSAN_STRESS_SECONDS:-15} \
 phase "fuzz"
 fuzz_results=()
 for t in parse locate cm engine cm_engine; do
-  if bash scripts/fuzz.sh "${UROCE_FUZZ_SECONDS:-20}" "$t"; then fuzz_results+=(0); else fuzz_results+=(1); status=1; fi
+  if bash scripts/fuzz.sh "${UROCE_FUZZ_SECONDS:-15}" "$t"; then fuzz_results+=(0); else fuzz_results+=(1); status=1; fi
 done
 
 phase ""

@@ -58,7 +58,10 @@ if git -C "$root" rev-parse --git-dir > /dev/null 2>&1; then
 else
   tar -C "$root" --exclude='./build*' --exclude='./obj-*' --exclude='./.git' -cf - . | tar -C "$src" -xf -
 fi
-echo "+ dpkg-buildpackage -us -uc -b (in $src)"
+# The package is built for this test only: its debug information at -g1 (appended after
+# dpkg-buildflags' -g, the last level counts), a third less compile time (103 s before).
+export DEB_CFLAGS_APPEND=-g1 DEB_CXXFLAGS_APPEND=-g1
+echo "+ DEB_CXXFLAGS_APPEND=-g1 dpkg-buildpackage -us -uc -b (in $src)"
 t0=$(date +%s)
 locked() {  # locked LOCKFILE COMMAND...: COMMAND under flock LOCKFILE when LOCKFILE is set
   local l=$1; shift

@@ -599,11 +599,71 @@ int main() {
     FN(ibv_ack_cq_events)(cq, 0);
     return none();
   });
+  // XRC (inline in verbs.h, through the context's ops: verbs_shim/xrc.cpp): a domain per file,
+  // O_CREAT and O_EXCL as the kernel's, an XRC SRQ with a number (a basic SRQ has none), the
+  // domain kept while the SRQ or a target QP is in it, a target QP only with a domain.
+  const auto xrc_checks = [&](ibv_srq* basic) {
+    char path[] = "/tmp/uroce-sweep-xrcd-XXXXXX";
+    const int fd = mkstemp(path);
+    ibv_xrcd_init_attr xa{};
+    xa.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+    xa.fd = fd;
+    xa.oflags = 0;
+    errno = 0;
+    ibv_xrcd* none = ibv_open_xrcd(ctx, &xa);   // no domain for the file yet, none made
+    const int e_none = errno;
+    xa.oflags = O_CREAT;
+    ibv_xrcd* x1 = ibv_open_xrcd(ctx, &xa);
+    ibv_xrcd* x2 = ibv_open_xrcd(ctx, &xa);     // the same file: the same domain
+    xa.oflags = O_CREAT | O_EXCL;
+    errno = 0;
+    ibv_xrcd* x3 = ibv_open_xrcd(ctx, &xa);
+    const int e_excl = errno;
+    check(!none && e_none == EINVAL && x1 && x2 && !x3 && e_excl == EEXIST,
+          "ibv_open_xrcd: without O_CREAT %s (%d), with it twice %s %s, O_EXCL %s (%d)", none ? "a domain" : "NULL",
+          e_none, x1 ? "ok" : "NULL", x2 ? "ok" : "NULL", x3 ? "a domain" : "NULL", e_excl);
+    if (!x1 || !x2) return;
+    ibv_srq_init_attr_ex sa{};
+    sa.attr.max_wr = 4;
+    sa.attr.max_sge = 1;
+    sa.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ | IBV_SRQ_INIT_ATTR_PD;
+    sa.srq_type = IBV_SRQT_XRC;
+    sa.xrcd = x1;
+    sa.cq = cq;
+    sa.pd = pd;
+    ibv_srq* xs = ibv_create_srq_ex(ctx, &sa);
+    uint32_t n = 0, nb = 7;
+    const int rn = xs ? ibv_get_srq_num(xs, &n) : -1, rb = ibv_get_srq_num(basic, &nb);
+    check(xs && rn == 0 && n != 0 && n < (1u << 24) && rb == EINVAL,
+          "ibv_create_srq_ex (XRC): %s, ibv_get_srq_num %d (0x%x); of a basic SRQ %d", xs ? "ok" : "NULL", rn, n, rb);
+    ibv_qp_init_attr_ex qa{};
+    qa.qp_type = IBV_QPT_XRC_RECV;
+    qa.comp_mask = IBV_QP_INIT_ATTR_PD;
+    qa.pd = pd;
+    errno = 0;
+    ibv_qp* no_domain = ibv_create_qp_ex(ctx, &qa);
+    const int e_nd = errno;
+    qa.comp_mask = IBV_QP_INIT_ATTR_XRCD;
+    qa.xrcd = x2;
+    ibv_qp* tgt = ibv_create_qp_ex(ctx, &qa);
+    check(!no_domain && e_nd == EINVAL && tgt && tgt->qp_type == IBV_QPT_XRC_RECV,
+          "ibv_create_qp_ex XRC_RECV: with a PD and no domain %s (%d), with the domain %s", no_domain ? "a QP" : "NULL",
+          e_nd, tgt ? "ok" : "NULL");
+    const int c1 = ibv_close_xrcd(x1);           // the other open keeps the domain
+    const int c2 = ibv_close_xrcd(x2);           // the last: its SRQ and target QP are in it
+    const int dq = tgt ? FN(ibv_destroy_qp)(tgt) : -1, ds = xs ? FN(ibv_destroy_srq)(xs) : -1;
+    const int c3 = c2 == 0 ? 0 : ibv_close_xrcd(x2);
+    check(c1 == 0 && c2 == EBUSY && dq == 0 && ds == 0 && c3 == 0,
+          "ibv_close_xrcd: one of two opens %d, the last with an SRQ and a QP in it %d, after them %d", c1, c2, c3);
+    close(fd);
+    unlink(path);
+  };
   call("ibv_create_srq", [&] {
     ibv_srq_init_attr ia{};
     ia.attr.max_wr = 16;
     ia.attr.max_sge = 1;
     srq = FN(ibv_create_srq)(pd, &ia);
+    if (srq) xrc_checks(srq);
     return ptr(srq);
   });
   call("ibv_modify_srq", [&] {
