@@ -21,7 +21,10 @@ bash scripts/install-deps.sh || exit 1
 
 status=0
 phase "build"
-bash scripts/build.sh build || exit 1
+# A build directory this command sets up gets debug information at -g1 (functions and line
+# tables: backtraces and sanitizer reports keep their lines), 143 s instead of 193 s on 2 cores;
+# one configured before (by the demo command, or by hand) is built as it is.
+bash scripts/build.sh build -Ddebug=false -Dc_args=-g1 -Dcpp_args=-g1 || exit 1
 phase "tests (build)"
 meson test -C build --print-errorlogs --num-processes 2 || status=1
 
