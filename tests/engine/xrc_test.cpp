@@ -67,37 +67,14 @@ struct Xrc {
     if (!ini || !tgt || !srq1 || !srq2) return;
     EXPECT_NE(srq1->srqn(), 0u);
     EXPECT_NE(srq1->srqn(), srq2->srqn());
-    EXPECT_EQ(connect(da, ini, db, *tgt, false), 0);
-    EXPECT_EQ(connect(db, tgt, da, *ini, true), 0);
-  }
-
-  // The attribute masks xsrq_pingpong uses: a target's RTR takes responder resources and the RNR
-  // timer, its RTS the timeout and send PSN only; an initiator's RTR neither, its RTS RC's.
-  static int connect(Device& d, Qp* q, const Device& peer, const Qp& pq, bool target) {
-    QpAttr a;
-    a.qp_state = QpState::Init;
-    a.qp_access_flags = kRemoteWrite | kRemoteRead | kRemoteAtomic;
-    if (int e = d.modify_qp(q, a, kAttrState | kAttrPkeyIndex | kAttrPort | kAttrAccessFlags)) return e;
-    a.qp_state = QpState::Rtr;
-    a.path_mtu = Mtu::M1024;
-    a.dest_qp_num = pq.qpn();
-    a.rq_psn = 100;
-    a.max_dest_rd_atomic = 4;
-    a.min_rnr_timer = 1;
-    a.ah_attr.dgid = peer.config().gid;
-    a.ah_attr.dmac = peer.config().mac;
-    uint32_t m = kAttrState | kAttrAv | kAttrPathMtu | kAttrDestQpn | kAttrRqPsn;
-    if (target) m |= kAttrMaxDestRdAtomic | kAttrMinRnrTimer;
-    if (int e = d.modify_qp(q, a, m)) return e;
-    a.qp_state = QpState::Rts;
-    a.sq_psn = 100;
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 4;
-    m = kAttrState | kAttrSqPsn | kAttrTimeout;
-    if (!target) m |= kAttrRetryCnt | kAttrRnrRetry | kAttrMaxQpRdAtomic;
-    return d.modify_qp(q, a, m);
+    // pair.hpp's connect_qp with each half's masks, those xsrq_pingpong uses: a target's RTR takes
+    // responder resources and the RNR timer, its RTS the timeout and send PSN only; an
+    // initiator's RTR neither, its RTS RC's.
+    Path p;
+    p.sq_psn = p.rq_psn = 100;
+    p.max_rd_atomic = 4;
+    EXPECT_EQ(connect_qp(da, ini, db, *tgt, p), 0);
+    EXPECT_EQ(connect_qp(db, tgt, da, *ini, p), 0);
   }
 
   void post_srq(Srq* s, uint64_t id, uint64_t off, uint32_t len) {

@@ -1,8 +1,10 @@
 // Structure-aware fuzz target for the engine's protocol state machines: a connected pair of
-// Devices on the FakeLink (tests/support/pair.hpp; RC, UC or UD QPs, the path MTU and selective repeat on or off at both
-// ends, chosen by the input's first byte), driven by a sequence of actions decoded from the
-// input: forged
-// frames with a valid ICRC (any RC opcode, PSN near or far from the expected one, the real
+// Devices on the FakeLink (tests/support/pair.hpp; RC, UC or UD QPs, or XRC: an initiator on
+// one end, a target QP with its XRC SRQ on the other; the path MTU and selective repeat on or off
+// at both ends, chosen by the input's first byte), driven by a sequence of actions decoded from
+// the input: forged
+// frames with a valid ICRC (any RC opcode, XRC's with its XRCETH naming the SRQ or any number,
+// PSN near or far from the expected one, the real
 // rkey, the lkey or a random key, addresses in and out of the MR, any length, AETH, atomic
 // fields) injected into either end in either direction, work requests posted on either end,
 // memory deregistered and registered again, progress() and virtual time.
@@ -125,8 +127,13 @@ struct World {
                                        0x20, 0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28, 0x29, 0x2A, 0x2B,
                                        0x64, 0x65};
     const uint8_t sel = in.u8();
-    proto::Packet p = uroce::test::forge(src, dst, kOps[sel % sizeof kOps], 0);
+    uint8_t op = kOps[sel % sizeof kOps];
+    if (type == QpType::XrcIni && op <= 0x17) op |= proto::op::kXrc;  // RC's operations as XRC's
+    proto::Packet p = uroce::test::forge(src, dst, op, 0);
     if (sel & 0x80) p.dest_qp = in.u32() & 0xFFFFFF;
+    // The XRC SRQ a request names: the target's, or any number (another domain's, none).
+    const Endpoint& tgt = e(1);
+    p.xrceth.srqn = (in.u8() & 3) && tgt.srq ? tgt.srq->srqn() : in.u32() & 0xFFFFFF;
     const uint8_t psn_mode = in.u8() % 4;
     const int32_t delta = int8_t(in.u8());
     const uint32_t base = p.info().request ? dst.qp->expected_psn() : proto::psn_add(dst.qp->next_send_psn(), -1);
@@ -191,11 +198,13 @@ struct World {
       wr.remote_qpn = (sel & 0x20) ? in.u32() & 0xFFFFFF : peer.qp->qpn();
       wr.remote_qkey = (sel & 0x10) ? in.u32() : 0x80000000u;
     }
+    if (type == QpType::XrcIni) wr.xrc_srqn = peer.srq && !(sel & 0x20) ? peer.srq->srqn() : in.u32() & 0xFFFFFF;
     if (x.dev->post_send(x.qp, wr) == 0) ++t.next_wr;
     Sge rs{x.addr() + (in.u16() % kMem), 0, x.mr ? x.mr->lkey : 1};
     rs.length = uint32_t(std::min<uint64_t>(in.u16() % 9000, x.addr() + kMem - rs.addr));
     RecvWr rw{t.next_wr, &rs, 1};
-    x.dev->post_recv(x.qp, rw);
+    if (x.srq) x.dev->post_srq_recv(x.srq, rw);   // XRC: the target's receives are its SRQ's
+    else x.dev->post_recv(x.qp, rw);
   }
 
   void toggle_mr(int who) {
@@ -218,15 +227,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Input in{data, size};
   static constexpr Mtu kMtus[] = {Mtu::M256, Mtu::M1024, Mtu::M4096};
   static constexpr QpType kTypes[] = {QpType::RC, QpType::RC, QpType::UC, QpType::UD};
-  // The first byte: the path MTU (first % 3), the QP type (bits 2-3) and selective repeat
-  // (bit 4, a bit no other choice reads alone, so older inputs keep their MTU, type and actions).
+  // The first byte: the path MTU (first % 3), the QP type (bits 2-3; bit 5: XRC instead) and
+  // selective repeat (bit 4, a bit no other choice reads alone, so older inputs keep their MTU,
+  // type and actions).
   // UROCE_FUZZ_SR=on or off in the environment fixes the mode for a whole run instead.
   static const char* const force_sr = std::getenv("UROCE_FUZZ_SR");
   const uint8_t first = in.u8();
   const bool sr = force_sr && !std::strcmp(force_sr, "on")    ? true
                   : force_sr && !std::strcmp(force_sr, "off") ? false
                                                                : (first & 0x10) != 0;
-  World w(kMtus[first % 3], kTypes[(first >> 2) % 4], sr);
+  World w(kMtus[first % 3], (first & 0x20) ? QpType::XrcIni : kTypes[(first >> 2) % 4], sr);
   for (int steps = 0; steps < 256 && !in.empty(); ++steps) {
     const uint8_t a = in.u8();
     const int who = a & 1;

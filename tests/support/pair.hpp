@@ -1,7 +1,8 @@
 // The connected pair, without GoogleTest: two engine Devices joined by a FakeWire under its
 // virtual clock, each with a PD, CQs, a registered buffer (canary bytes around it) and one QP,
 // the two QPs connected to each other (RC or UC: INIT, RTR, RTS at both ends; UD: RTS and an
-// address handle to the peer), a loop that polls both ends until a condition holds, and the
+// address handle to the peer; PairOptions::qp_type XrcIni: an XRC initiator on a, an XRC target
+// QP with its domain and one XRC SRQ on b), a loop that polls both ends until a condition holds, and the
 // helpers that fill a buffer, forge a frame and aim a work request at the peer.
 //
 // One builder for every program that needs the pair: the test harness (harness.hpp adds the
@@ -31,7 +32,7 @@ inline proto::Ip6 v4gid(uint8_t a, uint8_t b, uint8_t c, uint8_t d) {
   return g;
 }
 
-// How one RC or UC QP is taken to RTS towards its peer (the attributes of INIT, RTR and RTS).
+// How one RC, UC or XRC QP is taken to RTS towards its peer (the attributes of INIT, RTR and RTS).
 struct Path {
   Mtu mtu = Mtu::M1024;
   uint32_t sq_psn = 0, rq_psn = 0;
@@ -44,10 +45,14 @@ struct Path {
   int dgid_index = -1;         // the peer's GID: -1 its config().gid, else its config().gids[i]
 };
 
-// Takes RC or UC QP q of d through INIT and RTR to RTS towards peer_qp of peer. 0, or the errno
-// of the first step the engine refused.
+// Takes RC, UC or XRC QP q of d through INIT and RTR to RTS towards peer_qp of peer (with each
+// type's attribute masks: an XRC initiator's RTR takes no responder resources or RNR timer, an
+// XRC target's RTS no retry counts or READ/atomic limit). 0, or the errno of the first step the
+// engine refused.
 inline int connect_qp(Device& d, Qp* q, const Device& peer, const Qp& peer_qp, const Path& p) {
-  const bool rc = q->init_attr().qp_type == QpType::RC;
+  const QpType t = q->init_attr().qp_type;
+  const bool responds = t == QpType::RC || t == QpType::XrcTgt;   // READ/atomic responder, RNR NAKs
+  const bool requests = t == QpType::RC || t == QpType::XrcIni;   // retries, READ/atomic limit
   QpAttr a;
   a.qp_state = QpState::Init;
   a.qp_access_flags = p.access;
@@ -63,7 +68,7 @@ inline int connect_qp(Device& d, Qp* q, const Device& peer, const Qp& peer_qp, c
   a.ah_attr.traffic_class = p.traffic_class;
   a.ah_attr.sgid_index = p.sgid_index;
   uint32_t m = kAttrState | kAttrAv | kAttrPathMtu | kAttrDestQpn | kAttrRqPsn;
-  if (rc) m |= kAttrMaxDestRdAtomic | kAttrMinRnrTimer;
+  if (responds) m |= kAttrMaxDestRdAtomic | kAttrMinRnrTimer;
   if (int e = d.modify_qp(q, a, m)) return e;
   a.qp_state = QpState::Rts;
   a.sq_psn = p.sq_psn;
@@ -72,7 +77,8 @@ inline int connect_qp(Device& d, Qp* q, const Device& peer, const Qp& peer_qp, c
   a.rnr_retry = p.rnr_retry;
   a.max_rd_atomic = p.max_rd_atomic;
   m = kAttrState | kAttrSqPsn;
-  if (rc) m |= kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry | kAttrMaxQpRdAtomic;
+  if (t != QpType::UC) m |= kAttrTimeout;
+  if (requests) m |= kAttrRetryCnt | kAttrRnrRetry | kAttrMaxQpRdAtomic;
   return d.modify_qp(q, a, m);
 }
 
@@ -99,6 +105,8 @@ struct Endpoint {
   std::vector<uint8_t> mem;  // registered buffer, with canary bytes around the MR
   Mr* mr = nullptr;
   Ah* ah = nullptr;          // UD: to the peer
+  Xrcd* xrcd = nullptr;      // XRC pair, end b: its domain and the XRC SRQ its target QP serves
+  Srq* srq = nullptr;        // (receive completions on rcq)
   static constexpr size_t kCanary = 64;
   uint8_t* buf() { return mem.data() + kCanary; }
   size_t buf_len() const { return mem.size() - 2 * kCanary; }
@@ -166,6 +174,17 @@ class ConnectedPair {
       ia.cap.max_send_wr = o.max_send_wr;
       ia.cap.max_recv_wr = o.max_recv_wr;
       ia.cap.max_inline_data = o.max_inline_data;
+      if (o.qp_type == QpType::XrcIni) {  // XRC: an initiator on a; on b a target QP and an XRC SRQ
+        ia.recv_cq = nullptr;
+        ia.cap.max_recv_wr = 0;
+        if (e == &b) {
+          e->xrcd = e->dev->alloc_xrcd();
+          e->srq = e->xrcd ? e->dev->create_xrc_srq(e->pd, e->xrcd, e->rcq, o.max_recv_wr, 4) : nullptr;
+          ia = QpInitAttr{};
+          ia.qp_type = QpType::XrcTgt;
+          ia.xrcd = e->xrcd;
+        }
+      }
       e->qp = e->dev->create_qp(ia);
       if (!e->qp) fail(ENOMEM, "create_qp");
     }
