@@ -201,6 +201,43 @@ TEST(Xrc, AnSrqOfAnotherDomainOrNoneIsAnInvalidRequest) {
   EXPECT_EQ(y.tgt->counters().xrc_bad_srqn, 1u);
 }
 
+// Forged frames that reach an XRC QP the wrong way round, each a counted drop that changes
+// nothing: a request to the initiator (it only sends them), an ACK to the target (it only answers),
+// an RC request to the target (another transport); then a real SEND still goes through.
+TEST(Xrc, ARequestToTheInitiatorOrAResponseToTheTargetIsACountedDrop) {
+  Xrc x;
+  ASSERT_NE(x.tgt, nullptr);
+  x.post_srq(x.srq1, 7, 0, 256);
+  const uint32_t ini_epsn = x.ini->next_send_psn(), tgt_epsn = x.tgt->expected_psn();
+  proto::Packet req = forge(x.pr.b, x.pr.a, op::kXrc | op::kSendOnly, 100);  // b -> a's initiator
+  req.dest_qp = x.ini->qpn();
+  req.xrceth = {x.srq1->srqn(), 0};
+  inject(x.pr.link(0), req);
+  proto::Packet ack = forge(x.pr.a, x.pr.b, op::kXrc | op::kAck, tgt_epsn);  // a -> b's target
+  ack.dest_qp = x.tgt->qpn();
+  ack.aeth = {0, 1};
+  inject(x.pr.link(1), ack);
+  proto::Packet rc = forge(x.pr.a, x.pr.b, op::kSendOnly, tgt_epsn);
+  rc.dest_qp = x.tgt->qpn();
+  inject(x.pr.link(1), rc);
+  for (int i = 0; i < 4; ++i) {
+    x.da.progress();
+    x.db.progress();
+  }
+  EXPECT_EQ(x.da.counters().dropped_unknown_qp, 1u);
+  EXPECT_EQ(x.db.counters().dropped_unknown_qp, 2u);
+  EXPECT_TRUE(x.a_sent.empty());
+  EXPECT_TRUE(x.b_sent.empty());
+  EXPECT_EQ(x.ini->next_send_psn(), ini_epsn);
+  EXPECT_EQ(x.tgt->expected_psn(), tgt_epsn);
+  EXPECT_EQ(x.srq1->rq().size(), 1u);
+  fill_pattern(x.pr.a.buf(), 64, 5);
+  ASSERT_EQ(x.send(1, x.srq1->srqn(), WrOpcode::Send, 0, 64), 0);
+  Wc wc;
+  x.pr.expect_wc(x.cq1, wc, 7, WcStatus::Success);
+  EXPECT_EQ(std::memcmp(x.pr.b.buf(), x.pr.a.buf(), 64), 0);
+}
+
 TEST(Xrc, TheRulesOfItsObjects) {
   Xrc x;
   ASSERT_NE(x.tgt, nullptr);
