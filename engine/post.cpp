@@ -15,8 +15,9 @@ int Device::post_send(Qp* qp, const SendWr& wr) {
   if (wr.num_sge > kMaxSge) return EINVAL;
   const QpType type = qp->init.qp_type;
   if (type == QpType::XrcTgt) return EINVAL;  // a target QP has no send queue
-  // An initiator's messages name their XRC SRQ (24 bits; 0 is no SRQ's number).
-  if (type == QpType::XrcIni && (wr.xrc_srqn == 0 || wr.xrc_srqn > 0xFFFFFF)) return EINVAL;
+  // An initiator's messages name their XRC SRQ in 24 bits (any: a ConnectX target numbers its
+  // SRQs as it will; a number no SRQ has is the target's invalid request).
+  if (type == QpType::XrcIni && wr.xrc_srqn > 0xFFFFFF) return EINVAL;
   const bool rc_ops = type == QpType::RC || type == QpType::XrcIni;  // RC's operations
   switch (wr.opcode) {
     case WrOpcode::Send: case WrOpcode::SendWithImm:
