@@ -41,6 +41,8 @@ int vop_query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* input
 ibv_qp* vop_create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* ia);
 ibv_cq_ex* vop_create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* ia);
 int vop_query_rt_values(ibv_context* ctx, ibv_values_ex* values);
+// An engine SRQ's ibv_srq, watched for asynchronous events (srq.cpp; ibv_create_srq, XRC SRQs).
+ibv_srq* wrap_srq(ibv_context* ctx, void* srq_context, ibv_pd* pd, engine::Srq* e);
 // XRC (xrc.cpp): domains and XRC SRQs.
 ibv_xrcd* vop_open_xrcd(ibv_context* ctx, ibv_xrcd_init_attr* ia);
 int vop_close_xrcd(ibv_xrcd* xrcd);

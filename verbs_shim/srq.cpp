@@ -8,6 +8,21 @@ using namespace uroce;
 using namespace uroce::shim;
 namespace E = uroce::engine;
 
+namespace uroce::shim {
+
+ibv_srq* wrap_srq(ibv_context* ctx, void* srq_context, ibv_pd* pd, engine::Srq* e) {
+  auto* u = new USrq{};
+  u->srq.context = ctx;
+  u->srq.srq_context = srq_context;
+  u->srq.pd = pd;
+  init_sync(u->srq);
+  u->e = e;
+  with_token([u] { rt().registry.srqs.push_back(u); });   // watched for IBV_EVENT_SRQ_LIMIT_REACHED (async.cpp)
+  return &u->srq;
+}
+
+}  // namespace uroce::shim
+
 extern "C" {
 
 SHIM_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* ia) {
@@ -27,14 +42,7 @@ SHIM_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* ia) {
     errno = ENOMEM;
     return nullptr;
   }
-  auto* u = new USrq{};
-  u->srq.context = pd->context;
-  u->srq.srq_context = ia->srq_context;
-  u->srq.pd = pd;
-  init_sync(u->srq);
-  u->e = e;
-  with_token([&r, u] { r.registry.srqs.push_back(u); });   // watched for IBV_EVENT_SRQ_LIMIT_REACHED (async.cpp)
-  return &u->srq;
+  return wrap_srq(pd->context, ia->srq_context, pd, e);
 }
 
 SHIM_EXPORT int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {

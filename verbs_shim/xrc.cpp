@@ -137,14 +137,7 @@ ibv_srq* vop_create_srq_ex(ibv_context* ctx, ibv_srq_init_attr_ex* ia) {
                                     ia->attr.max_sge);
   });
   if (!e) return nullptr;   // errno from the engine
-  auto* u = new USrq{};
-  u->srq.context = ctx;
-  u->srq.srq_context = ia->srq_context;
-  u->srq.pd = ia->pd;
-  init_sync(u->srq);
-  u->e = e;
-  with_token([&r, u] { r.registry.srqs.push_back(u); });   // IBV_EVENT_SRQ_LIMIT_REACHED (async.cpp)
-  return &u->srq;
+  return wrap_srq(ctx, ia->srq_context, ia->pd, e);
 }
 
 int vop_get_srq_num(ibv_srq* srq, uint32_t* srq_num) {
