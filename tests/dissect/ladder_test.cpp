@@ -2,6 +2,8 @@
 // here: PSN wrap, go-back-N, duplicates, ACK coalescing, NAKs, QP pairing with several QPs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "proto/aeth.hpp"
 #include "proto/opcode.hpp"
 #include "tools/dissect/ladder.hpp"
@@ -121,7 +123,8 @@ TEST(Ladder, SvgHasOneArrowPerFrameAndEscapesText) {
   const Conversation c = read_conversation(b.frames);
   LadderOptions o;
   o.title = "a&b.pcap";
-  const std::string svg = render_svg(b.frames, c, select_frames(b.frames, c, o), o);
+  const std::vector<size_t> sel = select_frames(b.frames, c, o);
+  const std::string svg = render_svg(b.frames, c, sel, tell_story(b.frames, c, sel, true), o);
   size_t groups = 0;
   for (size_t at = 0; (at = svg.find("<g class=\"frame ", at)) != std::string::npos; ++at) ++groups;
   EXPECT_EQ(groups, 2u);
@@ -130,6 +133,148 @@ TEST(Ladder, SvgHasOneArrowPerFrameAndEscapesText) {
   EXPECT_NE(svg.find("line &lt;with&gt; &quot;markup&quot; &amp; more"), std::string::npos);
   EXPECT_NE(svg.find("a&amp;b.pcap"), std::string::npos);
   EXPECT_EQ(svg.find("a&b"), std::string::npos);
+}
+
+// A stream of WRITE MIDDLEs from PSN 100 with PSN `lost` missing, a sequence NAK for it after
+// `before_nak` more frames, then the resends `resent` and new PSNs from `next` (count `more`).
+struct LossStory {
+  Builder b;
+  size_t reveal = 0, nak = 0, resend = 0;  // frame indexes
+  LossStory(uint32_t lost, uint32_t last, std::vector<uint32_t> resent, uint32_t next, uint32_t more) {
+    for (uint32_t p = 100; p <= last; ++p) {
+      if (p == lost) continue;
+      if (p == lost + 1) reveal = b.frames.size();
+      b.req(0x11, p, proto::op::kWriteMiddle);
+    }
+    nak = b.frames.size();
+    b.ack(0x22, lost, proto::Syndrome::nak(proto::NakCode::PsnSequenceError));
+    resend = b.frames.size();
+    for (uint32_t p : resent) b.req(0x11, p, proto::op::kWriteMiddle);
+    for (uint32_t p = next; p < next + more; ++p) b.req(0x11, p, proto::op::kWriteMiddle);
+    b.ack(0x22, next + more - 1);
+  }
+};
+
+std::vector<uint32_t> range(uint32_t a, uint32_t b) {
+  std::vector<uint32_t> v;
+  for (uint32_t p = a; p <= b; ++p) v.push_back(p);
+  return v;
+}
+
+TEST(Story, AGapIsNotSeenAndTheNakLinksToItsGoBackNResend) {
+  LossStory s(110, 140, range(110, 140), 141, 3);
+  const Conversation c = read_conversation(s.b.frames);
+  const FrameMarks& r = c.marks[s.reveal];
+  ASSERT_TRUE(r.reveals_gap);
+  EXPECT_EQ(r.lost_first, 110u);
+  EXPECT_EQ(r.lost_last, 110u);
+  for (size_t i = 0; i < c.marks.size(); ++i) {
+    if (i != s.reveal) {
+      EXPECT_FALSE(c.marks[i].reveals_gap) << "frame " << i + 1;
+    }
+  }
+  const FrameMarks& first = c.marks[s.resend];
+  EXPECT_TRUE(first.resend_start);
+  EXPECT_FALSE(first.timeout_resend);
+  EXPECT_EQ(first.answers, s.nak);
+  EXPECT_EQ(first.run.rfind("go-back-N: psn 110..140 sent again (31 packets)", 0), 0u) << first.run;
+  // Two links: the NAK to the resend, and the gap to the resend of its PSN.
+  ASSERT_EQ(c.links.size(), 2u);
+  bool nak_link = false, gap_link = false;
+  for (const Link& l : c.links) {
+    EXPECT_EQ(l.to, s.resend);
+    nak_link |= l.from == s.nak;
+    gap_link |= l.from == s.reveal;
+  }
+  EXPECT_TRUE(nak_link && gap_link);
+  EXPECT_EQ(first_event(s.b.frames, c, Event::Loss), s.reveal);
+  EXPECT_EQ(first_event(s.b.frames, c, Event::Nak), s.nak);
+  EXPECT_EQ(first_event(s.b.frames, c, Event::Retx), s.resend);
+  EXPECT_EQ(first_event(s.b.frames, c, Event::Timeout), SIZE_MAX);
+}
+
+TEST(Story, ASelectiveResendIsToldApartFromGoBackN) {
+  LossStory s(110, 140, {110}, 141, 5);
+  const Conversation c = read_conversation(s.b.frames);
+  const FrameMarks& first = c.marks[s.resend];
+  ASSERT_TRUE(first.resend_start);
+  EXPECT_EQ(first.run.rfind("selective repeat: psn 110 sent again (1 packet), not psn 111..140", 0), 0u)
+      << first.run;
+  // The new PSNs after it are not retransmissions, and reveal no gap.
+  for (size_t i = s.resend + 1; i < c.marks.size(); ++i) {
+    EXPECT_FALSE(c.marks[i].retransmission) << "frame " << i + 1;
+    EXPECT_FALSE(c.marks[i].reveals_gap) << "frame " << i + 1;
+  }
+}
+
+TEST(Story, AResendNoNakAskedForIsATimeoutOrProbe) {
+  Builder b;
+  for (uint32_t p = 1; p <= 5; ++p) b.req(0x11, p);
+  b.req(0x11, 5);  // the tail again (a probe): no NAK before it
+  b.ack(0x22, 5);
+  const Conversation c = read_conversation(b.frames);
+  EXPECT_TRUE(c.marks[5].resend_start);
+  EXPECT_TRUE(c.marks[5].timeout_resend);
+  EXPECT_EQ(c.marks[5].answers, SIZE_MAX);
+  EXPECT_NE(c.marks[5].run.find("no NAK"), std::string::npos) << c.marks[5].run;
+  EXPECT_TRUE(c.links.empty());
+  EXPECT_EQ(first_event(b.frames, c, Event::Timeout), 5u);
+}
+
+TEST(Story, NoGapAfterAReadWhoseResponsesTakeThePsns) {
+  Builder b;
+  b.add(kA, kB, proto::op::kReadRequest, 0x11, 10).reth_len = 4096;  // 4 responses: PSNs 10..13
+  b.req(0x11, 14);  // sent before the responses came
+  for (uint32_t p = 10; p <= 13; ++p) b.add(kB, kA, proto::op::kReadRespMiddle, 0x22, p);
+  b.ack(0x22, 14);
+  const Conversation c = read_conversation(b.frames);
+  for (size_t i = 0; i < c.marks.size(); ++i) EXPECT_FALSE(c.marks[i].reveals_gap) << "frame " << i + 1;
+}
+
+TEST(Story, QuietRunsFoldIntoBandsAndEventsKeepTheirContext) {
+  LossStory s(150, 200, range(150, 200), 201, 40);
+  const Conversation c = read_conversation(s.b.frames);
+  std::vector<size_t> all(s.b.frames.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  const std::vector<StoryRow> story = tell_story(s.b.frames, c, all, true);
+  // Every frame is in exactly one row (drawn or folded), in order.
+  std::vector<size_t> seen;
+  size_t bands = 0, lost = 0;
+  for (const StoryRow& r : story) {
+    if (r.kind == StoryRow::Kind::Frame) seen.push_back(r.frame);
+    if (r.kind == StoryRow::Kind::Band) {
+      ++bands;
+      EXPECT_GE(r.last - r.first + 1, kStoryFoldMin);
+      for (size_t k = r.first; k <= r.last; ++k) seen.push_back(k);
+    }
+    if (r.kind == StoryRow::Kind::Lost) {
+      ++lost;
+      EXPECT_EQ(r.frame, s.reveal);
+      EXPECT_EQ(r.label, "not seen: psn 150");
+    }
+  }
+  EXPECT_EQ(seen, all);
+  EXPECT_EQ(lost, 1u);
+  EXPECT_GE(bands, 3u);  // before the loss, between the gap and the NAK, in the resends, after them
+  EXPECT_LT(story.size(), all.size() / 3);
+  // The first band: "48 x RC_RDMA_WRITE_MIDDLE psn 102..147" (frames 3..48 of the stream).
+  const StoryRow& b0 = *std::find_if(story.begin(), story.end(),
+                                     [](const StoryRow& r) { return r.kind == StoryRow::Kind::Band; });
+  EXPECT_EQ(b0.label, "46 x RC_RDMA_WRITE_MIDDLE psn 102..147");
+  EXPECT_FALSE(b0.resent);
+  // The frames that tell the story are drawn: the gap, the NAK, the first resend.
+  for (size_t i : {s.reveal, s.nak, s.resend})
+    EXPECT_TRUE(std::any_of(story.begin(), story.end(), [&](const StoryRow& r) {
+      return r.kind == StoryRow::Kind::Frame && r.frame == i;
+    })) << "frame " << i + 1;
+  // Without folding, every frame is a row of its own (and the lost row).
+  EXPECT_EQ(tell_story(s.b.frames, c, all, false).size(), all.size() + 1);
+  // The SVG draws the bands, the lost PSN and the links.
+  LadderOptions o;
+  const std::string svg = render_svg(s.b.frames, c, all, story, o);
+  EXPECT_NE(svg.find("class=\"fold\""), std::string::npos);
+  EXPECT_NE(svg.find("not seen: psn 150"), std::string::npos);
+  EXPECT_NE(svg.find("class=\"linked\""), std::string::npos);
 }
 
 }  // namespace

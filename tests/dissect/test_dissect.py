@@ -173,13 +173,14 @@ WRITE_SMALL_BYTES = """\
 SVG = "{http://www.w3.org/2000/svg}"
 
 
-def ladder(exe, work, *args):
-    """Runs --ladder; returns (rc, stdout lines, stderr, {frame number: <g> element} or None)."""
+def ladder(exe, work, *args, fold=False):
+    """Runs --ladder (with --no-fold unless fold); returns (rc, stdout lines, stderr,
+    (root, {frame number: <g> element}) or None)."""
     import xml.etree.ElementTree as ET
     out_svg = os.path.join(work, "ladder.svg")
     if os.path.exists(out_svg):
         os.remove(out_svg)
-    rc, out, err = run(exe, "--ladder", out_svg, *args)
+    rc, out, err = run(exe, "--ladder", out_svg, *(() if fold else ("--no-fold",)), *args)
     if not os.path.exists(out_svg):
         return rc, out, err, None
     try:
@@ -210,6 +211,77 @@ def line_view(exe, path):
     """{frame number: line} of the line view."""
     _, out, _ = run(exe, path)
     return {int(l.split()[0]): l for l in out if l[:1] == " " and l.split()[0].isdigit()}
+
+
+def story_tests(exe, work, lossy, lines, dropped):
+    """The ladder as a story on the lossy capture: folding, the NAK-resend links, --focus, and
+    (on a copy without the dropped frames, as a capture after the loss would be) the PSNs not seen."""
+    def groups(root, cls):
+        return [g for g in root.iter(SVG + "g") if cls in g.get("class", "").split()]
+    # Folded: fewer frames drawn, every frame drawn or inside exactly one band, every NAK drawn.
+    rc, out, _, res = ladder(exe, work, lossy, fold=True)
+    if not check(rc == 0 and res is not None, "lossy, folded: rc %d" % rc):
+        return
+    root, frames = res
+    bands = groups(root, "fold")
+    folded = set()
+    for b in bands:
+        a, z = int(b.get("data-from")), int(b.get("data-to"))
+        inside = {n for n in lines if a <= n <= z}
+        check(len(inside) == int(b.get("data-frames")) and not (inside & set(frames)) and not (inside & folded),
+              "band %d..%d: %d frames, drawn or folded twice" % (a, z, len(inside)))
+        folded |= inside
+    check(bands and set(frames) | folded == set(lines), "lossy, folded: %d bands, %d drawn + %d folded of %d" % (
+        len(bands), len(frames), len(folded), len(lines)))
+    naks = sorted(n for n, l in lines.items() if "NAK" in l)
+    check(all(n in frames for n in naks), "lossy, folded: every NAK drawn")
+    check(out and "folded in" in out[0], "ladder stdout says what was folded: %s" % out[:1])
+    # Links: each sequence NAK is linked to a later resend of the PSN it expects.
+    links = groups(root, "linked")
+    seq = {n for n, l in lines.items() if "NAK 0 (PSN sequence error)" in l}
+    linked_naks = {int(g.get("data-from")) for g in links if int(g.get("data-from")) in seq}
+    check(linked_naks, "lossy: NAKs linked to their resends")
+    for g in links:
+        a, z = int(g.get("data-from")), int(g.get("data-to"))
+        if a not in seq:
+            continue
+        psn = lambda n: int(lines[n].split()[lines[n].split().index("psn") + 1])
+        check(z > a and psn(z) == psn(a) and "retx" in classes(frames[z]),
+              "link %d -> %d: the resend of the NAKed psn" % (a, z))
+    # --focus nak: the first NAK and a few frames before it.
+    rc, _, _, res = ladder(exe, work, "--focus", "nak", lossy, fold=True)
+    first_nak = min(naks)
+    check(rc == 0 and res and first_nak in res[1] and min(res[1]) < first_nak and min(res[1]) >= first_nak - 12,
+          "--focus nak: first NAK %d drawn, from %s" % (first_nak, res and min(res[1])))
+    rc, _, err, _ = ladder(exe, work, "--focus", "cnp", lossy, fold=True)
+    check(rc == 2 and "no such event" in err, "--focus cnp without a CNP: rc %d %r" % (rc, err))
+    # Without the dropped frames: each missing fresh request PSN is drawn as not seen, and
+    # nothing else is.
+    frames_all = read_pcap(lossy)
+    after = os.path.join(work, "lossy_after.pcap")
+    write_pcap(after, [fr for i, fr in enumerate(frames_all) if i + 1 not in set(dropped)])
+    rc, _, _, res = ladder(exe, work, after)
+    if not check(res is not None, "ladder of the capture after the loss"):
+        return
+    not_seen = set()
+    for g in [g for g in groups(res[0], "lost") if g.get("data-before")]:
+        t = next(e.text for e in g if e.tag == SVG + "title")
+        m = re.match(r"not seen: psn (\d+)(?:\.\.(\d+))? ", t)
+        if check(m, "lost row title %r" % t):
+            not_seen |= set(range(int(m.group(1)), int(m.group(2) or m.group(1)) + 1))
+    sent = set()
+    fresh_lost = set()
+    for n in sorted(lines):
+        f = lines[n].split()
+        if f[7] == "RC_ACKNOWLEDGE" or "READ" in f[7] or "ATOMIC" in f[7]:
+            continue
+        psn = int(f[f.index("psn") + 1])
+        if n in dropped and (f[2], psn) not in sent:
+            fresh_lost.add(psn)
+        sent.add((f[2], psn))
+    check(not_seen and not_seen <= fresh_lost, "not seen %s, dropped fresh %s" % (sorted(not_seen), sorted(fresh_lost)))
+    check(len(not_seen) * 2 >= len(fresh_lost), "most dropped fresh PSNs drawn as not seen: %d of %d" % (
+        len(not_seen), len(fresh_lost)))
 
 
 def ladder_tests(exe, golden, work, make_lossy):
@@ -354,6 +426,8 @@ def ladder_tests(exe, golden, work, make_lossy):
                          and int(lines[n].split()[lines[n].split().index("psn") + 1]) == psn]
                 check(again and again[0] in retx, "lossy: dropped frame %d (psn %d) resent as %s, marked %s" % (
                     d, psn, again[:1], sorted(retx)[:5]))
+
+        story_tests(exe, work, lossy, lines, dropped)
 
     # Bad input: a clean error, exit 2, no SVG claimed.
     garbage = os.path.join(work, "garbage.pcap")

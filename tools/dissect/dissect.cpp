@@ -34,6 +34,8 @@
 #include "proto/cm.hpp"
 #include "tools/dissect/cm_view.hpp"
 #include "tools/dissect/ladder.hpp"
+#include "tools/dissect/layout.hpp"
+#include "tools/dissect/page.hpp"
 #include "tools/pcap/pcapio.hpp"
 #include "proto/headers.hpp"
 #include "proto/locate.hpp"
@@ -49,7 +51,8 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: uroce-dissect [--qp N] [--errors] [--bytes] FILE\n"
-    "       uroce-dissect --ladder OUT.svg [--qp N] [--from N] [--count N] FILE\n"
+    "       uroce-dissect --ladder OUT.svg [--qp N] [--from N] [--count N] [--focus KIND] [--no-fold] FILE\n"
+    "       uroce-dissect --html OUT.html FILE\n"
     "\n"
     "Prints one line per RoCE packet of a pcap or pcapng capture (Ethernet or Linux cooked\n"
     "link type): frame number, time since the first frame, addresses, UDP source port, opcode,\n"
@@ -75,7 +78,24 @@ constexpr const char* kUsage =
     "               from the responses, or the DETH)\n"
     "    --from N   start at frame number N (numbers as in the line view)\n"
     "    --count N  draw at most N RoCE frames\n"
-    "             Marks are worked out from the whole capture, whatever is drawn.\n"
+    "    --focus KIND  the window around the first event of KIND: loss (a PSN gap), nak,\n"
+    "               rnr, cnp (or a CE mark), error (bad ICRC or malformed), retx (a resend\n"
+    "               that answers a NAK), timeout (a resend no NAK asked for): from a few\n"
+    "               frames before it (--from and --count override)\n"
+    "    --no-fold  draw every frame (by default runs of quiet frames are folded into one\n"
+    "               band, \"52 x RC_RDMA_WRITE_MIDDLE psn 176..227\", a few frames are drawn\n"
+    "               either side of every event)\n"
+    "             Marks are worked out from the whole capture, whatever is drawn. PSNs that\n"
+    "             were due and are not in the capture are drawn as \"not seen\" where they were\n"
+    "             due; a NAK and the resend answering it are linked, and the resend is told as\n"
+    "             go-back-N or selective repeat.\n"
+    "\n"
+    "  --html OUT.html  one self-contained page (no network, works from a file:// URL): the\n"
+    "             ladder (folded, click a band to unfold), and for the selected frame its line,\n"
+    "             its --bytes fields as a table and its bytes, the field under the pointer\n"
+    "             highlighted; keys: j/k or arrows next/previous frame, n/p next/previous\n"
+    "             event; filters by QP and opcode class; the capture's summary. A #f75 in the\n"
+    "             address selects frame 75, #focus=loss the first loss (kinds as --focus).\n"
     "\n"
     "A RoCE frame is one with UDP destination port 4791 or ethertype 0x8915. RoCE v1 frames\n"
     "(ethertype 0x8915) are counted as roce and listed as \"RoCE v1, not decoded\"; they are\n"
@@ -93,8 +113,12 @@ struct Options {
   uint32_t qp = 0;
   std::string file;
   std::string ladder;  // --ladder OUT.svg
+  std::string html;    // --html OUT.html
   size_t from = 1, count = 0;
   bool have_range = false;  // --from or --count given
+  int focus = -1;           // --focus KIND: an Event
+  bool fold = true;         // --no-fold clears it
+  std::string command;      // the command line (the page says what made it)
 };
 
 bool parse_number(const char* s, unsigned long long max, unsigned long long& out) {
@@ -125,10 +149,9 @@ bool is_option(std::string_view a, std::string_view name) {
 
 // ---- formatting helpers ------------------------------------------------------------------
 
-using uroce::dissect::bits;
 using uroce::dissect::fmt;
-using uroce::dissect::named;
-using uroce::dissect::with_bits;
+using uroce::dissect::aeth_text;
+using uroce::dissect::feth_text;
 
 // Source or destination address of the IP header locate() found.
 std::string ip_str(std::span<const uint8_t> f, const Located& at, bool src) {
@@ -141,40 +164,6 @@ std::string ip_str(std::span<const uint8_t> f, const Located& at, bool src) {
     inet_ntop(AF_INET6, src ? ip.src() : ip.dst(), buf, sizeof buf);
   }
   return buf;
-}
-
-std::string hex_bytes(const uint8_t* p, size_t n) {
-  std::string s;
-  for (size_t i = 0; i < n; ++i) {
-    if (i) s += ' ';
-    s += fmt("%02x", p[i]);
-  }
-  return s;
-}
-
-
-std::string aeth_text(uint8_t syndrome) {
-  Syndrome s = Syndrome::decode(syndrome);
-  switch (s.kind) {
-    case AckKind::Ack:
-      return s.value == kCreditsUnlimited ? fmt("ACK credits=%u (no credit limit)", s.value)
-                                          : fmt("ACK credits=%u", s.value);
-    case AckKind::RnrNak: return fmt("RNR NAK timer=%u (%" PRIu32 " us)", s.value, rnr_timer_us(s.value));
-    case AckKind::Nak: return fmt("NAK %u (%s)", s.value, std::string(nak_name(s.value)).c_str());
-    case AckKind::Reserved: return fmt("reserved syndrome 0x%02x", syndrome);
-  }
-  return "?";
-}
-
-// What a FLUSH asks for: "placement=global|persistent selectivity=range".
-std::string feth_text(uint8_t placement, uint8_t selectivity) {
-  std::string pl;
-  if (placement & 1) pl += "global";
-  if (placement & 2) pl += pl.empty() ? "persistent" : "|persistent";
-  if (placement & ~3u) pl += fmt("%sreserved:0x%x", pl.empty() ? "" : "|", placement & ~3u);
-  if (pl.empty()) pl = "none";
-  const char* sel = selectivity == 0 ? "range" : selectivity == 1 ? "memory-region" : "reserved";
-  return fmt("placement=%s selectivity=%s", pl.c_str(), sel);
 }
 
 // ---- the one-line summary of a packet ------------------------------------------------------
@@ -241,192 +230,6 @@ std::string line_prefix(size_t index, double t, std::span<const uint8_t> f, cons
   return s;
 }
 
-// ---- the byte layout -----------------------------------------------------------------------
-
-class Layout {
- public:
-  explicit Layout(std::span<const uint8_t> f) : f_(f) {}
-
-  // One field line: frame offset (hex), header name on its first line, offset in the header,
-  // the raw bytes and `text()` (called only when the bytes are there). Returns false, after
-  // one "frame ends" line, when the frame is too short.
-  template <typename Text>
-  bool field(const char* header, size_t hstart, size_t hoff, size_t n, Text&& text) {
-    const size_t off = hstart + hoff;
-    if (off + n > f_.size()) {
-      if (!ended_)
-        std::printf("  %04zx  %-12s +%-2zu  (frame ends at 0x%04zx, inside %s)\n", off, hoff == 0 ? header : "", hoff,
-                    f_.size(), header);
-      ended_ = true;
-      return false;
-    }
-    const std::string t = text();
-    if (t.empty())  // a continuation of a long field: its bytes only
-      std::printf("  %04zx  %-12s +%-2zu  %s\n", off, hoff == 0 ? header : "", hoff, hex_bytes(f_.data() + off, n).c_str());
-    else
-      std::printf("  %04zx  %-12s +%-2zu  %-23s  %s\n", off, hoff == 0 ? header : "", hoff,
-                  hex_bytes(f_.data() + off, n).c_str(), t.c_str());
-    return true;
-  }
-
- private:
-  std::span<const uint8_t> f_;
-  bool ended_ = false;
-};
-
-
-// Prints the layout of the BTH and the extension headers its opcode names, read from the
-// frame bytes, then payload, pad and ICRC, as far as the frame holds them.
-void print_layout(std::span<const uint8_t> f, const Located& o, const std::string& icrc_verdict) {
-  if (!o.roce_v2()) return;
-  const bool v6 = o.ip_version == 6;
-  const size_t tags = o.vlan_count;
-  std::printf("  %04x  Ethernet 14 bytes%s, %04zx %s %zu bytes, %04zx UDP 8 bytes\n", 0u,
-              tags == 0 ? "" : tags == 1 ? " + VLAN tag 4" : " + 2 VLAN tags 8", o.l3, v6 ? "IPv6" : "IPv4",
-              o.ip_header_len, o.l4);
-  Layout L(f);
-  const size_t b = o.bth;
-  const uint8_t* d = f.data();
-  // End of the IP packet by its length field (bytes after it are Ethernet padding), clamped to the frame.
-  size_t ip_end = f.size();
-  if (!v6 && o.l3 + 4 <= f.size()) ip_end = std::min(ip_end, o.l3 + load_be16(d + o.l3 + 2));
-  if (v6 && o.l3 + 6 <= f.size()) ip_end = std::min(ip_end, o.l3 + 40 + load_be16(d + o.l3 + 4));
-
-  const char* B = "BTH";
-  if (!L.field(B, b, 0, 1, [&] {
-        const OpcodeInfo& info = opcode_info(d[b]);
-        return named("OpCode", fmt("0x%02x %s", d[b], info.valid ? std::string(info.name).c_str()
-                                                                 : "(not in the opcode table)"));
-      }))
-    return;
-  const uint8_t opc = d[b];
-  const OpcodeInfo& info = opcode_info(opc);
-  if (!L.field(B, b, 1, 1, [&] {
-        uint8_t v = d[b + 1];
-        return with_bits(fmt("SE=%d M=%d PadCnt=%d TVer=%d", v >> 7, (v >> 6) & 1, (v >> 4) & 3, v & 15),
-                         bits(v, {1, 1, 2, 4}));
-      }))
-    return;
-  if (!L.field(B, b, 2, 2, [&] { return named("P_Key", fmt("0x%04x", load_be16(d + b + 2))); })) return;
-  if (!L.field(B, b, 4, 1, [&] {
-        uint8_t v = d[b + 4];
-        return with_bits(fmt("FECN=%d BECN=%d Resv6a=%d", v >> 7, (v >> 6) & 1, v & 0x3F), bits(v, {1, 1, 6}));
-      }))
-    return;
-  if (!L.field(B, b, 5, 3, [&] {
-        uint32_t q = load_be24(d + b + 5);
-        return named("DestQP", fmt("0x%06" PRIx32 " (%" PRIu32 ")", q, q));
-      }))
-    return;
-  if (!L.field(B, b, 8, 1, [&] {
-        uint8_t v = d[b + 8];
-        return with_bits(fmt("A=%d Resv7=%d", v >> 7, v & 0x7F), bits(v, {1, 7}));
-      }))
-    return;
-  if (!L.field(B, b, 9, 3, [&] {
-        uint32_t psn = load_be24(d + b + 9);
-        return named("PSN", fmt("%" PRIu32 " (0x%06" PRIx32 ")", psn, psn));
-      }))
-    return;
-  if (!info.valid) return;
-
-  size_t h = b + 12;
-  for (Ext e : kExtOrder) {
-    if (!info.has(e)) continue;
-    const std::string nm(ext_name(e));
-    const char* N = nm.c_str();
-    bool ok = true;
-    auto u64 = [&](size_t at) { return fmt("0x%016" PRIx64, load_be64(d + h + at)); };
-    auto u32 = [&](size_t at) { return fmt("0x%08" PRIx32, load_be32(d + h + at)); };
-    switch (e) {
-      case kDeth:
-        ok = L.field(N, h, 0, 4, [&] { return named("Q_Key", u32(0)); }) &&
-             L.field(N, h, 4, 1, [&] { return named("Reserved", fmt("0x%02x", d[h + 4])); }) &&
-             L.field(N, h, 5, 3, [&] {
-               uint32_t q = load_be24(d + h + 5);
-               return named("SrcQP", fmt("0x%06" PRIx32 " (%" PRIu32 ")", q, q));
-             });
-        break;
-      case kXrceth:
-        ok = L.field(N, h, 0, 1, [&] { return named("Reserved", fmt("0x%02x", d[h])); }) &&
-             L.field(N, h, 1, 3, [&] {
-               uint32_t q = load_be24(d + h + 1);
-               return named("XRCSRQ", fmt("0x%06" PRIx32 " (%" PRIu32 ")", q, q));
-             });
-        break;
-      case kFeth:
-        ok = L.field(N, h, 0, 4, [&] {
-          const uint32_t v = load_be32(d + h);
-          return named("Flush", fmt("0x%08" PRIx32 " %s", v, feth_text(v & 0x0F, (v >> 4) & 3).c_str()));
-        });
-        break;
-      case kReth:
-        ok = L.field(N, h, 0, 8, [&] { return named("VA", u64(0)); }) &&
-             L.field(N, h, 8, 4, [&] { return named("R_Key", u32(8)); }) &&
-             L.field(N, h, 12, 4, [&] { return named("DMALen", fmt("%" PRIu32, load_be32(d + h + 12))); });
-        break;
-      case kAtomicEth:
-        ok = L.field(N, h, 0, 8, [&] { return named("VA", u64(0)); }) &&
-             L.field(N, h, 8, 4, [&] { return named("R_Key", u32(8)); }) &&
-             L.field(N, h, 12, 8,
-                     [&] { return named(info.op == Operation::CmpSwap ? "SwapData" : "AddData", u64(12)); }) &&
-             L.field(N, h, 20, 8, [&] { return named("CmpData", u64(20)); });
-        break;
-      case kAeth:
-        ok = L.field(N, h, 0, 1, [&] {
-               return named("Syndrome", fmt("0x%02x [%s] %s", d[h], bits(d[h], {3, 5}).c_str(), aeth_text(d[h]).c_str()));
-             }) &&
-             L.field(N, h, 1, 3, [&] { return named("MSN", fmt("%" PRIu32, load_be24(d + h + 1))); });
-        break;
-      case kAtomicAckEth: ok = L.field(N, h, 0, 8, [&] { return named("OrigRemDt", u64(0)); }); break;
-      case kImmDt: ok = L.field(N, h, 0, 4, [&] { return named("Immediate", u32(0)); }); break;
-      case kIeth: ok = L.field(N, h, 0, 4, [&] { return named("R_Key", u32(0)); }); break;
-      case kCnpBody:
-        ok = L.field(N, h, 0, 8, [&] { return std::string("Reserved"); }) &&
-             L.field(N, h, 8, 8, [&] { return std::string("Reserved"); });
-        break;
-    }
-    if (!ok) return;
-    h += ext_size(e);
-  }
-  // Payload, pad, ICRC: the ICRC is the last 4 bytes of the IP packet.
-  if (ip_end < h + kIcrcSize) {
-    std::printf("  %04zx  (no room for the ICRC: the IP packet ends at 0x%04zx)\n", h, ip_end);
-    return;
-  }
-  const size_t icrc_at = ip_end - kIcrcSize;
-  const size_t padded = icrc_at - h;
-  const size_t pad = (d[b + 1] >> 4) & 3;
-  if (padded > 0) {
-    if (pad <= padded && padded - pad > 0)
-      std::printf("  %04zx  %-12s      %zu bytes\n", h, "payload", padded - pad);
-    // A UD SEND to QP 1 carrying 256 bytes: a management datagram (the CM's), field by field.
-    if (pad <= padded && padded - pad == uroce::proto::cm::kMadSize &&
-        uroce::proto::cm::is_gsi_send(opc, load_be24(d + b + 5)))
-      for (const auto& c : uroce::dissect::cm_fields(d + h, h)) {
-        if (c.n == 0) {
-          std::printf("  %04zx  %-12s +%-2zu  %-23s  %s\n", c.hstart + c.hoff, c.hoff == 0 ? c.header.c_str() : "",
-                      c.hoff, "", c.text.c_str());
-          continue;
-        }
-        // A GID or an IP address (16 bytes): the first 8 bytes with the text, the rest below.
-        const size_t first = std::min<size_t>(c.n, 8);
-        L.field(c.header.c_str(), c.hstart, c.hoff, first, [&] { return c.text; });
-        for (size_t k = first; k < c.n; k += 8)
-          L.field(c.header.c_str(), c.hstart, c.hoff + k, std::min<size_t>(c.n - k, 8), [] { return std::string(); });
-      }
-    if (pad > 0 && pad <= padded)
-      L.field("pad", icrc_at - pad, 0, pad, [&] { return fmt("%zu pad byte%s", pad, pad == 1 ? "" : "s"); });
-    if (pad > padded) std::printf("  %04zx  %zu bytes before the ICRC, fewer than PadCnt %zu\n", h, padded, pad);
-  }
-  L.field("ICRC", icrc_at, 0, 4, [&] {
-    return named("ICRC", fmt("0x%08" PRIx32 " (least significant byte first)%s", load_le32(d + icrc_at),
-                             icrc_verdict.c_str()));
-  });
-  if (ip_end < f.size())
-    std::printf("  %04zx  %-12s      %zu bytes after the IP packet\n", ip_end, "trailer", f.size() - ip_end);
-}
-
 // ---- --ladder: what the ladder needs of each frame, and writing it --------------------------
 
 // A RoCE v1 frame: its GRH's GIDs as addresses, nothing else decoded.
@@ -472,6 +275,10 @@ LadderFrame ladder_frame(size_t number, double t, std::span<const uint8_t> f, co
   return lf;
 }
 
+// --focus: the window starts this many frames before the event and holds this many (folded).
+constexpr size_t kFocusBefore = 12;
+constexpr size_t kFocusFrames = 400;
+
 // Reads the conversation, selects the frames, writes the SVG and one line saying what it shows.
 bool write_ladder(const Options& opt, const std::vector<LadderFrame>& frames) {
   LadderOptions lo;
@@ -480,21 +287,54 @@ bool write_ladder(const Options& opt, const std::vector<LadderFrame>& frames) {
   lo.title = slash == std::string::npos ? opt.file : opt.file.substr(slash + 1);
   namespace ld = uroce::dissect;
   const Conversation c = ld::read_conversation(frames);
+  if (opt.focus >= 0) {
+    const size_t at = ld::first_event(frames, c, ld::Event(opt.focus));
+    if (at == SIZE_MAX) {
+      std::fprintf(stderr, "uroce-dissect: --focus %s: no such event in %s\n", ld::kEventNames[opt.focus],
+                   opt.file.c_str());
+      return false;
+    }
+    if (opt.from == 1) lo.from = frames[at >= kFocusBefore ? at - kFocusBefore : 0].number;
+    if (opt.count == 0) lo.count = kFocusFrames;
+  }
   const std::vector<size_t> sel = ld::select_frames(frames, c, lo);
+  const std::vector<ld::StoryRow> story = ld::tell_story(frames, c, sel, opt.fold);
   std::ofstream out(opt.ladder, std::ios::binary | std::ios::trunc);
-  out << ld::render_svg(frames, c, sel, lo);
+  out << ld::render_svg(frames, c, sel, story, lo);
   out.close();
   if (!out) {
     std::fprintf(stderr, "uroce-dissect: cannot write %s\n", opt.ladder.c_str());
     return false;
   }
-  size_t n_retx = 0, n_dup = 0, n_seq = 0, n_rnr = 0;
+  size_t n_retx = 0, n_dup = 0, n_seq = 0, n_rnr = 0, n_gaps = 0, n_bands = 0, n_folded = 0;
   for (size_t k : sel) {
     n_retx += c.marks[k].retransmission, n_dup += c.marks[k].duplicate;
-    n_seq += c.marks[k].seq_nak, n_rnr += c.marks[k].rnr_nak;
+    n_seq += c.marks[k].seq_nak, n_rnr += c.marks[k].rnr_nak, n_gaps += c.marks[k].reveals_gap;
   }
-  std::printf("ladder %s: %zu frames drawn, %zu retransmissions, %zu duplicates, %zu sequence NAKs, %zu RNR NAKs\n",
-              opt.ladder.c_str(), sel.size(), n_retx, n_dup, n_seq, n_rnr);
+  for (const ld::StoryRow& r : story)
+    if (r.kind == ld::StoryRow::Kind::Band) ++n_bands, n_folded += r.last - r.first + 1;
+  std::printf("ladder %s: %zu frames, %zu drawn, %zu folded in %zu bands, %zu retransmissions, %zu duplicates, "
+              "%zu sequence NAKs, %zu RNR NAKs, %zu gaps not seen\n",
+              opt.ladder.c_str(), sel.size(), sel.size() - n_folded, n_folded, n_bands, n_retx, n_dup, n_seq, n_rnr,
+              n_gaps);
+  return true;
+}
+
+// Writes the page of the capture (--html).
+bool write_page(const Options& opt, const std::vector<LadderFrame>& frames,
+                const std::vector<uroce::dissect::PageFrame>& detail, const uroce::dissect::PageSummary& sum) {
+  namespace ld = uroce::dissect;
+  const size_t slash = opt.file.find_last_of('/');
+  const std::string title = slash == std::string::npos ? opt.file : opt.file.substr(slash + 1);
+  const Conversation c = ld::read_conversation(frames);
+  std::ofstream out(opt.html, std::ios::binary | std::ios::trunc);
+  out << ld::render_page(frames, detail, c, sum, title, opt.command);
+  out.close();
+  if (!out) {
+    std::fprintf(stderr, "uroce-dissect: cannot write %s\n", opt.html.c_str());
+    return false;
+  }
+  std::printf("page %s: %zu frames, %zu links\n", opt.html.c_str(), frames.size(), c.links.size());
   return true;
 }
 
@@ -518,6 +358,23 @@ int main(int argc, char** argv) {
         return 2;
       }
       opt.ladder = v;
+    } else if (is_option(a, "--html")) {
+      const char* v = option_value(a, "--html", i, argc, argv);
+      if (!v || !*v) {
+        std::fprintf(stderr, "uroce-dissect: --html needs an output file name\n");
+        return 2;
+      }
+      opt.html = v;
+    } else if (is_option(a, "--focus")) {
+      const char* v = option_value(a, "--focus", i, argc, argv);
+      for (int e = 0; v && e < int(std::size(uroce::dissect::kEventNames)); ++e)
+        if (std::string_view(v) == uroce::dissect::kEventNames[e]) opt.focus = e;
+      if (opt.focus < 0) {
+        std::fprintf(stderr, "uroce-dissect: --focus needs one of loss, nak, rnr, cnp, error, retx, timeout\n");
+        return 2;
+      }
+    } else if (a == "--no-fold") {
+      opt.fold = false;
     } else if (is_option(a, "--from") || is_option(a, "--count")) {
       const bool from = is_option(a, "--from");
       unsigned long long v = 0;
@@ -549,10 +406,17 @@ int main(int argc, char** argv) {
     return 2;
   }
   const bool ladder = !opt.ladder.empty();
-  if (!ladder && opt.have_range) {
-    std::fprintf(stderr, "uroce-dissect: --from and --count go with --ladder\n");
+  const bool html = !opt.html.empty();
+  if (!ladder && (opt.have_range || opt.focus >= 0 || !opt.fold)) {
+    std::fprintf(stderr, "uroce-dissect: --from, --count, --focus and --no-fold go with --ladder\n");
     return 2;
   }
+  if (html && (ladder || opt.bytes || opt.errors_only || opt.have_qp)) {
+    std::fprintf(stderr, "uroce-dissect: --html shows every frame with its bytes (the page filters by QP); "
+                         "it goes with no other option\n");
+    return 2;
+  }
+  for (int k = 0; k < argc; ++k) opt.command += std::string(k ? " " : "") + (k ? argv[k] : "uroce-dissect");
   if (ladder && (opt.bytes || opt.errors_only)) {
     std::fprintf(stderr, "uroce-dissect: --ladder draws every frame; --bytes and --errors are for the line view\n");
     return 2;
@@ -581,7 +445,8 @@ int main(int argc, char** argv) {
   size_t n_cnp = 0, n_ecn[4] = {};
   const double t0 = cap.frames.empty() ? 0 : cap.frames.front().time;
   std::vector<uint8_t> conv;
-  std::vector<LadderFrame> ladder_frames;  // --ladder: every RoCE frame
+  std::vector<LadderFrame> ladder_frames;  // --ladder and --html: every RoCE frame
+  std::vector<uroce::dissect::PageFrame> page_frames;  // --html: each one's fields and bytes
   for (size_t i = 0; i < cap.frames.size(); ++i) {
     const auto& fr = cap.frames[i];
     ++n_frames;
@@ -603,8 +468,9 @@ int main(int argc, char** argv) {
       if (opt.have_qp && !ladder) continue;  // the QP of a RoCE v1 frame is not decoded
       ++n_roce;
       ++n_v1;
-      if (ladder) {
+      if (ladder || html) {
         ladder_frames.push_back(ladder_frame_v1(i + 1, fr.time - t0, f, o, prefix));
+        if (html) page_frames.push_back(uroce::dissect::PageFrame{{}, {}, std::vector<uint8_t>(f.begin(), f.end())});
       } else if (!opt.errors_only) {
         std::printf("%s  RoCE v1 (ethertype 0x8915, GRH), not decoded\n", prefix.c_str());
       }
@@ -633,7 +499,7 @@ int main(int argc, char** argv) {
     const size_t b = o.bth;
     const bool bth_present = b + 12 <= f.size();
     const uint32_t qp = bth_present ? load_be24(f.data() + b + 5) : 0;
-    if (opt.have_qp && !ladder && (!bth_present || qp != opt.qp)) continue;
+    if (opt.have_qp && !ladder && (!bth_present || qp != opt.qp)) continue;  // (--html has no --qp)
     ++n_roce;
 
     std::string line = prefix;
@@ -672,22 +538,34 @@ int main(int argc, char** argv) {
       if (fr.orig_len > fr.bytes.size())
         line += fmt(" (capture snapped: %zu of %u bytes)", fr.bytes.size(), unsigned(fr.orig_len));
     }
-    if (ladder) {
+    std::string verdict;  // the ICRC row's ending in --bytes
+    if (snapped) verdict = ", not checked (snapped)";
+    else if (r.ok()) verdict = ", ok";
+    else if (r.error == ParseError::BadIcrc) verdict = fmt(", BAD: computed 0x%08" PRIx32, p.icrc_computed);
+    if (ladder || html) {
       ladder_frames.push_back(ladder_frame(i + 1, fr.time - t0, f, o, p, r, line));
+      if (html) {
+        uroce::dissect::PageFrame pf;
+        pf.fields = uroce::dissect::layout_rows(f, o, verdict, &pf.spans);
+        pf.bytes.assign(f.begin(), f.end());
+        page_frames.push_back(std::move(pf));
+      }
       continue;
     }
     const bool is_error = !r.ok();
     if (opt.errors_only && !is_error) continue;
     std::printf("%s\n", line.c_str());
-    if (opt.bytes) {
-      std::string verdict;
-      if (snapped) verdict = ", not checked (snapped)";
-      else if (r.ok()) verdict = ", ok";
-      else if (r.error == ParseError::BadIcrc) verdict = fmt(", BAD: computed 0x%08" PRIx32, p.icrc_computed);
-      print_layout(f, o, verdict);
-    }
+    if (opt.bytes) uroce::dissect::print_rows(f, uroce::dissect::layout_rows(f, o, verdict));
   }
   if (ladder && !write_ladder(opt, ladder_frames)) return 2;
+  if (html) {
+    uroce::dissect::PageSummary sum;
+    sum.frames = n_frames, sum.roce = n_roce, sum.icrc_ok = n_ok, sum.icrc_bad = n_bad, sum.malformed = n_malformed;
+    sum.roce_v1 = n_v1, sum.snapped = n_snapped;
+    sum.last = fmt("%zu frames, %zu roce, %zu icrc ok, %zu icrc bad, %zu malformed", n_frames, n_roce, n_ok, n_bad,
+                   n_malformed);
+    if (!write_page(opt, ladder_frames, page_frames, sum)) return 2;
+  }
   if (n_cnp || n_ecn[1] || n_ecn[2] || n_ecn[3])
     std::printf("(%zu CNP, ECN: %zu ECT0, %zu ECT1, %zu CE)\n", n_cnp, n_ecn[2], n_ecn[1], n_ecn[3]);
   if (n_v1) std::printf("(%zu RoCE v1 frame%s counted as roce, not decoded)\n", n_v1, n_v1 == 1 ? "" : "s");

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,26 @@ struct FrameMarks {
   size_t acked_first_frame = 0;  // index of the request frame of acked_first
   uint32_t sender_qp = 0;  // the sending QP, if known (learnt from the peer's frames or DETH)
   bool sender_qp_known = false;
+  // A request whose PSN skips some: PSNs lost_first..lost_last of its flow were due before it
+  // and are not in the capture (lost on the way, or dropped before the capture point). Not
+  // looked for after a READ request, whose responses take PSNs the capture cannot count until
+  // they come.
+  bool reveals_gap = false;
+  uint32_t lost_first = 0, lost_last = 0;
+  // The first retransmission of a resend run: it answers the sequence NAK or RNR NAK of frame
+  // index `answers`, or nothing asked for it (`timeout_resend`: the QP's timer or a tail-loss
+  // probe). `run` says what the run sent again (go-back-N or selective repeat).
+  bool resend_start = false;
+  bool timeout_resend = false;
+  size_t answers = SIZE_MAX;
+  std::string run;
+};
+
+// Two frames of one story: a NAK (or a request that revealed a gap) and the resend that answers
+// it. Indexes into the LadderFrame vector.
+struct Link {
+  size_t from = 0, to = 0;
+  std::string text;
 };
 
 // The conversation read from all frames (not only those drawn: marks need the history).
@@ -72,7 +93,14 @@ struct Conversation {
   std::vector<FrameMarks> marks;
   // Endpoint address -> the QPNs seen at it (as destination, or learnt as a sender).
   std::vector<std::pair<std::string, std::vector<uint32_t>>> endpoints;  // in order of appearance
+  std::vector<Link> links;  // in the order their resends appear
 };
+
+// The events a reader looks for, each a --focus kind and a step of the page's "next event".
+enum class Event : uint8_t { Loss, Nak, Rnr, Cnp, Error, Retx, Timeout };
+inline constexpr const char* kEventNames[] = {"loss", "nak", "rnr", "cnp", "error", "retx", "timeout"};
+// The events of one frame (a bit per Event).
+unsigned events_of(const LadderFrame& f, const FrameMarks& m);
 
 Conversation read_conversation(const std::vector<LadderFrame>& frames);
 
@@ -88,8 +116,48 @@ struct LadderOptions {
 std::vector<size_t> select_frames(const std::vector<LadderFrame>& frames, const Conversation& conv,
                                   const LadderOptions& opt);
 
-// The SVG document of the selected frames.
+// The ladder as a story: the rows drawn, top to bottom (ladder_story.cpp). Frames with an event
+// (events_of), a duplicate or a repeated ACK are drawn with kStoryContext frames either side;
+// a longer run of the frames between is folded into one band ("52 x RC_RDMA_WRITE_MIDDLE psn
+// 176..227"); a gap's PSNs are drawn where they were due, as "not seen".
+struct StoryRow {
+  enum class Kind : uint8_t { Frame, Band, Lost };
+  Kind kind = Kind::Frame;
+  size_t frame = 0;            // Frame: the frame; Lost: the frame that revealed the gap (drawn after)
+  size_t first = 0, last = 0;  // Band: positions in `selected` of its first and last frame
+  std::string src, dst;        // Band (its most frequent direction), Lost: the direction
+  std::string label;           // Band, Lost
+  bool resent = false;         // Band: some of its frames are retransmissions
+};
+inline constexpr size_t kStoryContext = 2;  // frames drawn either side of an event
+inline constexpr size_t kStoryFoldMin = 4;  // a shorter run of quiet frames is drawn, not folded
+
+std::vector<StoryRow> tell_story(const std::vector<LadderFrame>& frames, const Conversation& conv,
+                                 const std::vector<size_t>& selected, bool fold);
+
+// The first frame (index) with the event `e`, if any (SIZE_MAX if none).
+size_t first_event(const std::vector<LadderFrame>& frames, const Conversation& conv, Event e);
+
+// The kinds of arrow, each a CSS class with its own colour and arrowhead (ladder_svg.cpp). An
+// arrow gets the first that applies, in this order; every mark that applies is also a class of
+// its frame (frame_classes).
+struct ArrowStyle {
+  const char* cls;
+  const char* colour;
+  const char* legend;
+};
+std::span<const ArrowStyle> arrow_styles();
+const ArrowStyle& style_of(const LadderFrame& f, const FrameMarks& m);
+// "frame retx dup ...": the style and every mark that applies.
+std::string frame_classes(const LadderFrame& f, const FrameMarks& m);
+// The arrow's label: opcode, PSN and the fields that matter for that opcode.
+std::string frame_label(const LadderFrame& f, bool show_qp);
+// What the marks found ("retransmission", "acks psn 3..9 (7 requests)", ...), "" if nothing.
+std::string frame_notes(const LadderFrame& f, const FrameMarks& m);
+
+// The SVG document of the story rows.
 std::string render_svg(const std::vector<LadderFrame>& frames, const Conversation& conv,
-                       const std::vector<size_t>& selected, const LadderOptions& opt);
+                       const std::vector<size_t>& selected, const std::vector<StoryRow>& story,
+                       const LadderOptions& opt);
 
 }  // namespace uroce::dissect

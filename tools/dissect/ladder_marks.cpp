@@ -14,6 +14,13 @@
 //   retransmission  a request (or READ response) whose PSN is not after the highest PSN that
 //               flow already sent. PSNs wrap at 2^24: "after" is proto's psn_diff (within half
 //               the space), so 0xfffffe, 0xffffff, 0, 1 is a clean run, not a retransmission.
+//   gap         a request whose PSN is more than one after the highest PSN its flow sent (and
+//               the flow's last request was not a READ, whose responses take PSNs): the PSNs
+//               between were due and are not in the capture ("not seen").
+//   resend run  consecutive retransmissions of a flow. It answers the sequence NAK or RNR NAK
+//               that came before it, or nothing (the QP's timer or a tail-loss probe). A run
+//               after a sequence NAK that reaches the highest PSN sent is go-back-N; one that
+//               stops before it (and the flow goes on with new PSNs) is selective repeat.
 //   duplicate   a request whose PSN the responder had already acknowledged (by an ACK, or as
 //               the PSN before the one a NAK or RNR NAK expects): the responder will treat it as
 //               a duplicate and answer it again rather than execute it.
@@ -27,6 +34,7 @@
 #include "proto/opcode.hpp"
 #include "proto/psn.hpp"
 #include "tools/dissect/ladder.hpp"
+#include "tools/dissect/text.hpp"
 
 namespace uroce::dissect {
 
@@ -104,7 +112,43 @@ struct FlowState {
   std::deque<std::pair<uint32_t, size_t>> unacked;
   bool resp_sent_any = false;  // READ responses of this flow, for their retransmissions
   uint32_t resp_max = 0;
+  bool after_read = false;     // the last request was a READ: its responses take PSNs
+  // Gaps not yet filled: (first, last) PSN not seen, the frame that revealed them.
+  std::vector<std::tuple<uint32_t, uint32_t, size_t>> gaps;
+  // The NAK or RNR NAK the next resend answers (frame index), if any.
+  size_t asked = SIZE_MAX;
+  bool asked_rnr = false;
+  // The resend run in progress.
+  bool in_run = false;
+  size_t run_frame = 0, run_cause = SIZE_MAX, run_packets = 0;
+  bool run_rnr = false;
+  uint32_t run_first = 0, run_last = 0, run_frontier = 0;
 };
+
+std::string psns(uint32_t a, uint32_t b) { return a == b ? fmt("psn %u", a) : fmt("psn %u..%u", a, b); }
+
+// Ends a flow's resend run: what it sent again, noted on its first frame and linked to its cause.
+void finish_run(FlowState& s, const std::vector<Frame>& frames, Conversation& conv) {
+  if (!s.in_run) return;
+  s.in_run = false;
+  const std::string what = fmt("%s sent again (%zu packet%s)", psns(s.run_first, s.run_last).c_str(), s.run_packets,
+                               s.run_packets == 1 ? "" : "s");
+  std::string text, cause;  // the note on the resend; the link adds its cause
+  if (s.run_cause == SIZE_MAX) {
+    text = what + ", no NAK: timer or tail-loss probe";
+  } else if (s.run_rnr) {
+    text = what + " after the RNR timer";
+    cause = fmt(", answering the RNR NAK of frame %zu", frames[s.run_cause].number);
+  } else if (s.run_last == s.run_frontier) {
+    text = "go-back-N: " + what;
+    cause = fmt(", everything from the PSN the NAK of frame %zu expects", frames[s.run_cause].number);
+  } else {
+    text = "selective repeat: " + what + ", not " + psns(psn_add(s.run_last, 1), s.run_frontier);
+    cause = fmt(", answering the NAK of frame %zu", frames[s.run_cause].number);
+  }
+  conv.marks[s.run_frame].run = text;
+  if (s.run_cause != SIZE_MAX) conv.links.push_back(Link{s.run_cause, s.run_frame, text + cause});
+}
 
 }  // namespace
 
@@ -143,17 +187,46 @@ Conversation read_conversation(const std::vector<LadderFrame>& frames) {
       m.sender_qp = it->second.second, m.sender_qp_known = true;
     }
     if (m.sender_qp_known) endpoint(f.src).insert(m.sender_qp);
-    if (f.status != Frame::Status::Ok) continue;  // a bad ICRC: the receiver drops it, so do the marks
+    if (f.status != Frame::Status::Ok) {  // a bad ICRC: the receiver drops it, so do the marks
+      // ... but it was seen: its PSN is no gap.
+      if (is_request(f)) {
+        FlowState& s = flows[{f.src, f.dst, f.dest_qp, info.has(kDeth) ? f.src_qp : 0}];
+        if (!s.sent_any || psn_diff(f.psn, s.sent_max) > 0) s.sent_any = true, s.sent_max = f.psn;
+      }
+      continue;
+    }
 
     if (is_request(f)) {
       FlowState& s = flows[{f.src, f.dst, f.dest_qp, info.has(kDeth) ? f.src_qp : 0}];
       if (s.sent_any && psn_diff(f.psn, s.sent_max) <= 0) {
         m.retransmission = true;
+        if (!s.in_run) {
+          s.in_run = true, s.run_frame = i, s.run_cause = s.asked, s.run_rnr = s.asked_rnr;
+          s.run_first = f.psn, s.run_packets = 0, s.run_frontier = s.sent_max;
+          m.resend_start = true, m.answers = s.asked, m.timeout_resend = s.asked == SIZE_MAX;
+          s.asked = SIZE_MAX;
+        }
+        s.run_last = f.psn, ++s.run_packets;
+        // The resend of a PSN not seen before: link it to the frame that revealed the gap.
+        for (auto g = s.gaps.begin(); g != s.gaps.end(); ++g) {
+          const auto [first, last, at] = *g;
+          if (psn_diff(f.psn, first) < 0 || psn_diff(f.psn, last) > 0) continue;
+          conv.links.push_back(Link{at, i, fmt("%s not seen before frame %zu; sent again in frame %zu",
+                                               psns(first, last).c_str(), frames[at].number, f.number)});
+          s.gaps.erase(g);
+          break;
+        }
       } else {
+        finish_run(s, frames, conv);
+        if (s.sent_any && !s.after_read && psn_diff(f.psn, s.sent_max) > 1) {
+          m.reveals_gap = true, m.lost_first = psn_add(s.sent_max, 1), m.lost_last = psn_add(f.psn, -1);
+          s.gaps.emplace_back(m.lost_first, m.lost_last, i);
+        }
         s.sent_any = true;
         s.sent_max = f.psn;
         s.unacked.emplace_back(f.psn, i);
       }
+      s.after_read = info.op == Operation::ReadRequest;
       if (info.transport == Transport::RC && s.acked_any && psn_diff(f.psn, s.acked) <= 0) m.duplicate = true;
       continue;
     }
@@ -180,6 +253,10 @@ Conversation read_conversation(const std::vector<LadderFrame>& frames) {
         break;
       case AckKind::Reserved: m.other_nak = true; break;
     }
+    if (syn.kind == AckKind::RnrNak || m.seq_nak) {  // the next resend of this flow answers it
+      finish_run(s, frames, conv);
+      s.asked = i, s.asked_rnr = syn.kind == AckKind::RnrNak;
+    }
     if (syn.kind == AckKind::Ack || syn.kind == AckKind::RnrNak || m.seq_nak) {
       if (!s.acked_any || psn_diff(handled, s.acked) > 0) s.acked_any = true, s.acked = handled;
       else if (syn.kind == AckKind::Ack && info.op == Operation::Ack) m.repeated_ack = true;
@@ -192,8 +269,22 @@ Conversation read_conversation(const std::vector<LadderFrame>& frames) {
       s.unacked.pop_front();
     }
   }
+  for (auto& [key, s] : flows) finish_run(s, frames, conv);
+  std::stable_sort(conv.links.begin(), conv.links.end(), [](const Link& a, const Link& b) { return a.to < b.to; });
   for (const std::string& a : order) conv.endpoints.emplace_back(a, std::vector<uint32_t>(qps_at[a].begin(), qps_at[a].end()));
   return conv;
+}
+
+unsigned events_of(const LadderFrame& f, const FrameMarks& m) {
+  auto bit = [](Event e) { return 1u << unsigned(e); };
+  unsigned e = 0;
+  if (m.reveals_gap) e |= bit(Event::Loss);
+  if (m.seq_nak || m.other_nak) e |= bit(Event::Nak);
+  if (m.rnr_nak) e |= bit(Event::Rnr);
+  if (m.cnp || m.ce) e |= bit(Event::Cnp);
+  if (f.status == LadderFrame::Status::BadIcrc || f.status == LadderFrame::Status::Malformed) e |= bit(Event::Error);
+  if (m.resend_start) e |= bit(m.timeout_resend ? Event::Timeout : Event::Retx);
+  return e;
 }
 
 std::vector<size_t> select_frames(const std::vector<LadderFrame>& frames, const Conversation& conv,
