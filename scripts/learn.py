@@ -159,12 +159,35 @@ def bytes_of(cap, numbers):
     return "\n".join(out)
 
 
-def ladder(cap, name, *opts):
+PAGES = {}   # capture -> its page (html/NAME.html), made once per capture
+
+
+def page(cap, name):
+    """The capture's page (uroce-dissect --html): html/NAME.html, once per capture."""
+    if cap not in PAGES:
+        os.makedirs(os.path.join(args.out, "html"), exist_ok=True)
+        out = os.path.join(args.out, "html", name + ".html")
+        r = subprocess.run([DISSECT, "--html", out, cap], capture_output=True, text=True, timeout=120)
+        expect(r.returncode in (0, 1) and os.path.exists(out), f"page {name}: {r.stderr.strip()}")
+        PAGES[cap] = f"html/{name}.html"
+    return PAGES[cap]
+
+
+def ladder(cap, name, *opts, focus=None, html_name=None):
+    """The ladder's SVG (folded, or around the first event of `focus`), and a link to the page
+    of the whole capture (at that event)."""
     os.makedirs(os.path.join(args.out, "img"), exist_ok=True)
     svg = os.path.join(args.out, "img", name + ".svg")
+    opts = (*opts, "--focus", focus) if focus else opts
     r = subprocess.run([DISSECT, "--ladder", svg, *opts, cap], capture_output=True, text=True, timeout=60)
     expect(r.returncode in (0, 1) and os.path.exists(svg), f"ladder {name}: {r.stderr.strip()}")
-    return f"![ladder](img/{name}.svg)\n\n(`uroce-dissect --ladder img/{name}.svg {' '.join(opts)} {os.path.basename(cap)}`: {r.stdout.strip()})"
+    html = page(cap, html_name or name)
+    where = f"#focus={focus}" if focus else ""
+    return (f"![ladder](img/{name}.svg)\n\n(`uroce-dissect --ladder img/{name}.svg {' '.join(opts)} "
+            f"{os.path.basename(cap)}`: {r.stdout.strip()})\n\n"
+            f"**[Click through the whole capture]({html}{where})**: every frame on the ladder, and for the one "
+            f"selected its line, its fields and its bytes (`uroce-dissect --html {html} {os.path.basename(cap)}`; "
+            f"keys j/k next and previous frame, n/p next and previous event).")
 
 
 def first_gap(lines_text, src):
@@ -229,7 +252,7 @@ def go_back_n(tmp):
     return {"server": program_lines(so), "client": program_lines(co), "client_counters": ctr_text,
             "server_counters": sctr_text, "nak_frames": pick(lines, at, count), "gap_frame": str(gap),
             "nak_frame": str(nak), "summary": lines.strip().splitlines()[-1],
-            "ladder": ladder(cap, "go-back-n", "--from", str(at), "--count", str(count))}
+            "ladder": ladder(cap, "go-back-n", focus="loss")}
 
 
 def rnr(tmp):
@@ -239,7 +262,7 @@ def rnr(tmp):
     expect(n_rnr >= 1, "rnr: the responder answered with an RNR NAK")
     ctr_text, _ = counters(co, ["rcvd_rnr_err", "retransmitted"])
     return {"server": program_lines(so), "client": program_lines(co), "frames": lines.rstrip(),
-            "client_counters": ctr_text, "ladder": ladder(cap, "rnr")}
+            "client_counters": ctr_text, "ladder": ladder(cap, "rnr", focus="rnr")}
 
 
 def read_atomic(tmp):
@@ -257,8 +280,8 @@ def read_atomic(tmp):
     at = max(1, (rep or 1) - 10)
     return {"server": program_lines(so), "client": program_lines(co), "first_round": pick(lines, 1, 12),
             "replay_frames": pick(lines, at, 24), "server_counters": ctr_text, "client_counters": cctr_text,
-            "ladder_round": ladder(cap, "read-atomic-round", "--count", "12"),
-            "ladder_replay": ladder(cap, "read-atomic-replay", "--from", str(at), "--count", "24")}
+            "ladder_round": ladder(cap, "read-atomic-round", "--count", "12", html_name="read-atomic"),
+            "ladder_replay": ladder(cap, "read-atomic-replay", "--from", str(at), "--count", "24", html_name="read-atomic")}
 
 
 def qp_states(tmp):

@@ -207,6 +207,18 @@ TEST(Story, ASelectiveResendIsToldApartFromGoBackN) {
   }
 }
 
+TEST(Story, APacketLostFromAResendRunIsAGapToo) {
+  std::vector<uint32_t> resent = range(110, 140);
+  resent.erase(resent.begin() + 5);  // psn 115 lost again
+  LossStory s(110, 140, resent, 141, 3);
+  const Conversation c = read_conversation(s.b.frames);
+  const size_t at = s.resend + 5;  // the resend of psn 116
+  ASSERT_TRUE(c.marks[at].reveals_gap);
+  EXPECT_EQ(c.marks[at].lost_first, 115u);
+  EXPECT_EQ(c.marks[at].lost_last, 115u);
+  EXPECT_FALSE(c.marks[at].resend_start);
+}
+
 TEST(Story, AResendNoNakAskedForIsATimeoutOrProbe) {
   Builder b;
   for (uint32_t p = 1; p <= 5; ++p) b.req(0x11, p);

@@ -17,6 +17,7 @@
 //   gap         a request whose PSN is more than one after the highest PSN its flow sent (and
 //               the flow's last request was not a READ, whose responses take PSNs): the PSNs
 //               between were due and are not in the capture ("not seen").
+//               A resend run that skips PSNs reveals a gap too (its packets are consecutive).
 //   resend run  consecutive retransmissions of a flow. It answers the sequence NAK or RNR NAK
 //               that came before it, or nothing (the QP's timer or a tail-loss probe). A run
 //               after a sequence NAK that reaches the highest PSN sent is go-back-N; one that
@@ -205,6 +206,11 @@ Conversation read_conversation(const std::vector<LadderFrame>& frames) {
           s.run_first = f.psn, s.run_packets = 0, s.run_frontier = s.sent_max;
           m.resend_start = true, m.answers = s.asked, m.timeout_resend = s.asked == SIZE_MAX;
           s.asked = SIZE_MAX;
+        }
+        // A resend run skips PSNs only if some of its packets were lost (a run is contiguous).
+        if (!m.resend_start && !s.after_read && psn_diff(f.psn, s.run_last) > 1) {
+          m.reveals_gap = true, m.lost_first = psn_add(s.run_last, 1), m.lost_last = psn_add(f.psn, -1);
+          s.gaps.emplace_back(m.lost_first, m.lost_last, i);
         }
         s.run_last = f.psn, ++s.run_packets;
         // The resend of a PSN not seen before: link it to the frame that revealed the gap.

@@ -236,6 +236,11 @@ std::string render_svg(const std::vector<LadderFrame>& frames, const Conversatio
     row_y[k] = y;
     if (story[k].kind == StoryRow::Kind::Frame) y_of_frame[story[k].frame] = y;
   }
+  // A folded frame is where its band is (for the ACK brackets; links join drawn frames only).
+  std::vector<int> y_near(y_of_frame);
+  for (size_t k = 0; k < story.size(); ++k)
+    if (story[k].kind == StoryRow::Kind::Band)
+      for (size_t j = story[k].first; j <= story[k].last; ++j) y_near[sel[j]] = row_y[k];
   const int bottom = y + kRowHeight;
   const int height = bottom + kMargin;
 
@@ -410,7 +415,7 @@ std::string render_svg(const std::vector<LadderFrame>& frames, const Conversatio
     // covers (or the top, if that request is not drawn) down to the ACK.
     if (m.acks_range && m.acked_packets > 1) {
       int top = rows_top - kRowHeight / 2;
-      if (y_of_frame[m.acked_first_frame] >= 0 && y_of_frame[m.acked_first_frame] < ry) top = y_of_frame[m.acked_first_frame];
+      if (y_near[m.acked_first_frame] >= 0 && y_near[m.acked_first_frame] < ry) top = y_near[m.acked_first_frame];
       const int bx = xs + (xs < xd ? -kBracketOffset : kBracketOffset);
       const int tick = xs < xd ? 5 : -5;
       o += fmt("  <path class=\"bracket\" d=\"M%d,%d h%d V%d h%d\"/>\n", bx + tick, top, -tick, ry, tick);

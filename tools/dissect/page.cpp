@@ -1,6 +1,7 @@
 // The page of a capture (page.hpp): the data as JSON, filled into the template.
 #include "tools/dissect/page.hpp"
 
+#include <algorithm>
 #include <cinttypes>
 #include <string_view>
 
@@ -13,9 +14,10 @@ using namespace uroce::proto;
 
 namespace {
 
-// Frames of a larger size are embedded in part: their first kHeadBytes and last kTailBytes
-// (headers, the start of the payload, pad and ICRC).
+// Frames of a larger size are embedded in part: the headers and the first kPayloadBytes of the
+// payload (kHeadBytes if the payload's start is not known), and the last kTailBytes (pad, ICRC).
 constexpr size_t kWholeUpTo = 512;
+constexpr size_t kPayloadBytes = 32;
 constexpr size_t kHeadBytes = 256;
 constexpr size_t kTailBytes = 16;
 
@@ -150,9 +152,13 @@ std::string render_page(const std::vector<LadderFrame>& frames, const std::vecto
       hex_into(d, p.bytes.data(), len);
       d += "\",\"cut\":null}";
     } else {
-      hex_into(d, p.bytes.data(), kHeadBytes);
+      size_t head = kHeadBytes;
+      for (const Span& sp : p.spans)
+        if (sp.header == "payload") head = (sp.start + kPayloadBytes + 15) / 16 * 16;
+      head = std::min(head, len - kTailBytes);
+      hex_into(d, p.bytes.data(), head);
       hex_into(d, p.bytes.data() + len - kTailBytes, kTailBytes);
-      d += fmt("\",\"cut\":[%zu,%zu]}", kHeadBytes, len - kTailBytes);
+      d += fmt("\",\"cut\":[%zu,%zu]}", head, len - kTailBytes);
     }
   }
   d += "],\n\"rows\":[\n";
