@@ -313,10 +313,10 @@ bool write_ladder(const Options& opt, const std::vector<LadderFrame>& frames) {
   }
   for (const ld::StoryRow& r : story)
     if (r.kind == ld::StoryRow::Kind::Band) ++n_bands, n_folded += r.last - r.first + 1;
-  std::printf("ladder %s: %zu frames, %zu drawn, %zu folded in %zu bands, %zu retransmissions, %zu duplicates, "
-              "%zu sequence NAKs, %zu RNR NAKs, %zu gaps not seen\n",
-              opt.ladder.c_str(), sel.size(), sel.size() - n_folded, n_folded, n_bands, n_retx, n_dup, n_seq, n_rnr,
-              n_gaps);
+  std::printf("ladder %s: %zu frames, %zu drawn, %zu folded in %zu band%s, %zu retransmissions, %zu duplicates, "
+              "%zu sequence NAKs, %zu RNR NAKs, %zu gap%s not seen\n",
+              opt.ladder.c_str(), sel.size(), sel.size() - n_folded, n_folded, n_bands, n_bands == 1 ? "" : "s", n_retx,
+              n_dup, n_seq, n_rnr, n_gaps, n_gaps == 1 ? "" : "s");
   return true;
 }
 

@@ -116,7 +116,8 @@ struct LadderOptions {
 std::vector<size_t> select_frames(const std::vector<LadderFrame>& frames, const Conversation& conv,
                                   const LadderOptions& opt);
 
-// The ladder as a story: the rows drawn, top to bottom (ladder_story.cpp). Frames with an event
+// The ladder as a story: the rows drawn, top to bottom (ladder_story.cpp). In a selection of
+// more than kStoryFoldAbove frames (a short one is drawn whole), frames with an event
 // (events_of), a duplicate or a repeated ACK are drawn with kStoryContext frames either side;
 // a longer run of the frames between is folded into one band ("52 x RC_RDMA_WRITE_MIDDLE psn
 // 176..227"); a gap's PSNs are drawn where they were due, as "not seen".
@@ -131,6 +132,7 @@ struct StoryRow {
 };
 inline constexpr size_t kStoryContext = 2;  // frames drawn either side of an event
 inline constexpr size_t kStoryFoldMin = 4;  // a shorter run of quiet frames is drawn, not folded
+inline constexpr size_t kStoryFoldAbove = 60;  // a selection of at most this many frames is not folded
 
 std::vector<StoryRow> tell_story(const std::vector<LadderFrame>& frames, const Conversation& conv,
                                  const std::vector<size_t>& selected, bool fold);

@@ -66,6 +66,7 @@ StoryRow band(const std::vector<LadderFrame>& frames, const Conversation& conv, 
 std::vector<StoryRow> tell_story(const std::vector<LadderFrame>& frames, const Conversation& conv,
                                  const std::vector<size_t>& sel, bool fold) {
   const size_t n = sel.size();
+  fold = fold && n > kStoryFoldAbove;
   // Which selected frames are drawn as they are: the events with their context, the ends.
   std::vector<bool> keep(n, !fold);
   for (size_t k = 0; k < n && fold; ++k) {
