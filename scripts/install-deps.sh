@@ -14,6 +14,8 @@ pkgs=(
   tshark python3-scapy python3
   iproute2 tcpdump
   dpkg-dev debhelper lintian
+  # browser test of uroce-dissect --html (tests/dissect/test_html.py)
+  chromium chromium-driver python3-selenium
 )
 
 missing=()

@@ -416,7 +416,9 @@ int main(int argc, char** argv) {
                          "it goes with no other option\n");
     return 2;
   }
-  for (int k = 0; k < argc; ++k) opt.command += std::string(k ? " " : "") + (k ? argv[k] : "uroce-dissect");
+  // The command the page says made it, file names without their folders (the page moves).
+  auto base = [](std::string_view p) { return std::string(p.substr(p.find_last_of('/') + 1)); };
+  opt.command = "uroce-dissect --html " + base(opt.html) + " " + base(opt.file);
   if (ladder && (opt.bytes || opt.errors_only)) {
     std::fprintf(stderr, "uroce-dissect: --ladder draws every frame; --bytes and --errors are for the line view\n");
     return 2;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <string_view>
+#include <unordered_map>
 
 #include "proto/opcode.hpp"
 #include "tools/dissect/text.hpp"
@@ -122,6 +123,16 @@ std::string render_page(const std::vector<LadderFrame>& frames, const std::vecto
   d += js("red X: PSNs that were due and are not in the capture (\"not seen\")") + ",";
   d += js("red curve: a NAK (or a gap) and the resend that answers it");
   d += "],\n\"frames\":[\n";
+  // Field texts, header names and span lists repeat from frame to frame: each is written once.
+  std::unordered_map<std::string, size_t> string_at;
+  std::vector<const std::string*> strings;
+  auto intern = [&](const std::string& x) {
+    auto [it, fresh] = string_at.try_emplace(x, strings.size());
+    if (fresh) strings.push_back(&it->first);
+    return it->second;
+  };
+  std::unordered_map<std::string, size_t> span_set;
+  std::vector<std::string> span_sets;
   for (size_t i = 0; i < frames.size(); ++i) {
     const LadderFrame& f = frames[i];
     const FrameMarks& m = conv.marks[i];
@@ -138,16 +149,19 @@ std::string render_page(const std::vector<LadderFrame>& frames, const std::vecto
     bool fe = true;
     for (unsigned e = 0; e < std::size(kEventNames); ++e)
       if (ev & (1u << e)) d += fmt("%s\"%s\"", fe ? "" : ",", kEventNames[e]), fe = false;
-    d += "],\"line\":" + js(f.line) + ",\"fields\":[";
+    d += "],\"line\":" + js(f.line) + ",\"fr\":[";
     for (size_t k = 0; k < p.fields.size(); ++k) {
       const FieldRow& r = p.fields[k];
-      d += fmt("%s[%zu,%zu,", k ? "," : "", r.off, r.n) + js(r.header) + "," + js(r.text) + "]";
+      d += fmt("%s[%zu,%zu,%zu,%zu,%zu]", k ? "," : "", r.off, r.n, intern(r.header), intern(r.text), r.hoff);
     }
-    d += "],\"spans\":[";
+    std::string set;
     for (size_t k = 0; k < p.spans.size(); ++k)
-      d += fmt("%s[%zu,%zu,", k ? "," : "", p.spans[k].start, p.spans[k].end) + js(p.spans[k].header) + "]";
+      set += fmt("%s[%zu,%zu,%zu]", k ? "," : "", p.spans[k].start, p.spans[k].end, intern(p.spans[k].header));
+    auto [it, fresh] = span_set.try_emplace(set, span_sets.size());
+    if (fresh) span_sets.push_back(set);
+    d += fmt("],\"sp\":%zu,", it->second);
     const size_t len = p.bytes.size();
-    d += fmt("],\"len\":%zu,\"hex\":\"", len);
+    d += fmt("\"len\":%zu,\"hex\":\"", len);
     if (len <= kWholeUpTo) {
       hex_into(d, p.bytes.data(), len);
       d += "\",\"cut\":null}";
@@ -161,6 +175,10 @@ std::string render_page(const std::vector<LadderFrame>& frames, const std::vecto
       d += fmt("\",\"cut\":[%zu,%zu]}", head, len - kTailBytes);
     }
   }
+  d += "],\n\"strings\":[";
+  for (size_t k = 0; k < strings.size(); ++k) d += (k ? "," : "") + js(*strings[k]);
+  d += "],\n\"span_sets\":[";
+  for (size_t k = 0; k < span_sets.size(); ++k) d += (k ? ",[" : "[") + span_sets[k] + "]";
   d += "],\n\"rows\":[\n";
   for (size_t k = 0; k < story.size(); ++k) {
     const StoryRow& r = story[k];

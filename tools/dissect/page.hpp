@@ -38,22 +38,31 @@
 //                                               loss (reveals a PSN gap), nak, rnr, cnp, error
 //                                               (ICRC bad or malformed), retx, timeout
 //       "line": "   75   0.000733  198.19...",  the line view's line for this frame
-//       "fields": [[o, n, "BTH", "OpCode      = 0x0a ..."], ...],
-//                                               the --bytes layout, one row per line it prints:
+//       "fr": [[o, n, h, t, hoff], ...],        the --bytes layout, one row per line it prints:
 //                                               o = frame offset, n = byte count (0: a line with
 //                                               no bytes of its own, text is the whole line
-//                                               after the offset), header name, the field text
-//       "spans": [[0, 14, "Ethernet"], [14, 34, "IPv4"], ...],   each header's bytes [start, end)
+//                                               after the offset), h = header name and t = the
+//                                               field text as indexes into "strings", hoff =
+//                                               offset inside the header
+//       "sp": 0,                                where each header's bytes are: an index into
+//                                               "span_sets", each a list [[start, end, h], ...]
+//                                               (h into "strings")
+//                                               (the page's script turns these into "fields"
+//                                               [[o, n, header, text, hoff]] and "spans"
+//                                               [[start, end, header]] when a frame is shown)
 //       "len": 1082,                            the frame's length
 //       "hex": "0011...",                       the embedded bytes, two hex digits each
 //       "cut": [256, 1066] or null              bytes [a, b) are not embedded (hex is [0,a) then
 //                                               [b,len)): large payloads are cut in the page
 //     }, ...
 //   ],
+//   "strings": ["BTH", "OpCode      = 0x0a RC_RDMA_WRITE_ONLY", ...],  every field text once
+//   "span_sets": [[[0, 14, 5], [14, 34, 6], ...], ...],              every span list once
 //   "rows": [                                   the ladder, top to bottom (the story)
 //     {"k": "f", "i": 0},                       one frame: index into frames
 //     {"k": "band", "from": 5, "to": 56,        frames[from..to] folded into one band (a click
-//      "label": "52 x RC_RDMA_WRITE_MIDDLE psn 176..227", "src": 0, "dst": 1},  unfolds it)
+//      "label": "52 x RC_RDMA_WRITE_MIDDLE psn 176..227", "src": 0, "dst": 1,  unfolds it;
+//      "resent": false},                        resent: it holds retransmissions)
 //     {"k": "lost", "src": 0, "dst": 1, "at": 74,   a request PSN that was expected and not seen,
 //      "label": "not seen: psn 174"},           drawn where it was due, before frames[at]
 //   ],
