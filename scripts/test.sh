@@ -35,7 +35,8 @@ meson test -C build --print-errorlogs --num-processes 2 || status=1
 # with UROCE_SUITES: their programs and depends, from meson introspect; the data path's targets
 # are named here). DPDK itself is not instrumented.
 asan_suites=(proto engine security)
-asan_suite_args=(); for s in "${asan_suites[@]}"; do asan_suite_args+=(--suite "$s"); done
+asan_suite_args=(--no-suite browser)  # the page's browser test: the dissector's --html is in test dissect
+for s in "${asan_suites[@]}"; do asan_suite_args+=(--suite "$s"); done
 asan_tests=(memif-ops memif-client-first shim-stress shim-api-sweep rdmacm-api rdmacm-vanish)
 asan_targets=(bench/uroce-perf tools/dissect/uroce-dissect verbs_shim/liburoce-verbs.so
   verbs_shim/rdmacm/liburoce-rdmacm.so tests/shim/stress tests/shim/api_sweep tests/rdmacm/rdmacm_api

@@ -449,6 +449,20 @@ def ladder_tests(exe, golden, work, make_lossy):
     rc, out, err, res = ladder(exe, work, mangled)
     check(rc in (0, 1) and not err and res is not None and len(res[1]) == summary(out)[1],
           "ladder of mangled frames: rc %d, %s, stderr %s" % (rc, out[-1:], err[:300]))
+    # ... and their page: written, its data valid JSON with one frame per RoCE frame, every
+    # field row and span inside the frame.
+    import json
+    page = os.path.join(work, "mangled.html")
+    rc, out, err = run(exe, "--html", page, mangled)
+    data = None
+    if os.path.exists(page):
+        m = re.search(r'<script id="uroce-data" type="application/json">(.*?)</script>', open(page).read(), re.S)
+        data = json.loads(m.group(1)) if m else None
+    if check(rc in (0, 1) and not err and data is not None, "page of mangled frames: rc %d %r" % (rc, err[:300])):
+        check(len(data["frames"]) == summary(out)[1], "page of mangled frames: %d frames" % len(data["frames"]))
+        inside = all(r[0] + r[1] <= f["len"] for f in data["frames"] for r in f["fr"]) and \
+            all(0 <= a < b <= f["len"] for f in data["frames"] for a, b, _ in data["span_sets"][f["sp"]])
+        check(inside, "page of mangled frames: every field and span inside its frame")
     rc, _, err, res = ladder(exe, work, cut)
     check(rc in (0, 1, 2) and not err.startswith("=="), "ladder of a cut capture: rc %d %r" % (rc, err))
     rc, _, err = run(exe, "--ladder", "/nonexistent-dir/x.svg", os.path.join(golden, "rxe/write_small.pcap"))
