@@ -45,20 +45,6 @@ constexpr double kGapMinSeconds = 100e-6;
 constexpr double kGapFactor = 10;
 constexpr size_t kMaxQpsInHead = 6;
 
-std::string xml(std::string_view s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
-
 std::string duration(double s) {
   if (s >= 1) return fmt("%.3f s", s);
   if (s >= 1e-3) return fmt("%.3f ms", s * 1e3);

@@ -41,20 +41,6 @@ std::string js(std::string_view s) {
   return o + "\"";
 }
 
-std::string html_text(std::string_view s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
-
 // The opcode class the page's filters use.
 const char* opcode_class(const LadderFrame& f, const FrameMarks& m) {
   if (f.status == LadderFrame::Status::BadIcrc || f.status == LadderFrame::Status::Malformed) return "bad";
@@ -216,7 +202,7 @@ std::string render_page(const std::vector<LadderFrame>& frames, const std::vecto
     for (size_t at = page.find(key); at != std::string::npos; at = page.find(key, at + value.size()))
       page.replace(at, key.size(), value);
   };
-  fill("@@TITLE@@", html_text(title));
+  fill("@@TITLE@@", xml(title));
   fill("@@DATA@@", d);
   return page;
 }

@@ -6,6 +6,20 @@
 
 namespace uroce::dissect {
 
+std::string xml(std::string_view s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
 std::string fmt(const char* f, ...) {
   char buf[512];
   va_list ap;

@@ -3,8 +3,12 @@
 #pragma once
 #include <initializer_list>
 #include <string>
+#include <string_view>
 
 namespace uroce::dissect {
+
+// Text escaped for XML and HTML: & < > " as entities.
+std::string xml(std::string_view s);
 
 // printf into a std::string (at most 511 characters).
 std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
