@@ -2,11 +2,24 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
+
+#include <sys/mman.h>
 
 namespace uroce::engine {
 
+namespace {
+std::unique_ptr<uint8_t[], FakeWire::Unmap> map_pool(size_t len) {
+  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  return {static_cast<uint8_t*>(p), FakeWire::Unmap{len}};
+}
+}  // namespace
+
+void FakeWire::Unmap::operator()(uint8_t* p) const { munmap(p, len); }
+
 FakeWire::FakeWire(uint32_t frames, uint32_t frame_cap, uint64_t seed)
-    : slots_(frames), cap_(frame_cap), pool_(new uint8_t[size_t(frames) * frame_cap]), lens_(frames) {
+    : slots_(frames), cap_(frame_cap), pool_(map_pool(size_t(frames) * frame_cap)), lens_(frames) {
   free_.reserve(frames);
   for (uint32_t i = frames; i-- > 0;) free_.push_back(i);
   for (FakeLink* l : {&a_, &b_}) {
