@@ -63,6 +63,9 @@ class Device {
     uint8_t ecn = param::kEcnMark;
     uint64_t cnp_interval_ns = param::kCnpIntervalNs;
     uint8_t cnp_dscp = param::kCnpDscp;
+    // Congestion control (engine/cc.hpp, docs/congestion.md): each QP's reaction point, its
+    // algorithm and parameters (keys cc, cc_line_rate, the DCQCN keys by their mlx5 names, timely_*).
+    cc::Config cc;
     // The GID table: a QP or address handle sends from gids[sgid_index]. Zero entries are
     // unused. Empty: {gid}.
     std::vector<proto::Ip6> gids;
@@ -227,6 +230,8 @@ class Device {
   }
   size_t active_qps() const { return active_.size(); }
   size_t timer_entries() const { return timers_.size(); }
+  // The earliest time a parked QP's timer is due (UINT64_MAX: none): how long a caller may wait.
+  uint64_t next_timer_due() const { return timers_.empty() ? UINT64_MAX : timers_.top().due; }
   const MrTable& mrs() const { return mrs_; }
   MrTable& mrs() { return mrs_; }  // the roles' own (binds and invalidations of memory windows)
   Clock& clock() { return clock_; }

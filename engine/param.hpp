@@ -113,6 +113,40 @@ inline constexpr uint32_t kCnpIntervalMaxUs = 1'000'000;  // the largest cnp_int
 // (../shared/golden/hardware). Key cnp_dscp.
 inline constexpr uint8_t kCnpDscp = 48;
 
+// ---- Engine: congestion control, the reaction point (engine/cc.hpp, docs/congestion.md) ---------
+// Which algorithm each QP runs: off (none: the QP is never paced), dcqcn or timely. Key cc.
+// The rate a limited QP may not exceed and at which its limiter is released: its line rate, in
+// Mbit/s (a software link has none of its own: 100 Gbit/s). Key cc_line_rate (Mbit/s).
+inline constexpr uint32_t kCcLineRateMbps = 100'000;
+// The pacer's bucket: a limited QP may send this many bytes at once after an idle time.
+inline constexpr uint32_t kPaceBurstBytes = 8192;
+// DCQCN, with the names, units and defaults of a ConnectX's firmware (mlx5's roce_rp keys,
+// mlxconfig's RPG_* / DCE_TCP_* values; docs/congestion.md has the table). Keys of the same names.
+inline constexpr uint32_t kRpgTimeResetUs = 300;      // rpg_time_reset: the rate increase timer
+inline constexpr uint32_t kRpgByteResetBytes = 32767; // rpg_byte_reset: the byte counter (0: off)
+inline constexpr uint32_t kRpgThreshold = 1;          // rpg_threshold: F, the stages of fast recovery
+inline constexpr uint32_t kRpgMaxRateMbps = 0;        // rpg_max_rate: 0, the line rate
+inline constexpr uint32_t kRpgAiRateMbps = 5;         // rpg_ai_rate: additive increase step
+inline constexpr uint32_t kRpgHaiRateMbps = 50;       // rpg_hai_rate: hyper increase step
+inline constexpr uint32_t kRpgGd = 11;                // rpg_gd: a CNP cuts the rate by alpha * 1024 / 2^gd
+inline constexpr uint32_t kRpgMinDecFac = 50;         // rpg_min_dec_fac: one cut keeps >= this % of the rate
+inline constexpr uint32_t kRpgMinRateMbps = 1;        // rpg_min_rate: never below
+inline constexpr uint32_t kRateToSetOnFirstCnpMbps = 0;  // rate_to_set_on_first_cnp: 0, the line rate
+inline constexpr uint32_t kDceTcpG = 1019;            // dce_tcp_g: alpha keeps g/1024 of itself per update
+inline constexpr uint32_t kDceTcpRttUs = 1;           // dce_tcp_rtt: the alpha update period
+inline constexpr uint32_t kRateReduceMonitorPeriodUs = 4;  // rate_reduce_monitor_period: cuts at most this often
+inline constexpr uint32_t kInitialAlphaValue = 1023;  // initial_alpha_value: alpha at the first CNP (/1024)
+inline constexpr bool kClampTgtRate = false;          // clamp_tgt_rate: every cut sets the target to the rate
+inline constexpr bool kClampTgtRateAfterTimeInc = true;  // clamp_tgt_rate_after_time_inc: ... once the timer raised it
+// TIMELY (Mittal et al., SIGCOMM 2015), with the paper's values (its Table 1).
+inline constexpr uint32_t kTimelyTLowUs = 50;         // timely_t_low: below, additive increase
+inline constexpr uint32_t kTimelyTHighUs = 500;       // timely_t_high: above, cut by beta * (1 - t_high / rtt)
+inline constexpr uint32_t kTimelyMinRttUs = 20;       // timely_min_rtt: normalises the gradient
+inline constexpr uint32_t kTimelyAddStepMbps = 10;    // timely_add_step: delta
+inline constexpr uint32_t kTimelyBeta = 800;          // timely_beta: multiplicative decrease, per mille
+inline constexpr uint32_t kTimelyAlpha = 875;         // timely_alpha: EWMA weight of a new RTT difference, per mille
+inline constexpr uint32_t kTimelyHaiAfter = 5;        // timely_hai_after: N negative gradients, then N * delta
+
 // ---- Engine: the IB connection manager on QP 1 (engine/cm.hpp, docs/rdma_cm.md) ----------------
 // Off unless a Device::Config turns it on (key cm: 0 or 1): without it, frames to QP 1 are dropped
 // as for any unknown QP.

@@ -205,9 +205,11 @@ void Device::rx_to_qp(Qp& qp, proto::Packet& p, PacketBuf& b, proto::Transport t
     ++qp.ctr.dropped_source;
     return;
   }
-  // A CNP is counted, nothing else: no NAK, no state change (a rate reaction is not there yet).
+  // A CNP is counted and goes to the QP's reaction point, if it has one (engine/cc.hpp): no NAK,
+  // no state change.
   if (cnp) {
     ++qp.ctr.cnp_rcvd;
+    if (qp.cc) qp.cc->on_cnp(step_ns_);
     return;
   }
   // Congestion experienced on the way: tell the sender (notification point).

@@ -43,8 +43,8 @@ std::string_view qp_state_name(QpState s) {
 
 std::string_view req_state_name(ReqState s) {
   static constexpr std::string_view names[] = {
-      "NEXT_WQE", "START_WQE", "CHECK_WINDOW", "SEND_PACKET", "IDLE", "DRAINED", "WAIT_RNR",
-      "WAIT_RD_ATOMIC", "WAIT_FENCE", "WAIT_WINDOW", "WAIT_TX_BUF", "ERROR"};
+      "NEXT_WQE", "START_WQE", "CHECK_WINDOW", "CHECK_RATE", "SEND_PACKET", "IDLE", "DRAINED", "WAIT_RNR",
+      "WAIT_RD_ATOMIC", "WAIT_FENCE", "WAIT_WINDOW", "WAIT_RATE", "WAIT_TX_BUF", "ERROR"};
   return name_in(names, s);
 }
 
@@ -151,6 +151,7 @@ void reset(Qp& qp) {
   for (auto& b : t.rd_held) b = 0;
   t.req_state = ReqState::Idle;
   t.comp_state = CompState::Idle;
+  qp.cc = cc::make(qp.dev.config().cc);  // a new connection starts unlimited
   RecvSide& r = qp.rx;
   r.state = RespState::Idle;
   r.msg = RespMsg::None;

@@ -6,10 +6,12 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "engine/cc.hpp"
 #include "engine/param.hpp"
 #include "engine/resources.hpp"
 #include "engine/types.hpp"
@@ -106,6 +108,7 @@ enum class ReqState : uint8_t {
   NextWqe,      // pick the WQE at the send point
   StartWqe,     // a new WQE: check the READ/atomic limit and fence, resolve buffers, take PSNs
   CheckWindow,  // is its next PSN inside the send window?
+  CheckRate,    // may it go now at the QP's rate (congestion control; always yes without)?
   SendPacket,   // build and emit one packet
   Idle,         // (end) nothing to send
   Drained,      // (end) SQD: nothing new starts
@@ -113,6 +116,7 @@ enum class ReqState : uint8_t {
   WaitRdAtomic, // (end) max_rd_atomic READs/atomics outstanding
   WaitFence,    // (end) a fenced WQE waits for earlier READs/atomics
   WaitWindow,   // (end) the send window is full
+  WaitRate,     // (end) the reaction point's pacer holds the next packet (engine/cc.hpp)
   WaitTxBuf,    // (end) the link has no transmit buffer now
   Error,        // (end) the QP is in ERR
 };
@@ -315,6 +319,9 @@ class Qp {
   proto::HeaderTemplate hdr{};  // tmpl's L2-L4 headers prebuilt (connected QPs; UD: unusable)
   Counters ctr{};
   uint64_t cnp_next_ns = 0;   // notification point: no CNP before this time
+  // Reaction point (engine/cc.hpp): the rate this QP may send at, from its congestion control
+  // (Device::Config::cc); null without one (nothing is paced).
+  std::unique_ptr<cc::ReactionPoint> cc;
   SendSide tx;
   RecvSide rx;
   bool active = false;        // in the device's active list: progress() visits it (Device::kick)
@@ -334,7 +341,7 @@ class Qp {
     if (rx.ack_pending || rx.res_pending || tx.sr_next != tx.sr_end) return false;
     switch (tx.req_state) {
       case ReqState::Idle: case ReqState::Drained: case ReqState::WaitRnr: case ReqState::WaitRdAtomic:
-      case ReqState::WaitFence: case ReqState::WaitWindow: return true;
+      case ReqState::WaitFence: case ReqState::WaitWindow: case ReqState::WaitRate: return true;
       default: return false;
     }
   }

@@ -241,6 +241,7 @@ void acked_through(Device& dev, Qp& qp, uint32_t psn) {
   const uint64_t r = now - t.rtt_sent_ns;
   t.rtt_timing = false;
   ++qp.ctr.rtt_samples;
+  if (qp.cc) qp.cc->on_rtt(now, r);  // a delay-based congestion control hears each sample
   if (t.srtt_ns == 0) {
     t.srtt_ns = std::max<uint64_t>(r, 1);
     t.rttvar_ns = r / 2;
@@ -303,13 +304,15 @@ void probe(Device& dev, Qp& qp) {
 
 uint64_t next_timer_ns(const Device& dev, const Qp& qp) {
   const SendSide& t = qp.tx;
-  if (t.rnr_until_ns) return t.rnr_until_ns;  // requester::run ends the wait then
-  if (t.sq.empty() || !qp.reliable()) return UINT64_MAX;
+  // The pacer holds the next packet until its time (congestion control, engine/cc.hpp).
+  const uint64_t paced = t.req_state == ReqState::WaitRate && qp.cc ? qp.cc->send_at() : UINT64_MAX;
+  if (t.rnr_until_ns) return std::min(paced, t.rnr_until_ns);  // requester::run ends the wait then
+  if (t.sq.empty() || !qp.reliable()) return paced;
   const SendWqe& head = t.sq.front();
-  if (!head.started || head.next_pkt <= head.rcvd_pkts) return UINT64_MAX;
-  uint64_t due = UINT64_MAX;
+  if (!head.started || head.next_pkt <= head.rcvd_pkts) return paced;
+  uint64_t due = paced;
   const uint64_t timeout = proto::local_ack_timeout_ns(qp.attrs.timeout);
-  if (timeout != 0) due = t.last_progress_ns + timeout;
+  if (timeout != 0) due = std::min(due, t.last_progress_ns + timeout);
   if (dev.config().probe_floor_ns != 0)
     due = std::min(due, t.probe_from_ns + (answer_time_ns(dev, qp) << std::min<uint32_t>(t.probes, 16)));
   return due;

@@ -3,7 +3,8 @@
 // again after a loss, and when, is loss recovery (recovery.cpp).
 //
 // run() is a loop over ReqState (qp.hpp): NEXT_WQE -> [START_WQE] -> CHECK_WINDOW ->
-// SEND_PACKET -> NEXT_WQE ..., ending in IDLE or in the state that says what it waits for.
+// CHECK_RATE -> SEND_PACKET -> NEXT_WQE ..., ending in IDLE or in the state that says what it
+// waits for.
 #include <algorithm>
 #include <cstring>
 
@@ -180,6 +181,7 @@ bool send_packet(Device& dev, Qp& qp, SendWqe& w, bool out_of_line, bool ack) {
                  wr.opcode == WrOpcode::SendWithInv || wr.opcode == WrOpcode::RdmaWriteWithImm);
   const bool nothing_in_flight = !out_of_line && t.send_idx == 0 && k == w.rcvd_pkts;
   if (!dev.tx().emit(qp, p, ud && w.ah_local)) return false;
+  if (qp.cc) qp.cc->sent(dev.step_ns(), uint32_t(proto::frame_len(p)));
   if (ud && w.ah_mcast) {
     ++qp.ctr.mcast_sent;
     // The group's members on this device get their copy here (none if the loopback ring is full:
@@ -189,6 +191,11 @@ bool send_packet(Device& dev, Qp& qp, SendWqe& w, bool out_of_line, bool ack) {
   const uint64_t now = dev.step_ns();
   if (p.ack_req) t.pkts_since_ackreq = 0;
   if (nothing_in_flight) t.last_progress_ns = t.probe_from_ns = now;  // the timers start
+  // A paced QP (congestion control) sends its window over a while: its tail is the packet it
+  // sent last, so both timers run from there, as if its packets had all gone at once then.
+  // (Unpaced, a window leaves at once and nothing changes.) A dead peer is still found: the
+  // window fills, nothing more is sent, and the timers run out.
+  else if (qp.cc && qp.cc->limited()) t.last_progress_ns = t.probe_from_ns = now;
   // Time one AckReq packet at a time, never a resent one (its ACK may answer the first copy).
   if (p.ack_req && k >= w.sent_max && !t.rtt_timing && qp.reliable()) {
     t.rtt_timing = true;
@@ -238,16 +245,20 @@ void run(Device& dev, Qp& qp) {
         break;
       case ReqState::CheckWindow: {
         if (!qp.reliable()) {  // nothing is acknowledged: no window
-          s = ReqState::SendPacket;
+          s = ReqState::CheckRate;
           break;
         }
         // The window counts PSNs from the oldest one not yet acknowledged.
         const SendWqe& head = t.sq.front();
         const uint32_t una = psn_add(head.first_psn, head.rcvd_pkts);
         const uint32_t psn = psn_add(w->first_psn, w->next_pkt);
-        s = psn_diff(psn, una) >= int32_t(recovery::window(dev, qp)) ? ReqState::WaitWindow : ReqState::SendPacket;
+        s = psn_diff(psn, una) >= int32_t(recovery::window(dev, qp)) ? ReqState::WaitWindow : ReqState::CheckRate;
         break;
       }
+      case ReqState::CheckRate:
+        // Congestion control: the pacer lets the packet go at the QP's rate (engine/cc.hpp).
+        s = !qp.cc || qp.cc->may_send(dev.step_ns()) ? ReqState::SendPacket : ReqState::WaitRate;
+        break;
       case ReqState::SendPacket:
         if (!send_packet(dev, qp, *w)) {
           // No transmit buffer: try again on the next progress(). Or a local error.

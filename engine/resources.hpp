@@ -387,7 +387,7 @@ struct Counters {
   uint64_t dropped_no_recv = 0;    // UD datagrams / UC messages with no receive WQE posted
   uint64_t dropped_messages = 0;   // UC messages discarded (a gap, a bad key, a bad sequence)
   uint64_t loopback = 0;           // frames delivered to this device's own address internally
-  uint64_t cnp_rcvd = 0;           // CNPs accepted (counted only: no rate reaction yet)
+  uint64_t cnp_rcvd = 0;           // CNPs accepted (and given to the reaction point, if any)
   uint64_t cnp_sent = 0;           // CNPs sent for CE-marked frames
   uint64_t ecn_ce_rcvd = 0;        // frames received marked CE (ECN 3)
   // Loss recovery (requester; docs/reliability.md).

@@ -43,6 +43,10 @@ QpInfo qp_info(const Qp& qp) {
   i.req_state = req_state_name(qp.tx.req_state);
   i.comp_state = comp_state_name(qp.tx.comp_state);
   i.resp_state = resp_state_name(qp.rx.state);
+  if (qp.cc) {
+    i.cc = qp.cc->describe();
+    i.cc_rate_mbps = qp.cc->limited() ? uint64_t(qp.cc->rate_bps() / 1e6) : 0;
+  }
   i.counters = qp.ctr;
   return i;
 }

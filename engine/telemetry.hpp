@@ -50,6 +50,10 @@ struct QpInfo {
   uint8_t timeout = 0;             // local ACK timeout exponent (4.096 us * 2^timeout)
   std::string remote_gid;          // the peer's GID as text (a.b.c.d for IPv4-mapped)
   std::string_view req_state, comp_state, resp_state;  // the roles' state names (qp.hpp)
+  // Congestion control (engine/cc.hpp): "off", or the algorithm's rate and state in one line;
+  // the rate the QP may send at now (Mbit/s; 0: not limited).
+  std::string cc = "off";
+  uint64_t cc_rate_mbps = 0;
   Counters counters;               // this QP's counters
 };
 QpInfo qp_info(const Qp& qp);

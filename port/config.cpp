@@ -276,8 +276,8 @@ bool set_key(EndpointConfig& c, const std::string& key, const std::string& val, 
     if (!parse_u32(val, u)) return fail("bad arp_timeout_ms");
     c.arp_timeout_ms = u;
   } else {
-    unknown = true;
-    return false;
+    // Congestion control's keys (engine/cc.cpp owns their names and ranges).
+    return engine::cc::set_key(c.cc, key, val, msg, unknown);
   }
   return true;
 }
@@ -354,6 +354,8 @@ const std::vector<std::string>& env_keys() {
     std::vector<std::string> k = {"capture", "capture_all", "capture_snaplen", "capture_max_mb", "fault_seed", "fault_all"};
     for (const char* kind : {"drop", "duplicate", "reorder", "corrupt", "delay_us"})
       for (const char* dir : {"", "rx_", "tx_"}) k.push_back(std::string("fault_") + dir + kind);
+    // Congestion control for an experiment: UROCE_CC=dcqcn, UROCE_RPG_AI_RATE=10, ...
+    for (const std::string& cc : engine::cc::keys()) k.push_back(cc);
     return k;
   }();
   return keys;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/cc.hpp"
 #include "engine/fault.hpp"
 #include "engine/param.hpp"
 #include "port/param.hpp"
@@ -64,6 +65,7 @@ struct EndpointConfig {
   uint8_t ecn = param::kEcnMark;       // ECN field of every frame: 0 off, 2 ect0, 1 ect1
   uint32_t cnp_interval_us = uint32_t(param::kCnpIntervalNs / 1000);  // one CNP per QP at most this often
   uint8_t cnp_dscp = param::kCnpDscp;  // DSCP of the CNPs sent
+  engine::cc::Config cc;               // congestion control: cc, cc_line_rate, the DCQCN and TIMELY keys
   // Transport knobs (docs/reliability.md): send window, AckReq spacing, responder ACK spacing,
   // tail-loss probe floor.
   uint32_t max_unacked_psns = param::kMaxUnackedPsns;

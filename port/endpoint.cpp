@@ -33,6 +33,7 @@ std::unique_ptr<Endpoint> Endpoint::open(const EndpointConfig& cfg, std::string&
   dc.ecn = cfg.ecn;
   dc.cnp_interval_ns = uint64_t(cfg.cnp_interval_us) * 1000;
   dc.cnp_dscp = cfg.cnp_dscp;
+  dc.cc = cfg.cc;
   dc.max_unacked_psns = cfg.max_unacked_psns;
   dc.ack_req_every = cfg.ack_req_every;
   dc.ack_every = cfg.ack_every;

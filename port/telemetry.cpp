@@ -195,6 +195,8 @@ int cmd_qp(const char*, const char* params, rte_tel_data* d) {
     rte_tel_data_add_dict_string(d, "requester", std::string(q.req_state).c_str());
     rte_tel_data_add_dict_string(d, "completer", std::string(q.comp_state).c_str());
     rte_tel_data_add_dict_string(d, "responder", std::string(q.resp_state).c_str());
+    rte_tel_data_add_dict_string(d, "congestion_control", q.cc.c_str());
+    rte_tel_data_add_dict_u64(d, "cc_rate_mbps", q.cc_rate_mbps);
     for (size_t i = 0; i < engine::kCounterFieldCount; ++i)
       rte_tel_data_add_dict_u64(d, engine::kCounterFields[i].name, q.counters.*engine::kCounterFields[i].member);
     return 0;

@@ -316,7 +316,28 @@ TEST(Config, TheEnvironmentOverridesCaptureAndFaults) {
   env_keys::vars = {{"UROCE_FAULT_DROP", "lots"}};
   EXPECT_FALSE(port::apply_env(*c, env_keys::get, err));
   EXPECT_EQ(err.rfind("UROCE_FAULT_DROP = 'lots': ", 0), 0u) << err;
-  EXPECT_EQ(port::env_keys().size(), 6u + 15u);
+  EXPECT_EQ(port::env_keys().size(), 6u + 15u + engine::cc::keys().size());
+}
+
+TEST(Config, CongestionControlKeysInTheFileAndTheEnvironment) {
+  std::string err;
+  auto c = ecn_keys::load_text("cc = dcqcn\nrpg_ai_rate = 20\ncc_line_rate = 25000\nclamp_tgt_rate = 1\n", err);
+  ASSERT_TRUE(c) << err;
+  EXPECT_EQ(c->cc.algo, engine::cc::Algo::Dcqcn);
+  EXPECT_EQ(c->cc.dcqcn.rpg_ai_rate, 20u);
+  EXPECT_EQ(c->cc.line_rate_mbps, 25000u);
+  EXPECT_TRUE(c->cc.dcqcn.clamp_tgt_rate);
+  EXPECT_EQ(c->cc.dcqcn.rpg_gd, uroce::param::kRpgGd);  // untouched: the ConnectX's default
+  env_keys::vars = {{"UROCE_CC", "timely"}, {"UROCE_TIMELY_T_HIGH", "300"}, {"UROCE_RPG_AI_RATE", "7"}};
+  ASSERT_TRUE(port::apply_env(*c, env_keys::get, err)) << err;
+  EXPECT_EQ(c->cc.algo, engine::cc::Algo::Timely);
+  EXPECT_EQ(c->cc.timely.t_high_us, 300u);
+  EXPECT_EQ(c->cc.dcqcn.rpg_ai_rate, 7u);
+  EXPECT_FALSE(ecn_keys::load_text("cc = bbr\n", err));
+  EXPECT_NE(err.find("cc is off, dcqcn or timely"), std::string::npos) << err;
+  EXPECT_FALSE(ecn_keys::load_text("rpg_gd = 99\n", err));
+  EXPECT_NE(err.find("bad rpg_gd (0..15)"), std::string::npos) << err;
+  env_keys::vars.clear();
 }
 
 // ---- The capture writer (pcapng) ----

@@ -10,6 +10,7 @@
 // targets (tests/fuzz/). Header-only, because scripts/fuzz.sh compiles the fuzz targets with
 // clang from the sources it lists.
 #pragma once
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -235,7 +236,7 @@ class ConnectedPair {
       bool did = a.dev->progress();
       did |= b.dev->progress();
       if (!did) {
-        uint64_t due = wire.next_due();
+        uint64_t due = std::min({wire.next_due(), a.dev->next_timer_due(), b.dev->next_timer_due()});
         uint64_t now = wire.clock().now_ns();
         uint64_t step = 1000;
         if (due != UINT64_MAX && due > now) step = due - now;
