@@ -361,6 +361,37 @@ TEST(Timely, RisingRttInTheBandCutsByTheGradientFallingAddsAndHyperAdds) {
   EXPECT_EQ(rp->changes(Rule::TimelyGradientDown), 1u);
 }
 
+// ---- The congestion point (engine/bottleneck.hpp) ----------------------------------------------
+
+TEST(Bottleneck, QueuesAtItsRateMarksAboveKAndDropsWhenFull) {
+  BottleneckConfig c;
+  c.rate_bps = 8'000'000'000;  // one byte a nanosecond
+  c.overhead = 0;
+  c.mark_bytes = 1500;
+  c.queue_bytes = 3500;
+  Bottleneck q;
+  BottleneckVerdict v = q.admit(c, 0, 1000, true);
+  EXPECT_FALSE(v.drop || v.mark);
+  EXPECT_EQ(v.depart_ns, 1000u);
+  v = q.admit(c, 0, 1000, true);
+  EXPECT_EQ(v.queue_bytes, 1000u);
+  EXPECT_EQ(v.depart_ns, 2000u);
+  EXPECT_FALSE(v.mark) << "1000 waiting: not above K";
+  v = q.admit(c, 0, 1000, false);
+  EXPECT_FALSE(v.mark) << "above K, but not ECN-capable";
+  EXPECT_FALSE(v.drop);
+  v = q.admit(c, 0, 1000, true);
+  EXPECT_TRUE(v.drop) << "3000 waiting + 1000 > 3500";
+  EXPECT_EQ(q.queue_bytes(1500), 2000u);
+  v = q.admit(c, 1500, 1000, true);
+  EXPECT_TRUE(v.mark) << "2000 waiting > K";
+  EXPECT_EQ(v.depart_ns, 4000u);
+  EXPECT_EQ(q.ctr.frames, 4u);
+  EXPECT_EQ(q.ctr.marked, 1u);
+  EXPECT_EQ(q.ctr.dropped, 1u);
+  EXPECT_EQ(q.queue_bytes(4000), 0u);
+}
+
 // ---- On the pair, under the virtual clock ------------------------------------------------------
 
 // A CNP as B's QP would send it to A's QP.
@@ -444,6 +475,27 @@ TEST(CcPair, ACnpPacesTheQpAtItsNewRate) {
   EXPECT_GE(got_ns, want_ns * 0.99);
   EXPECT_LE(got_ns, want_ns * 1.05);
   EXPECT_GT(pr.a.qp->counters().cnp_rcvd, 0u);
+}
+
+// The whole loop: A's frames are ECN-capable, the bottleneck marks them, B answers with CNPs, A's
+// reaction point cuts, and the WRITEs still land whole.
+TEST(CcPair, MarksAtABottleneckComeBackAsCnpsThatCutTheRate) {
+  PairOptions o;
+  o.config_a = [](Device::Config& c) {
+    c.cc.algo = cc::Algo::Dcqcn;
+    c.ecn = 2;
+  };
+  Pair pr(o);
+  pr.wire.a().bottleneck.rate_bps = 1'000'000'000;
+  pr.wire.a().bottleneck.mark_bytes = 8 * 1024;
+  write_and_time(pr, 64 * 1024);
+  EXPECT_GT(pr.wire.a().congestion.ctr.marked, 0u);
+  EXPECT_EQ(pr.wire.a().congestion.ctr.dropped, 0u);
+  EXPECT_GT(pr.b.qp->counters().ecn_ce_rcvd, 0u);
+  EXPECT_GT(pr.b.qp->counters().cnp_sent, 0u);
+  EXPECT_EQ(pr.a.qp->counters().cnp_rcvd, pr.b.qp->counters().cnp_sent);
+  EXPECT_EQ(pr.a.qp->cc->cnps(), pr.a.qp->counters().cnp_rcvd);
+  EXPECT_EQ(pr.a.qp->cc->changes(Rule::FirstCnp), 1u);
 }
 
 TEST(CcPair, TheRateRecoversAndTheQpIsReleased) {

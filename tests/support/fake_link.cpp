@@ -6,6 +6,8 @@
 
 #include <sys/mman.h>
 
+#include "proto/ecn.hpp"
+
 namespace uroce::engine {
 
 namespace {
@@ -97,6 +99,20 @@ size_t FakeLink::send(PacketBuf* bufs, size_t n) {
       ++counters.dropped;
       wire_->give_slot(slot);
       continue;
+    }
+    if (bottleneck.on()) {
+      const std::span<uint8_t> f(b.data, b.len);
+      const int ecn = proto::ecn_of(f);
+      // It reaches the congestion point once the sender's own link (the wire's rate) has sent it.
+      const uint64_t at = wire_->rate_bps ? due - wire_->latency_ns : now;
+      const BottleneckVerdict v = congestion.admit(bottleneck, at, b.len, ecn == 1 || ecn == 2);
+      if (v.drop) {
+        ++counters.dropped;
+        wire_->give_slot(slot);
+        continue;
+      }
+      if (v.mark) proto::mark_ce(f);
+      due = v.depart_ns + wire_->latency_ns;
     }
     // The decisions are engine/fault.hpp's (the same model as the DPDK port's fault stage).
     const FaultDecision d = dice_.decide(faults, uint64_t(b.len) * 8, held_.empty());

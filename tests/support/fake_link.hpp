@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/bottleneck.hpp"
 #include "engine/fault.hpp"  // FaultConfig and the decisions, shared with the DPDK port
 #include "engine/link.hpp"
 
@@ -58,6 +59,12 @@ class FakeLink : public Link {
   // an engine emits). Return false from a filter to drop the frame (scripted faults).
   std::function<void(const uint8_t*, uint32_t)> tap;
   std::function<bool(const uint8_t*, uint32_t)> filter;
+  // A congestion point on this direction (engine/bottleneck.hpp), after the sender's own link
+  // (the wire's rate, if any): frames queue at its rate, ECN-capable ones are marked CE above
+  // its threshold, and what does not fit is dropped (counted in both `congestion.ctr` and
+  // counters.dropped).
+  BottleneckConfig bottleneck;
+  Bottleneck congestion;
   FaultConfig faults;
   FaultCounters counters;
 
