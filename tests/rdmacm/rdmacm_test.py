@@ -103,7 +103,9 @@ def pair(link, name, server_cmd, client_cmd, timeout=60, server_exits=True, retr
         while ready_line not in text(slog) and server.poll() is None and time.time() - t0 < READY_S:
             time.sleep(0.05)
         check(ready_line in text(slog), "%s over %s: the server printed %r" % (name, link, ready_line))
-        time.sleep(0.2)  # from its print to rdma_listen: no waits, a few calls
+        # From its print to rdma_listen: no waits, a few calls; but with a build running beside
+        # the test, 0.2 s was once too short (ib_write_bw -R's client REJECTED, reason 8).
+        time.sleep(1.0)
     while True:
         log("+ client:", " ".join(client_cmd))
         c0 = time.time()

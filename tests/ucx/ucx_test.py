@@ -203,15 +203,21 @@ def report(fails, link, what, test, size, iters, tls, good, fig, lmsg, text):
             "test": test, "size": size, "iters": iters, "ok": good, "figures": fig, "lanes": lmsg})
 
 
-# UCX_TEST_ROWS=short (the ThreadSanitizer run of the test command): UCX's default transports
+# Short rows (the ThreadSanitizer run of the test command; veth in its first run): UCX's default transports
 # with every UCP test, ud_verbs with tag matching, and RDMA WRITE, READ and UD on UCT.
 SHORT_UCP = {("default", t) for t, _, _ in UCP_TESTS} | {("ud_verbs", "tag_lat"), ("ud_verbs", "tag_bw")}
 SHORT_UCT = {("rc_verbs", "put_bw"), ("rc_verbs", "get"), ("ud_verbs", "am_lat")}
 
 
+def short_rows(link):
+    """UCX_TEST_ROWS=short for every link, or UCX_TEST_ROWS_<LINK>=short for one (the test
+    command's first run: veth and rxe short, memif whole)."""
+    return "short" in (os.environ.get("UCX_TEST_ROWS"), os.environ.get("UCX_TEST_ROWS_" + link.upper()))
+
+
 def scenario_perftest(link):
     fails = []
-    short = os.environ.get("UCX_TEST_ROWS") == "short"
+    short = short_rows(link)
     if link == "veth":
         netns.up()
     try:
@@ -281,6 +287,10 @@ RXE_TLS = [("rc_verbs", "rc_verbs,ud_verbs"), ("ud_verbs", "ud_verbs")]
 # The suite runs every test on rc_verbs and tag matching on ud_verbs (the guest is emulated and
 # slow); UCX_TEST_FULL=1 runs every test on both (docs/ucx.md's table).
 RXE_UD_TESTS = None if os.environ.get("UCX_TEST_FULL") else {"tag_lat", "tag_bw"}
+# Short (UCX_TEST_ROWS=short or UCX_TEST_ROWS_RXE=short, as the test command runs it): tag
+# matching and READ on rc_verbs, tag latency on ud_verbs, both directions (8 rows of the 14;
+# `meson test -C build ucx-rxe` runs all 14).
+RXE_SHORT = {("rc_verbs", "tag_lat"), ("rc_verbs", "tag_bw"), ("rc_verbs", "ucp_get"), ("ud_verbs", "tag_lat")}
 GUEST_UCX = ("cd /tmp && LD_LIBRARY_PATH=/lab/ucx/lib UCX_MODULE_DIR=/lab/ucx/lib/ucx UCX_NET_DEVICES=rxe0:1 "
              "UCX_UD_VERBS_ETH_DGID_CHECK=n UCX_LOG_LEVEL=info UCX_TLS=%s timeout 120 /lab/ucx/ucx_perftest %s")
 
@@ -385,6 +395,8 @@ def scenario_rxe():
         for tname, tls in RXE_TLS:
             for test, size, iters in RXE_TESTS:
                 if tname == "ud_verbs" and RXE_UD_TESTS is not None and test not in RXE_UD_TESTS:
+                    continue
+                if short_rows("rxe") and (tname, test) not in RXE_SHORT:
                     continue
                 for direction in ("uroce->rxe", "rxe->uroce"):
                     # The guest is emulated and slow; a row whose first attempt fails is run once
