@@ -29,7 +29,7 @@ TARGET=${2:-parse}
 seed=yes
 case "$TARGET" in
   parse) extra=() ;;
-  locate) extra=(port/neigh.cpp port/config.cpp port/netdev.cpp port/service/route.cpp) ;;  # ControlPlane (neigh.cpp), gid_str() it logs with (config.cpp), what config.cpp calls for key netdev, the service's routing
+  locate) extra=(port/neigh.cpp port/config.cpp port/netdev.cpp port/service/route.cpp engine/cc.cpp engine/cc_dcqcn.cpp engine/cc_timely.cpp) ;;  # ControlPlane (neigh.cpp), gid_str() it logs with (config.cpp), what config.cpp calls for keys netdev (netdev.cpp) and cc (engine/cc*.cpp), the service's routing
   cm) extra=() ;;
   engine|cm_engine) extra=(engine/*.cpp tests/support/fake_link.cpp); seed=no ;;  # inputs are actions, not frames
   *) echo "usage: scripts/fuzz.sh [SECONDS] [parse|locate|cm|engine|cm_engine]" >&2; exit 2 ;;
@@ -45,7 +45,7 @@ if pkg-config --exists libisal; then
   isal_cflags=(-DUROCE_HAVE_ISAL $(pkg-config --cflags libisal))
   isal_libs=($(pkg-config --libs libisal))
 fi
-srcs=(tests/fuzz/fuzz_$TARGET.cpp proto/checksum.cpp proto/cm.cpp proto/icrc.cpp proto/locate.cpp proto/packet.cpp "${extra[@]}")
+srcs=(tests/fuzz/fuzz_$TARGET.cpp proto/*.cpp "${extra[@]}")  # the whole wire library, as meson's proto_lib
 # The fuzzer's objects, and the corpus writer's (no sanitizer, its own main(): seeded targets only).
 fuzz_flags=(-std=c++20 -O2 -g -Wall -Wextra -Werror -I. -fsanitize=fuzzer-no-link,address,undefined
   -fno-sanitize-recover=all -DUROCE_LIBFUZZER "${isal_cflags[@]}")
