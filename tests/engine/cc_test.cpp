@@ -498,6 +498,27 @@ TEST(CcPair, MarksAtABottleneckComeBackAsCnpsThatCutTheRate) {
   EXPECT_EQ(pr.a.qp->cc->changes(Rule::FirstCnp), 1u);
 }
 
+// A forged CNP cannot slow a QP down: from an address other than its peer's, or with another
+// P_Key, it is a counted drop before the reaction point hears of it.
+TEST(CcPair, ForgedCnpsAreDroppedBeforeTheReactionPoint) {
+  PairOptions o;
+  o.config_a = [](Device::Config& c) { c.cc.algo = cc::Algo::Dcqcn; };
+  Pair pr(o);
+  proto::Packet spoofed = cnp_to_a(pr);
+  spoofed.ip_src[3] ^= 0x01;  // another sender (IPv4: the first four bytes)
+  inject(pr.wire.a(), spoofed);
+  proto::Packet wrong_pkey = cnp_to_a(pr);
+  wrong_pkey.pkey = 0x7123;
+  inject(pr.wire.a(), wrong_pkey);
+  pr.a.dev->progress();
+  const Counters c = pr.a.dev->counters();
+  EXPECT_EQ(c.dropped_source, 1u);
+  EXPECT_EQ(c.dropped_pkey, 1u);
+  EXPECT_EQ(pr.a.qp->counters().cnp_rcvd, 0u);
+  EXPECT_EQ(pr.a.qp->cc->cnps(), 0u);
+  EXPECT_FALSE(pr.a.qp->cc->limited());
+}
+
 TEST(CcPair, TheRateRecoversAndTheQpIsReleased) {
   PairOptions o;
   o.config_a = [](Device::Config& c) { c.cc.algo = cc::Algo::Dcqcn; };
