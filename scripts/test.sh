@@ -100,6 +100,7 @@ printf '%s\n' "== phases (wall time):" "${phases[@]}" "$(printf '%6ds  total' "$
 /usr/bin/python3 - "${fuzz_results[@]}" <<'PY'
 import json, sys
 passed = failed = skipped = 0
+failures = []  # named again right above the tally: the end of a long log is what one sees of it
 # A sanitizer's report fails the test it appeared in, whatever the test's own verdict (a report
 # in a server the scenario only stops, for one).
 # (LeakSanitizer's reports are left to each test: shim-api-sweep's output has one for
@@ -119,12 +120,19 @@ for log in ("build/meson-logs/testlog.json", "build-asan/meson-logs/testlog.json
                     res = "FAIL"
                 if res in ("OK", "EXPECTEDFAIL"): passed += 1
                 elif res == "SKIP": skipped += 1
-                else: failed += 1
+                else:
+                    failed += 1
+                    failures.append(f"{r.get('name')} ({res}, {r.get('duration', 0):.0f} s, {log})")
     except FileNotFoundError:
         failed += 1
-for rc in sys.argv[1:]:
+        failures.append(f"{log} missing (its phase did not run)")
+for t, rc in zip(("parse", "locate", "cm", "engine", "cm_engine"), sys.argv[1:]):
     if rc == "0": passed += 1
-    else: failed += 1
+    else:
+        failed += 1
+        failures.append(f"fuzz_{t} (scripts/fuzz.sh: a crash, or it did not build)")
+for f in failures:
+    print(f"FAILED: {f}")
 print(f"{passed} passed, {failed} failed, {skipped} skipped")
 sys.exit(1 if failed else 0)
 PY

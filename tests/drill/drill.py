@@ -94,7 +94,8 @@ def uroce_agent(build):
     return subprocess.Popen(
         [os.path.join(ROOT, "scripts", "uroce-run"), "--config", os.path.join(ROOT, "config", "memif-client.conf"),
          "--", os.path.join(build, "tools", "drill", "uroce-drill-agent"), "-l", "127.0.0.1", "-p", str(AGENT_PORT),
-         "--once"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+         "--once"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        env=dict(os.environ, UROCE_VERBS_LIB=os.path.join(os.path.abspath(build), "verbs_shim", "liburoce-verbs.so")))
 
 
 def judge(peer, report, names):
@@ -137,7 +138,11 @@ def peer_uroce(args, drill, names):
         rc, _ = run_drill(cmd + names, 600)
     finally:
         kill_group(agent)
-    return rc in (0, 1) and judge("uroce", report, names)
+    if rc not in (0, 1) or not os.path.exists(report):
+        with open(os.path.join(args.build, "drill-agent-uroce.log"), errors="replace") as f:
+            print("drill.py: the agent's last lines:\n" + "".join(f.readlines()[-20:]), flush=True)
+        return False
+    return judge("uroce", report, names)
 
 
 def peer_rxe(args, drill, names):
