@@ -343,6 +343,14 @@ void on_response(Device& dev, Qp& qp, const proto::Packet& p) {
         break;
       case CompState::SeqNak:
       case CompState::ErrorNak:
+        if (s == CompState::SeqNak && recovery::stale_nak(qp, p.psn)) {
+          // The responder has moved past this PSN since (a late or duplicated NAK): nothing to
+          // resend, and no retry taken (retry_cnt counts the requester's failures to progress).
+          ++qp.ctr.rcvd_seq_err;
+          ++qp.ctr.naks_ignored;
+          s = CompState::Idle;
+          break;
+        }
         // A NAK acknowledges every PSN before its own.
         complete_acked(dev, qp, p.psn, false);
         if (t.sq.empty()) {

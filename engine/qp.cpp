@@ -268,15 +268,15 @@ void fail_wqe(Qp& qp, SendWqe& w, WcStatus st) {
 }
 
 bool take_retry(Qp& qp) {
-  // retry_cnt 7 retries for ever, as rxe does (a ConnectX gives up after seven: an open
-  // question, docs/rdma_cm.md "A peer that disappears").
-  if (qp.attrs.retry_cnt != 7) {
-    if (qp.tx.retries_left == 0) {
-      ++qp.ctr.retry_exceeded_err;
-      return false;
-    }
-    --qp.tx.retries_left;
+  // retry_cnt is a count, 7 included, as the IBA defines it and a ConnectX reads it (only
+  // rnr_retry 7 means for ever). rxe retries for ever at 7; uroce does not: a peer that is gone
+  // must end in RETRY_EXC_ERR, never a requester that resends until it is stopped
+  // (docs/rdma_cm.md "A peer that disappears").
+  if (qp.tx.retries_left == 0) {
+    ++qp.ctr.retry_exceeded_err;
+    return false;
   }
+  --qp.tx.retries_left;
   ++qp.ctr.completer_retry_err;
   return true;
 }

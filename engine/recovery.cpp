@@ -213,6 +213,11 @@ bool same_gap(Device& dev, const Qp& qp, uint32_t psn) {
   return t.gap_valid && t.gap_psn == psn && dev.step_ns() < t.gap_until_ns;
 }
 
+bool stale_nak(const Qp& qp, uint32_t psn) {
+  const SendSide& t = qp.tx;
+  return (t.acked_valid && psn_diff(psn, psn_add(t.acked_psn, 1)) < 0) || (t.gap_valid && psn_diff(psn, t.gap_psn) < 0);
+}
+
 bool restart_for_gap(Device& dev, Qp& qp, uint32_t psn) {
   if (same_gap(dev, qp, psn)) {
     ++qp.ctr.naks_ignored;  // the resend from psn is on its way: this NAK came before it

@@ -392,7 +392,7 @@ struct Counters {
   uint64_t ecn_ce_rcvd = 0;        // frames received marked CE (ECN 3)
   // Loss recovery (requester; docs/reliability.md).
   uint64_t gap_restarts = 0;       // go-back-N restarts made for a sequence NAK or an implied NAK
-  uint64_t naks_ignored = 0;       // sequence/implied NAKs for a gap whose resend could not have been answered yet
+  uint64_t naks_ignored = 0;       // sequence/implied NAKs for a gap whose resend could not have been answered yet, or stale (the responder has moved past their PSN)
   uint64_t probes = 0;             // tail-loss probes: one packet resent with AckReq before the QP timer
   uint64_t rtt_samples = 0;        // round-trip times measured
   // Selective repeat (docs/reliability.md).

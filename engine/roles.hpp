@@ -49,6 +49,9 @@ void go_back_n(Qp& qp, uint32_t psn);          // resend from `psn`
 // sampled. answer_time_ns: about when a resend can be answered.
 bool restart_for_gap(Device& dev, Qp& qp, uint32_t psn);
 bool same_gap(Device& dev, const Qp& qp, uint32_t psn);  // a restart from `psn` is on its way
+// A sequence NAK for `psn` the responder has moved past since: before what was acknowledged, or
+// before the PSN of the last resend (a past expected PSN of the responder, or its oldest unacknowledged).
+bool stale_nak(const Qp& qp, uint32_t psn);
 void begin_resend(Device& dev, Qp& qp, uint32_t psn);
 void acked_through(Device& dev, Qp& qp, uint32_t psn);
 uint64_t answer_time_ns(const Device& dev, const Qp& qp);
@@ -95,7 +98,7 @@ void set_error(Qp& qp);                        // to ERR: stop, flush every outs
 void flush(Qp& qp);
 void complete_wqe(Qp& qp, WcStatus st);        // retire the oldest send WQE
 void fail_wqe(Qp& qp, SendWqe& w, WcStatus st);  // `w` completes with `st`, the QP goes to ERR
-bool take_retry(Qp& qp);                       // false: retry_cnt exhausted (7 = infinite)
+bool take_retry(Qp& qp);                       // false: retry_cnt exhausted (7 is seven, as the IBA)
 bool take_rnr_retry(Qp& qp);                   // false: rnr_retry exhausted (7 = infinite)
 void reset(Qp& qp);
 void build_template(Qp& qp, const Device& dev);

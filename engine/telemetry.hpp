@@ -45,7 +45,7 @@ struct QpInfo {
   uint32_t sq_outstanding = 0;     // send WQEs posted and not yet completed
   uint32_t rq_outstanding = 0;     // receive WQEs posted (0 with an SRQ)
   uint32_t rd_atomic_inflight = 0; // READs and atomics outstanding
-  uint8_t retry_cnt = 0, retries_left = 0;      // retry_cnt 7: for ever
+  uint8_t retry_cnt = 0, retries_left = 0;      // retry_cnt 7: seven (the IBA)
   uint8_t rnr_retry = 0, rnr_retries_left = 0;  // rnr_retry 7: for ever
   uint8_t timeout = 0;             // local ACK timeout exponent (4.096 us * 2^timeout)
   std::string remote_gid;          // the peer's GID as text (a.b.c.d for IPv4-mapped)

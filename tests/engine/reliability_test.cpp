@@ -143,7 +143,11 @@ bool run_random(uint64_t seed, const FaultConfig& f, uint64_t nops, uint32_t max
                false;
       if (wc.status != WcStatus::Success || wc.wr_id != first_id + i)
         return ADD_FAILURE() << "wr " << first_id + i << ": got wr_id " << wc.wr_id << " status "
-                             << wc_status_name(wc.status),
+                             << wc_status_name(wc.status) << "\n  A: " << pr.a.qp->describe()
+                             << "\n  A counters: " << pr.a.qp->counters().text()
+                             << "\n  B: " << pr.b.qp->describe()
+                             << "\n  B counters: " << pr.b.qp->counters().text()
+                             << "\n  now=" << pr.wire.clock().now_ns(),
                false;
     }
     // Receive completions in order, then every byte.
@@ -539,8 +543,7 @@ TEST_F(Scripted, AckDuringTheRnrWaitCompletes) {
   EXPECT_EQ(pr->a.qp->state(), QpState::Rts);
 }
 
-// retry_cnt 6 (the largest finite count; 7 retries for ever, as rxe): a peer that is gone ends
-// in RETRY_EXC_ERR after seven timeouts.
+// retry_cnt 6: a peer that is gone ends in RETRY_EXC_ERR after seven timeouts.
 TEST_F(Scripted, RetryCountSixGivesUpAfterSevenTimeouts) {
   make_vanished_peer(6);
   Sge s;
@@ -553,6 +556,25 @@ TEST_F(Scripted, RetryCountSixGivesUpAfterSevenTimeouts) {
   EXPECT_GE(pr->wire.clock().now_ns() - t0, 7 * t);
   EXPECT_LT(pr->wire.clock().now_ns() - t0, 8 * t + 1'000'000);
   EXPECT_EQ(pr->a.qp->counters().retry_exceeded_err, 1u);
+}
+
+// retry_cnt 7 is seven retries, as the IBA defines it and a ConnectX reads it (rxe reads it as
+// "for ever"; only rnr_retry 7 is): what perftest and rping ask for ends in RETRY_EXC_ERR after
+// eight timeouts when the peer is gone, never a requester that resends until it is stopped.
+TEST_F(Scripted, RetryCountSevenGivesUpAfterEightTimeouts) {
+  make_vanished_peer(7);
+  Sge s;
+  ASSERT_EQ(pr->a.dev->post_send(pr->a.qp, wr(WrOpcode::RdmaWrite, 100, s, 1)), 0);
+  const uint64_t t0 = pr->wire.clock().now_ns();
+  Wc wc;
+  ASSERT_TRUE(pr->next_wc(pr->a.scq, wc));
+  EXPECT_EQ(wc.status, WcStatus::RetryExcErr);
+  const uint64_t t = proto::local_ack_timeout_ns(12);
+  EXPECT_GE(pr->wire.clock().now_ns() - t0, 8 * t);
+  EXPECT_LT(pr->wire.clock().now_ns() - t0, 9 * t + 1'000'000);
+  EXPECT_EQ(pr->a.qp->counters().timeouts, 8u);
+  EXPECT_EQ(pr->a.qp->counters().retry_exceeded_err, 1u);
+  EXPECT_EQ(pr->a.qp->state(), QpState::Err);
 }
 
 TEST_F(Scripted, RetryExhaustionAndAVanishedPeer) {

@@ -36,9 +36,10 @@ DREQ is resent kCmMaxRetries (15) times, 16 waits of 4.096 us x 2^kRdmacmRespons
 300 ms: about 6.2 s in all, plus ARP and the program's own exit. 30 s is five times that; on
 memif add port/param.hpp kLinkWaitMs (20 s): a side whose memif peer is gone waits that long for
 the link in modify_qp (the bound then has little room left: use --bound 40 there). Note:
-rping and perftest ask for retry_count 7, which uroce (as rxe) reads as "retry for ever", and a
-survivor that only waits for a RECV sends nothing at all: such a survivor has no way to learn
-that its peer died, and is reported as a hang.
+rping and perftest ask for retry_count 7: seven retries on uroce, as the IBA and a ConnectX read
+it (rxe: for ever). A survivor that only waits for a RECV sends nothing at all: on a link of its
+own (veth, memif) it has no way to learn that its peer died and is reported as a hang; on the
+host device (--link service) the daemon sends the dead process's DREQ.
 
 Every process runs in its own process group and is killed (SIGKILL) at the end of its run; on
 any exit (normal, failure, SIGTERM, Ctrl-C) every child is stopped, the memif socket removed,

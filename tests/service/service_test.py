@@ -8,8 +8,8 @@ run through scripts/uroce-run, which attaches to the namespace's daemon. Scenari
   share  four programs on each device at once (two ibv_rc_pingpong pairs, every byte checked
          with --chk), while two more pairs lose one end to SIGKILL in the middle of a transfer:
          an rping client (rdma_cm: its peer gets the DREQ the daemon sends for the dead process,
-         and ends at once) and an ib_write_bw server (its writer resends for ever, as with rxe:
-         perftest's retry_cnt 7 means no limit). The four finish untouched; the daemon frees the killed
+         and ends at once) and an ib_write_bw server (its writer's retries run out, retry_cnt 7 as
+         on a ConnectX: it ends with RETRY_EXC_ERR and an error exit). The four finish untouched; the daemon frees the killed
          process's slot within a second.
   loop   ibv_devinfo from an attached process shows the device (the interface's address as GID
          1); two processes on one device talk to each other through the daemon (rping,
@@ -230,15 +230,17 @@ def share():
     check(rrc == 0 and t_rping < 10, f"the rping server ended by the DREQ, not hung ({rrc}, {t_rping:.1f} s): "
           f"{output('rping-server')[-300:]}")
     log(f"rping server: exit {rrc} {t_rping:.1f} s after the kill (the DREQ the daemon sent for the dead client)")
-    # The writer of the killed ib_write_bw server: perftest's QPs have retry_cnt 7, which rxe (and
-    # uroce, as rxe) takes as "retry for ever": it goes on resending, as with rxe, until stopped.
-    time.sleep(3)
-    alive = victim_cli.poll() is None
-    check(alive, f"the killed server's writer goes on retrying (retry_cnt 7, as rxe): {output('victim-client')[-300:]}")
-    log(f"ib_write_bw writer whose server was killed: {'still retrying' if alive else 'ended'} 3 s later (retry_cnt 7: "
-        "for ever, as rxe); stopped by the test")
-    driver.kill_group(victim_cli, signal.SIGKILL)
-    victim_cli.wait()
+    # The writer of the killed ib_write_bw server: perftest's QPs have retry_cnt 7 and timeout 14,
+    # seven retries of 67 ms each as on a ConnectX (rxe would resend for ever): its WRITE completes
+    # with RETRY_EXC_ERR about 0.5 s after the kill, and perftest exits with an error.
+    wrc = suite.children.finish(victim_cli, 10)
+    t_w = time.time() - t_kill
+    wout = output("victim-client")
+    check(isinstance(wrc, int) and wrc > 0 and t_w < 5 and re.search(r"status 12|RETRY_EXC|Completion with error", wout),
+          f"the killed server's writer ends with RETRY_EXC_ERR (retry_cnt 7: seven retries), not hung "
+          f"({wrc}, {t_w:.1f} s): {wout[-300:]}")
+    log(f"ib_write_bw writer whose server was killed: exit {wrc} {t_w:.1f} s after the kill (retry_cnt 7: "
+        f"seven retries, then RETRY_EXC_ERR): {wout.strip().splitlines()[-1] if wout.strip() else ''}")
     # The four others finish untouched, every byte checked.
     for i in range(2):
         crc = suite.children.finish(clients[i], 180)
