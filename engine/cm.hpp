@@ -215,10 +215,13 @@ class Manager {
   // hands a REQ or SIDR_REQ to the process that listens on its service ID.
   std::function<void(uint64_t service_id, bool listening)> on_listen;
   // Told when connection `id` starts to owe its peer a goodbye (true) and stops (false): from
-  // our REP on (the peer is established once the REP arrives) or from our RTU, until we send or
-  // answer a DREQ, or the connection is rejected, times out or is freed. owes_goodbye().
+  // our REP on (the peer is established once the REP arrives) or from our RTU, until our DREQ is
+  // answered (a DREQ sent may still be in a ring when the process dies: DREQ_SENT owes it too),
+  // we answer theirs, or the connection is rejected, times out or is freed. owes_goodbye().
   std::function<void(uint32_t id, bool owed)> on_goodbye_owed;
-  static bool owes_goodbye(State s) { return s == State::RepSent || s == State::MraRepRcvd || s == State::Established; }
+  static bool owes_goodbye(State s) {
+    return s == State::RepSent || s == State::MraRepRcvd || s == State::Established || s == State::DreqSent;
+  }
   // The frame of a DREQ for connection `id` while it owes a goodbye (empty otherwise): what the
   // uroce service sends for a process that dies with the connection up, as the kernel's CM does
   // when a process's cm_ids are destroyed at its exit.

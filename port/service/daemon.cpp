@@ -528,34 +528,51 @@ void Daemon::detach(uint32_t i, const char* why) {
   s.listens.clear();
   for (const GroupEntry& e : sh_->groups)
     if (e.members.load(std::memory_order_relaxed) & (uint64_t(1) << i)) group(i, e.gid, false);
-  execute_wills(s);
   // Buffers in the rings come back, then those the process held in its own hands (its stash, the
-  // frames it was working on or was done with): they still carry its mark (pump.hpp).
+  // frames it was working on or was done with): they still carry its mark (pump.hpp). Before its
+  // DREQs go out: a process that died holding much of the pool must not cost its peers theirs.
   const uint64_t frames_in = pump_->frames_in(i);
   pump_->drain(i);
   pump_->flush_cache(i + 1);  // what it took from the pool while it drove (its lcore id: slot + 1)
   const size_t back = pump_->reclaim(i);
   ctr_.reclaimed += back;
+  const size_t owed = s.wills.size(), sent = execute_wills(s);
   ++ctr_.detached;
-  std::fprintf(stderr, "uroced: slot %u: pid %d (%s) detached (%s; %lu frames in, %lu out; %zu buffers taken back)\n",
-               i, s.pid, s.comm.c_str(), why, (unsigned long)frames_in, (unsigned long)s.tx_frames, back);
+  std::fprintf(stderr,
+               "uroced: slot %u: pid %d (%s) detached (%s; %lu frames in, %lu out; %zu buffers taken back; "
+               "%zu DREQs sent for its connections%s)\n",
+               i, s.pid, s.comm.c_str(), why, (unsigned long)frames_in, (unsigned long)s.tx_frames, back, sent,
+               sent < owed ? ", some could not be sent" : "");
 }
 
 // The process's rdma_cm connections that were up: their DREQs go out (the peer answers with a
 // DREP for nobody, counted and dropped).
-void Daemon::execute_wills(Slot& s) {
+size_t Daemon::execute_wills(Slot& s) {
+  size_t sent = 0;
   for (auto& [id, f] : s.wills) {
     rte_mbuf* m = rte_pktmbuf_alloc(link_->mempool());
     if (!m || rte_pktmbuf_tailroom(m) < f.size()) {
       if (m) rte_pktmbuf_free(m);
+      ++ctr_.wills_lost;
       continue;
     }
     engine::PacketBuf b{rte_pktmbuf_mtod(m, uint8_t*), uint32_t(f.size()), uint32_t(rte_pktmbuf_tailroom(m)), m};
     std::memcpy(b.data, f.data(), f.size());
-    if (link_->send(&b, 1) == 1) ++ctr_.wills_sent;
-    else link_->release(b);
+    // A full transmit queue empties within microseconds: a few tries before the DREQ is given up
+    // (its peer then learns from its own traffic).
+    bool ok = false;
+    for (int tries = 0; tries < 100 && !(ok = link_->send(&b, 1) == 1); ++tries)
+      std::this_thread::sleep_for(std::chrono::microseconds(10));
+    if (ok) {
+      ++ctr_.wills_sent;
+      ++sent;
+    } else {
+      link_->release(b);
+      ++ctr_.wills_lost;
+    }
   }
   s.wills.clear();
+  return sent;
 }
 
 void Daemon::send_gids() {

@@ -50,7 +50,7 @@ class Daemon {
 
   struct Counters {
     uint64_t delivered = 0, looped = 0, sent = 0, no_owner = 0, ring_full = 0, cm_unowned = 0;
-    uint64_t attached = 0, detached = 0, wills_sent = 0, reclaimed = 0;  // reclaimed: buffers taken back from gone processes
+    uint64_t attached = 0, detached = 0, wills_sent = 0, wills_lost = 0, reclaimed = 0;  // reclaimed: buffers taken back from gone processes
     uint64_t from_drivers = 0, driver_deaths = 0;  // frames drivers handed over; drivers that died holding the port
     uint64_t groups_full = 0;  // multicast joins past param::kServiceMaxGroups (their datagrams not delivered)
   };
@@ -99,7 +99,7 @@ class Daemon {
   void fill_welcome(uint32_t i, Welcome& w) const;
   Gids gids_message() const;          // the link's GID table as sent to processes
   void send_gids();
-  void execute_wills(Slot& s);
+  size_t execute_wills(Slot& s);  // the DREQs sent
 
   std::unique_ptr<DpdkLink> link_;
   std::string prefix_;

@@ -285,6 +285,38 @@ TEST_F(CmPair, GoodbyeOwedFromTheRepAndSentForADeadPeer) {
   EXPECT_TRUE(cm(0).goodbye_frame(ida).empty());
 }
 
+// A process that called rdma_disconnect and died before its DREQ left (the frame still in its
+// ring, which the service empties) still owes the goodbye: the DREQ it left ends the peer's side.
+// Once the peer's DREP is in, nothing is owed.
+TEST_F(CmPair, GoodbyeStillOwedWhileTheDreqIsUnanswered) {
+  std::vector<std::pair<uint32_t, bool>> owed[2];
+  std::vector<uint8_t> will[2];
+  for (int s = 0; s < 2; ++s)
+    cm(s).on_goodbye_owed = [this, s, &owed, &will](uint32_t id, bool on) {
+      owed[s].emplace_back(id, on);
+      will[s] = on ? cm(s).goodbye_frame(id) : std::vector<uint8_t>{};
+    };
+  uint32_t ida, idb;
+  ASSERT_NO_FATAL_FAILURE(connect(ida, idb));
+  ASSERT_EQ(owed[0], (std::vector<std::pair<uint32_t, bool>>{{ida, true}}));
+  drop[0][attr(pcm::Attr::Dreq)] = 1;  // A's own DREQ never leaves: A dies right after the call
+  ASSERT_EQ(cm(0).disconnect(ida), 0);
+  EXPECT_EQ(state(0, ida), State::DreqSent);
+  EXPECT_EQ(owed[0].size(), 1u) << "DREQ_SENT still owes the goodbye";
+  EXPECT_FALSE(cm(0).goodbye_frame(ida).empty());
+  const std::vector<uint8_t> left = will[0];
+  pr->wire.b().inject(left.data(), uint32_t(left.size()));
+  Event e;
+  ASSERT_TRUE(wait(1, EventType::DreqReceived, &e));
+  EXPECT_EQ(e.id, idb);
+  // A lives after all: B's answer (its DREP to the DREQ A left) ends A's debt.
+  ASSERT_EQ(cm(1).disconnect(idb), 0);
+  ASSERT_TRUE(wait(0, EventType::Disconnected, &e));
+  EXPECT_EQ(state(0, ida), State::TimeWait);
+  EXPECT_EQ(owed[0].back(), (std::pair<uint32_t, bool>{ida, false}));
+  EXPECT_TRUE(cm(0).goodbye_frame(ida).empty());
+}
+
 TEST_F(CmPair, NobodyListensRejectReason8) {
   uint32_t ida;
   ASSERT_EQ(cm(0).connect(req(), &ida), 0);

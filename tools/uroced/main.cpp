@@ -77,10 +77,10 @@ int main(int argc, char** argv) {
   d->run(g_stop);
   const auto& c = d->counters();
   // The daemon's own moves; those of processes that drove the port are counted in theirs.
-  std::printf("uroced: stopped (%lu attached, %lu detached, %lu DREQs and %lu buffers taken back for them; frames delivered %lu, looped %lu, sent %lu, "
+  std::printf("uroced: stopped (%lu attached, %lu detached, %lu DREQs sent and %lu buffers taken back for them, %lu DREQs that could not be sent; frames delivered %lu, looped %lu, sent %lu, "
               "for nobody %lu, ring full %lu; taken from drivers %lu, drivers that died holding the port %lu; "
               "the port received %lu)\n",
-              (unsigned long)c.attached, (unsigned long)c.detached, (unsigned long)c.wills_sent, (unsigned long)c.reclaimed, (unsigned long)c.delivered,
+              (unsigned long)c.attached, (unsigned long)c.detached, (unsigned long)c.wills_sent, (unsigned long)c.reclaimed, (unsigned long)c.wills_lost, (unsigned long)c.delivered,
               (unsigned long)c.looped, (unsigned long)c.sent, (unsigned long)c.no_owner, (unsigned long)c.ring_full,
               (unsigned long)c.from_drivers, (unsigned long)c.driver_deaths,
               (unsigned long)d->port_received());
