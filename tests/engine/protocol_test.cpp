@@ -642,6 +642,40 @@ TEST_F(Recovery, OneResendPerGapAndTheWindowRefilled) {
   EXPECT_EQ(wc.wr_id, 1u);
 }
 
+// A sequence NAK that arrives late (delayed or duplicated on the wire), for a PSN the responder
+// has passed since, resends nothing and takes no retry: retry_cnt counts the requester's failures
+// to make progress, and with seven of them a link that reorders would otherwise end a QP that
+// is progressing. A NAK for the current gap after its answer time does take one.
+TEST_F(Recovery, ALateNakForAPassedPsnTakesNoRetry) {
+  make(8);
+  post_write(8 * 256, 1);
+  post_write(8 * 256, 2);
+  turn();
+  ASSERT_EQ(sent.size(), 8u);
+  const uint8_t retries = pr->a.qp->attrs.retry_cnt;
+  answer(0x60, proto::psn_add(first, 3));  // a gap at +3: one restart, one retry
+  turn();
+  EXPECT_EQ(pr->a.qp->counters().gap_restarts, 1u);
+  answer(0x1F, proto::psn_add(first, 5), 0);  // then an ACK through +5: progress
+  turn();
+  const size_t n = sent.size();
+  for (int k : {1, 2, 4}) {  // late NAKs at +1, +2 (before the gap) and +4 (before the ACK's end)
+    answer(0x60, proto::psn_add(first, k));
+    turn();
+  }
+  EXPECT_EQ(sent.size(), n) << "nothing resent for a PSN the responder has passed";
+  EXPECT_EQ(pr->a.qp->counters().gap_restarts, 1u);
+  EXPECT_EQ(pr->a.qp->counters().naks_ignored, 3u);
+  EXPECT_EQ(pr->a.qp->counters().rcvd_seq_err, 4u);
+  EXPECT_EQ(pr->a.qp->state(), QpState::Rts);
+  EXPECT_EQ(pr->a.qp->tx.retries_left, retries) << "the ACK gave every retry back, and no late NAK took one";
+  answer(0x60, proto::psn_add(first, 6));  // a new gap, past the ACK: resent, a retry taken
+  turn();
+  EXPECT_EQ(pr->a.qp->counters().gap_restarts, 2u);
+  EXPECT_GT(sent.size(), n);
+  EXPECT_EQ(pr->a.qp->tx.retries_left, retries - 1);
+}
+
 // The loss window: a restart halves the PSNs in flight (here 32 -> 16), each ACK that makes
 // progress gives one back; the packet that fills the window asks for an ACK.
 TEST_F(Recovery, ARestartHalvesTheWindowAndAcksReopenIt) {
