@@ -61,6 +61,19 @@ bool find(uint32_t id, ecm::Conn& out) {
 }
 bool poll_event(ecm::Event& e) { return cm() && cm()->poll_event(e); }
 
+void qp_to_error(ibv_qp* qp) {
+  Runtime& r = rt();
+  if (!qp || !r.engine || !mine(qp->context)) return;
+  UQp* u = uqp(qp);
+  engine::QpAttr a{};
+  a.qp_state = engine::QpState::Err;
+  note_qp_state(u);  // an error the engine found before this is reported as such
+  if (r.engine->modify_qp(u->e, a, engine::kAttrState) == 0) {
+    qp->state = IBV_QPS_ERR;
+    qp_state_set(u, u->e->state());
+  }
+}
+
 int resolve(const ibv_ah_attr& ah, engine::AddressVector& out) { return resolve_peer(ah, out); }
 
 }  // namespace uroce::shim::cmb

@@ -528,6 +528,15 @@ void Daemon::detach(uint32_t i, const char* why) {
   s.listens.clear();
   for (const GroupEntry& e : sh_->groups)
     if (e.members.load(std::memory_order_relaxed) & (uint64_t(1) << i)) group(i, e.gid, false);
+  // What it handed over before it died (an RTU, its last SENDs, already in its transmit ring)
+  // goes out first, as a NIC sends what was posted before its process died: its DREQs then
+  // follow them on the wire. (Its peer would otherwise have a DREQ for a connection whose RTU
+  // never came: rping's server takes that DISCONNECTED as a connection and waits for ever.)
+  {
+    Pump::Counts c;
+    s.tx_frames += pump_->move_tx(i, link_->mac().data(), wire_fn_, owner_fn_, c, &ctr_.looped);
+    count(c);
+  }
   // Buffers in the rings come back, then those the process held in its own hands (its stash, the
   // frames it was working on or was done with): they still carry its mark (pump.hpp). Before its
   // DREQs go out: a process that died holding much of the pool must not cost its peers theirs.

@@ -227,7 +227,25 @@ int main(int argc, char** argv) {
         if (x) rdma_ack_cm_event(x);
       }
       check(est == 2, "ESTABLISHED on both ids");
+      // A receive waits on the server's QP. The client's DREQ moves that QP to the error state
+      // when it arrives, before the application reads its DISCONNECTED: a program blocked on its
+      // CQ (ucmatose waiting for the receives of a peer that died) gets the receive flushed.
+      static char rbuf[64];
+      ibv_mr* rmr = ibv_reg_mr(server->pd, rbuf, sizeof rbuf, IBV_ACCESS_LOCAL_WRITE);
+      ibv_sge sge{reinterpret_cast<uintptr_t>(rbuf), sizeof rbuf, rmr ? rmr->lkey : 0};
+      ibv_recv_wr rwr{}, *bad = nullptr;
+      rwr.wr_id = 77;
+      rwr.sg_list = &sge;
+      rwr.num_sge = 1;
+      check(rmr && ibv_post_recv(server->qp, &rwr, &bad) == 0, "a receive posted on the server's QP");
       check(rdma_disconnect(client) == 0, "rdma_disconnect");
+      ibv_wc wc{};
+      int got = 0;
+      for (auto t0 = std::chrono::steady_clock::now();
+           got == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5);)
+        got = ibv_poll_cq(server->recv_cq, 1, &wc);
+      check(got == 1 && wc.wr_id == 77 && wc.status == IBV_WC_WR_FLUSH_ERR,
+            "the peer's DREQ flushes the server's receive before its DISCONNECTED is read");
       int disc = 0;
       for (int i = 0; i < 2; ++i) {
         rdma_cm_event* x = next_event(ch, 10000);
@@ -236,6 +254,7 @@ int main(int argc, char** argv) {
       }
       check(disc == 2, "DISCONNECTED on both ids");
       rdma_destroy_qp(server);
+      if (rmr) ibv_dereg_mr(rmr);
     } else {
       const char no[] = "go away";
       check(rdma_reject(server, no, sizeof no) == 0, "rdma_reject with private data");

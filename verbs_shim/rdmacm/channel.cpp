@@ -206,6 +206,12 @@ void hook() {
     // application has closed the channel (rping's CM thread polls it to the end).
     using T = ecm::EventType;
     if (e.type == T::MraReceived || (e.type == T::Timeout && e.timed_out == proto::cm::Attr::Dreq)) continue;
+    if (e.type == T::DreqReceived) {
+      // The peer is gone or going: our QP to the error state now, not when the application reads
+      // the event, so that a program blocked on its CQ (ucmatose waiting for receives that will
+      // never come, perftest's writers) sees its work requests flushed instead of waiting for ever.
+      cmb::qp_to_error(id->id.qp);
+    }
     if (e.type == T::Disconnected || e.type == T::DreqReceived) {
       // DISCONNECTED once per connection; a DREQ after it is still answered (its entry's actions).
       if (id->disconnected && e.type == T::Disconnected) continue;
