@@ -2,6 +2,7 @@
 // (verbs_shim/cm_bridge.hpp).
 #include "verbs_shim/cm_bridge.hpp"
 
+#include <algorithm>
 #include <cerrno>
 
 #include "verbs_shim/api.hpp"
@@ -61,17 +62,19 @@ bool find(uint32_t id, ecm::Conn& out) {
 }
 bool poll_event(ecm::Event& e) { return cm() && cm()->poll_event(e); }
 
-void qp_to_error(ibv_qp* qp) {
+void qp_to_error(uint32_t qpn) {
   Runtime& r = rt();
-  if (!qp || !r.engine || !mine(qp->context)) return;
-  UQp* u = uqp(qp);
+  if (!r.engine) return;
+  // By number, among the QPs still registered (the token held): the application may be
+  // destroying this one on another thread (rdma_destroy_qp while the peer's DREQ arrives).
+  auto it = std::find_if(r.registry.qps.begin(), r.registry.qps.end(), [qpn](UQp* q) { return q->e->qpn() == qpn; });
+  if (it == r.registry.qps.end()) return;
+  UQp* u = *it;
   engine::QpAttr a{};
   a.qp_state = engine::QpState::Err;
   note_qp_state(u);  // an error the engine found before this is reported as such
-  if (r.engine->modify_qp(u->e, a, engine::kAttrState) == 0) {
-    qp->state = IBV_QPS_ERR;
-    qp_state_set(u, u->e->state());
-  }
+  // (ibv_qp's own state field is the application's: ibv_query_qp reads the engine's.)
+  if (r.engine->modify_qp(u->e, a, engine::kAttrState) == 0) qp_state_set(u, u->e->state());
 }
 
 int resolve(const ibv_ah_attr& ah, engine::AddressVector& out) { return resolve_peer(ah, out); }

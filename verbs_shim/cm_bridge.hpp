@@ -54,9 +54,9 @@ CMB_EXPORT int sidr_reply(uint32_t id, uint8_t status, uint32_t qpn, uint32_t qk
 CMB_EXPORT int destroy(uint32_t id);
 CMB_EXPORT bool find(uint32_t id, ecm::Conn& out);  // a copy of the connection object
 CMB_EXPORT bool poll_event(ecm::Event& e);
-// Token held: the application's QP `qp` (one of the shim's) to the error state, as its own
-// ibv_modify_qp would (no IBV_EVENT_QP_FATAL): its outstanding work requests complete flushed.
-CMB_EXPORT void qp_to_error(ibv_qp* qp);
+// Token held: the application's QP number `qpn` (if it still exists) to the error state, as its
+// own ibv_modify_qp would (no IBV_EVENT_QP_FATAL): its outstanding work requests complete flushed.
+CMB_EXPORT void qp_to_error(uint32_t qpn);
 
 // The peer's MAC for an address vector (link up, then ARP/ND; verbs_shim/qp.cpp resolve_peer):
 // 0, EINVAL or ETIMEDOUT. Takes the token step by step itself.

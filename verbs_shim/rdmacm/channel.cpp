@@ -210,7 +210,8 @@ void hook() {
       // The peer is gone or going: our QP to the error state now, not when the application reads
       // the event, so that a program blocked on its CQ (ucmatose waiting for receives that will
       // never come, perftest's writers) sees its work requests flushed instead of waiting for ever.
-      cmb::qp_to_error(id->id.qp);
+      // By the connection's QP number: the id's qp pointer is the application's thread's to change.
+      if (ecm::Conn c; cmb::find(e.id, c) && c.local_qpn) cmb::qp_to_error(c.local_qpn);
     }
     if (e.type == T::Disconnected || e.type == T::DreqReceived) {
       // DISCONNECTED once per connection; a DREQ after it is still answered (its entry's actions).

@@ -125,6 +125,12 @@ Lib& lib();
 // errno ENODEV when there is none.
 bool ready();
 inline Id* to_id(rdma_cm_id* i) { return reinterpret_cast<Id*>(i); }
+// Every id the library made and has not destroyed (a set of its own, its lock taken alone): a
+// call with an id the application has destroyed fails with EINVAL instead of reading freed
+// memory (perftest 4.5's client retries a REJ with the ids it has just destroyed). id.cpp.
+void id_born(Id* i);
+bool id_take(Id* i);                   // false: not a live id (then nothing is done)
+Id* live_id(const rdma_cm_id* i);      // nullptr: null, not ours, or destroyed
 inline Channel* to_ch(rdma_event_channel* c) { return reinterpret_cast<Channel*>(c); }
 inline int fail(int e) {
   errno = e;

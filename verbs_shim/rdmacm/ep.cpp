@@ -113,14 +113,14 @@ CMA_EXPORT int rdma_create_ep(rdma_cm_id** out, rdma_addrinfo* res, ibv_pd* pd, 
 }
 
 CMA_EXPORT void rdma_destroy_ep(rdma_cm_id* id) {
-  if (!id) return;
+  if (!live_id(id)) return;
   if (id->qp) rdma_destroy_qp(id);
   if (id->srq) rdma_destroy_srq(id);
   rdma_destroy_id(id);
 }
 
 CMA_EXPORT int rdma_get_request(rdma_cm_id* listen, rdma_cm_id** out) {
-  if (!listen || !out) return fail(EINVAL);
+  if (!live_id(listen) || !out) return fail(EINVAL);
   Id* l = to_id(listen);
   if (!l->chan->sync) return fail(EINVAL);
   for (;;) {

@@ -8,7 +8,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <random>
+#include <unordered_set>
 
 #include "verbs_shim/rdmacm/cma.hpp"
 
@@ -20,8 +22,30 @@ ibv_qp_type qp_type_of(rdma_port_space ps) {
   return ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB ? IBV_QPT_UD : IBV_QPT_RC;
 }
 
+namespace {
+std::mutex live_mu;
+std::unordered_set<const void*> live_ids;  // (live_mu)
+}  // namespace
+
+void id_born(Id* i) {
+  std::lock_guard<std::mutex> g(live_mu);
+  live_ids.insert(i);
+}
+
+bool id_take(Id* i) {
+  std::lock_guard<std::mutex> g(live_mu);
+  return live_ids.erase(i) == 1;
+}
+
+Id* live_id(const rdma_cm_id* i) {
+  if (!i) return nullptr;
+  std::lock_guard<std::mutex> g(live_mu);
+  return live_ids.count(i) ? to_id(const_cast<rdma_cm_id*>(i)) : nullptr;
+}
+
 Id* new_id(Channel* ch, void* context, rdma_port_space ps) {
   Id* i = new Id{};
+  id_born(i);
   i->chan = ch;
   i->id.channel = &ch->ch;
   i->id.context = context;
@@ -184,7 +208,7 @@ CMA_EXPORT int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void
 }
 
 CMA_EXPORT int rdma_destroy_id(rdma_cm_id* cid) {
-  if (!cid) return fail(EINVAL);
+  if (!cid || !id_take(to_id(cid))) return fail(EINVAL);  // destroyed already (or never ours)
   Id* id = to_id(cid);
   Lib& L = lib();
   if (id->id.event) {
@@ -247,12 +271,12 @@ CMA_EXPORT int rdma_destroy_id(rdma_cm_id* cid) {
 }
 
 CMA_EXPORT int rdma_bind_addr(rdma_cm_id* id, sockaddr* addr) {
-  if (!id || !addr) return fail(EINVAL);
+  if (!live_id(id) || !addr) return fail(EINVAL);
   return result(bind_id(to_id(id), addr));
 }
 
 CMA_EXPORT int rdma_resolve_addr(rdma_cm_id* cid, sockaddr* src, sockaddr* dst_in, int /*timeout_ms*/) {
-  if (!cid || !dst_in || (dst_in->sa_family != AF_INET && dst_in->sa_family != AF_INET6)) return fail(EINVAL);
+  if (!live_id(cid) || !dst_in || (dst_in->sa_family != AF_INET && dst_in->sa_family != AF_INET6)) return fail(EINVAL);
   // A copy: the caller may pass the id's own route.addr.dst_addr (librdmacm's rsockets do),
   // which is cleared below.
   sockaddr_storage dst_copy{};
@@ -313,7 +337,7 @@ CMA_EXPORT int rdma_resolve_addr(rdma_cm_id* cid, sockaddr* src, sockaddr* dst_i
 }
 
 CMA_EXPORT int rdma_resolve_route(rdma_cm_id* cid, int /*timeout_ms*/) {
-  if (!cid) return fail(EINVAL);
+  if (!live_id(cid)) return fail(EINVAL);
   Id* id = to_id(cid);
   // Read before the request is handed over: from then on another thread may be told of its end and destroy id.
   const bool sync = id->chan->sync;
@@ -344,7 +368,7 @@ CMA_EXPORT int rdma_resolve_route(rdma_cm_id* cid, int /*timeout_ms*/) {
 }
 
 CMA_EXPORT int rdma_listen(rdma_cm_id* cid, int /*backlog*/) {
-  if (!cid) return fail(EINVAL);
+  if (!live_id(cid)) return fail(EINVAL);
   Id* id = to_id(cid);
   if (!id->bound) {
     sockaddr_in any{};
@@ -367,7 +391,7 @@ CMA_EXPORT int rdma_listen(rdma_cm_id* cid, int /*backlog*/) {
 }
 
 CMA_EXPORT int rdma_connect(rdma_cm_id* cid, rdma_conn_param* param) {
-  if (!cid) return fail(EINVAL);
+  if (!live_id(cid)) return fail(EINVAL);
   Id* id = to_id(cid);
   // Read before the request is handed over: from then on another thread may be told of its end and destroy id.
   const bool sync = id->chan->sync;
@@ -433,7 +457,7 @@ CMA_EXPORT int rdma_connect(rdma_cm_id* cid, rdma_conn_param* param) {
 }
 
 CMA_EXPORT int rdma_accept(rdma_cm_id* cid, rdma_conn_param* param) {
-  if (!cid) return fail(EINVAL);
+  if (!live_id(cid)) return fail(EINVAL);
   Id* id = to_id(cid);
   // Read before the request is handed over: from then on another thread may be told of its end and destroy id.
   const bool sync = id->chan->sync;
@@ -476,7 +500,7 @@ CMA_EXPORT int rdma_accept(rdma_cm_id* cid, rdma_conn_param* param) {
 }
 
 CMA_EXPORT int rdma_reject(rdma_cm_id* cid, const void* private_data, uint8_t len) {
-  if (!cid) return fail(EINVAL);
+  if (!live_id(cid)) return fail(EINVAL);
   Id* id = to_id(cid);
   if (!id->cm) return fail(EINVAL);
   std::span<const uint8_t> pd;
@@ -493,7 +517,7 @@ CMA_EXPORT int rdma_reject_ece(rdma_cm_id* id, const void* private_data, uint8_t
 }
 
 CMA_EXPORT int rdma_establish(rdma_cm_id* cid) {
-  if (!cid) return fail(EINVAL);
+  if (!live_id(cid)) return fail(EINVAL);
   Id* id = to_id(cid);
   if (!id->cm) return fail(EINVAL);
   cmb::lock();
@@ -503,7 +527,7 @@ CMA_EXPORT int rdma_establish(rdma_cm_id* cid) {
 }
 
 CMA_EXPORT int rdma_disconnect(rdma_cm_id* cid) {
-  if (!cid) return fail(EINVAL);
+  if (!live_id(cid)) return fail(EINVAL);
   Id* id = to_id(cid);
   // Read before the request is handed over: from then on another thread may be told of its end and destroy id.
   const bool sync = id->chan->sync;
@@ -529,7 +553,7 @@ CMA_EXPORT int rdma_notify(rdma_cm_id* id, ibv_event_type /*event*/) {
 }
 
 CMA_EXPORT int rdma_migrate_id(rdma_cm_id* cid, rdma_event_channel* channel) {
-  if (!cid) return fail(EINVAL);
+  if (!live_id(cid)) return fail(EINVAL);
   Id* id = to_id(cid);
   Channel* to = channel ? to_ch(channel) : new_channel(true);
   if (!to) return -1;
@@ -551,7 +575,7 @@ CMA_EXPORT int rdma_migrate_id(rdma_cm_id* cid, rdma_event_channel* channel) {
 }
 
 CMA_EXPORT int rdma_set_option(rdma_cm_id* cid, int level, int optname, void* optval, size_t optlen) {
-  if (!cid || !optval) return fail(EINVAL);
+  if (!live_id(cid) || !optval) return fail(EINVAL);
   Id* id = to_id(cid);
   if (level == RDMA_OPTION_ID) {
     switch (optname) {
@@ -575,11 +599,11 @@ CMA_EXPORT int rdma_set_option(rdma_cm_id* cid, int level, int optname, void* op
 }
 
 CMA_EXPORT __be16 rdma_get_src_port(rdma_cm_id* id) {
-  return id ? htons(port_of(&id->route.addr.src_addr)) : 0;
+  return live_id(id) ? htons(port_of(&id->route.addr.src_addr)) : 0;
 }
 
 CMA_EXPORT __be16 rdma_get_dst_port(rdma_cm_id* id) {
-  return id ? htons(port_of(&id->route.addr.dst_addr)) : 0;
+  return live_id(id) ? htons(port_of(&id->route.addr.dst_addr)) : 0;
 }
 
 }  // extern "C"

@@ -93,7 +93,7 @@ using namespace uroce::rdmacm;
 extern "C" {
 
 CMA_EXPORT int rdma_join_multicast_ex(rdma_cm_id* cid, rdma_cm_join_mc_attr_ex* attr, void* context) {
-  if (!cid || !attr) return fail(EINVAL);
+  if (!live_id(cid) || !attr) return fail(EINVAL);
   const uint32_t known = RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS;
   if ((attr->comp_mask & ~known) || !(attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_ADDRESS) ||
       !(attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS))
@@ -115,7 +115,7 @@ CMA_EXPORT int rdma_join_multicast(rdma_cm_id* cid, sockaddr* addr, void* contex
 }
 
 CMA_EXPORT int rdma_leave_multicast(rdma_cm_id* cid, sockaddr* addr) {
-  if (!cid || !addr) return fail(EINVAL);
+  if (!live_id(cid) || !addr) return fail(EINVAL);
   Id* id = to_id(cid);
   std::shared_ptr<Mc> mc;
   {

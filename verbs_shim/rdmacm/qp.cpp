@@ -143,7 +143,7 @@ using namespace uroce::rdmacm;
 extern "C" {
 
 CMA_EXPORT int rdma_create_qp_ex(rdma_cm_id* cid, ibv_qp_init_attr_ex* attr) {
-  if (!cid || !attr || !cid->verbs) return fail(EINVAL);
+  if (!live_id(cid) || !attr || !cid->verbs) return fail(EINVAL);
   Id* id = to_id(cid);
   if (id->id.qp) return fail(EINVAL);
   if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) {
@@ -189,7 +189,7 @@ CMA_EXPORT int rdma_create_qp_ex(rdma_cm_id* cid, ibv_qp_init_attr_ex* attr) {
 }
 
 CMA_EXPORT int rdma_create_qp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* qp_init_attr) {
-  if (!id || !qp_init_attr) return fail(EINVAL);
+  if (!live_id(id) || !qp_init_attr) return fail(EINVAL);
   ibv_qp_init_attr_ex a{};
   a.qp_context = qp_init_attr->qp_context;
   a.send_cq = qp_init_attr->send_cq;
@@ -210,7 +210,7 @@ CMA_EXPORT int rdma_create_qp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* qp_i
 }
 
 CMA_EXPORT void rdma_destroy_qp(rdma_cm_id* cid) {
-  if (!cid || !cid->qp) return;
+  if (!live_id(cid) || !cid->qp) return;
   Id* id = to_id(cid);
   ibv_destroy_qp(id->id.qp);
   id->id.qp = nullptr;
@@ -218,13 +218,13 @@ CMA_EXPORT void rdma_destroy_qp(rdma_cm_id* cid) {
 }
 
 CMA_EXPORT int rdma_init_qp_attr(rdma_cm_id* id, ibv_qp_attr* qp_attr, int* qp_attr_mask) {
-  if (!id || !qp_attr || !qp_attr_mask) return fail(EINVAL);
+  if (!live_id(id) || !qp_attr || !qp_attr_mask) return fail(EINVAL);
   const int rc = fill_qp_attr(to_id(id), qp_attr, qp_attr_mask);
   return rc ? fail(rc) : 0;
 }
 
 CMA_EXPORT int rdma_create_srq_ex(rdma_cm_id* id, ibv_srq_init_attr_ex* attr) {
-  if (!id || !attr || !id->verbs) return fail(EINVAL);
+  if (!live_id(id) || !attr || !id->verbs) return fail(EINVAL);
   if (attr->comp_mask & ~uint32_t(IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE)) return fail(EOPNOTSUPP);
   if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC) return fail(EOPNOTSUPP);
   ibv_pd* pd = (attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) && attr->pd ? attr->pd : id->pd;
@@ -240,7 +240,7 @@ CMA_EXPORT int rdma_create_srq_ex(rdma_cm_id* id, ibv_srq_init_attr_ex* attr) {
 }
 
 CMA_EXPORT int rdma_create_srq(rdma_cm_id* id, ibv_pd* pd, ibv_srq_init_attr* attr) {
-  if (!id || !attr) return fail(EINVAL);
+  if (!live_id(id) || !attr) return fail(EINVAL);
   ibv_srq_init_attr_ex a{};
   a.srq_context = attr->srq_context;
   a.attr = attr->attr;
@@ -253,7 +253,7 @@ CMA_EXPORT int rdma_create_srq(rdma_cm_id* id, ibv_pd* pd, ibv_srq_init_attr* at
 }
 
 CMA_EXPORT void rdma_destroy_srq(rdma_cm_id* id) {
-  if (!id || !id->srq) return;
+  if (!live_id(id) || !id->srq) return;
   ibv_destroy_srq(id->srq);
   id->srq = nullptr;
 }
