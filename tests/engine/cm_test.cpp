@@ -154,6 +154,17 @@ class CmPair : public ::testing::Test {
     ASSERT_TRUE(wait(0, EventType::Disconnected, &e));
     EXPECT_EQ(count(s, attr(a)), 2u);
   }
+  // What the uroce service keeps of each side (port/endpoint.cpp): every change of its debt in
+  // owed[], and in will[] the DREQ frame it would send for the side if it died now.
+  void watch_goodbyes() {
+    for (int s = 0; s < 2; ++s)
+      cm(s).on_goodbye_owed = [this, s](uint32_t id, bool on) {
+        owed[s].emplace_back(id, on);
+        will[s] = on ? cm(s).goodbye_frame(id) : std::vector<uint8_t>{};
+      };
+  }
+  std::vector<std::pair<uint32_t, bool>> owed[2];
+  std::vector<uint8_t> will[2];
   std::unique_ptr<Pair> pr;
   std::vector<uint16_t> sent[2];
   std::map<uint16_t, int> drop[2];  // attribute -> frames of it still to drop, per side
@@ -242,13 +253,7 @@ TEST_F(CmPair, ConnectAcceptEstablishDisconnect) {
 // owes its peer a goodbye, and goodbye_frame() is that DREQ. Here B "dies" right after its REP:
 // A, established, gets the DREQ B left and sees the connection end.
 TEST_F(CmPair, GoodbyeOwedFromTheRepAndSentForADeadPeer) {
-  std::vector<std::pair<uint32_t, bool>> owed[2];
-  std::vector<uint8_t> will[2];
-  for (int s = 0; s < 2; ++s)
-    cm(s).on_goodbye_owed = [this, s, &owed, &will](uint32_t id, bool on) {
-      owed[s].emplace_back(id, on);
-      will[s] = on ? cm(s).goodbye_frame(id) : std::vector<uint8_t>{};
-    };
+  watch_goodbyes();
   uint32_t ida, idb;
   Event e;
   ASSERT_NO_FATAL_FAILURE(offer(req(), ida, e));
@@ -289,13 +294,7 @@ TEST_F(CmPair, GoodbyeOwedFromTheRepAndSentForADeadPeer) {
 // ring, which the service empties) still owes the goodbye: the DREQ it left ends the peer's side.
 // Once the peer's DREP is in, nothing is owed.
 TEST_F(CmPair, GoodbyeStillOwedWhileTheDreqIsUnanswered) {
-  std::vector<std::pair<uint32_t, bool>> owed[2];
-  std::vector<uint8_t> will[2];
-  for (int s = 0; s < 2; ++s)
-    cm(s).on_goodbye_owed = [this, s, &owed, &will](uint32_t id, bool on) {
-      owed[s].emplace_back(id, on);
-      will[s] = on ? cm(s).goodbye_frame(id) : std::vector<uint8_t>{};
-    };
+  watch_goodbyes();
   uint32_t ida, idb;
   ASSERT_NO_FATAL_FAILURE(connect(ida, idb));
   ASSERT_EQ(owed[0], (std::vector<std::pair<uint32_t, bool>>{{ida, true}}));
