@@ -4,8 +4,8 @@
 // group back to the attached QP, leaving), rdma_getaddrinfo, and two connections to the
 // endpoint's own address through the engine's loopback: one accepted (CONNECT_REQUEST with the
 // client's private data, ESTABLISHED on both ids, DISCONNECTED on both), one rejected with
-// private data (REJECTED, reason 28, the data delivered). Prints one line per check; exit 0
-// when all pass.
+// private data (REJECTED, reason 28, the data delivered), and rping's teardown (readers of a
+// destroyed event channel stay blocked). Prints one line per check; exit 0 when all pass.
 //   api_test IP   (the endpoint's own IPv4 address, e.g. 198.18.0.11)
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -13,10 +13,12 @@
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 
 static int failures = 0;
 static void check(bool ok, const char* what) {
@@ -288,6 +290,38 @@ int main(int argc, char** argv) {
   rdma_freeaddrinfo(res);
   rdma_destroy_id(listen);
   rdma_destroy_event_channel(ch);
+
+  // rping's teardown: its CM thread waits in rdma_get_cm_event, or is between two events (it
+  // has just acknowledged DISCONNECTED and calls again), while its main thread destroys the
+  // channel and returns. With the kernel's CM both block on the rdma_cm fd until the process
+  // ends. Here the channel was freed at once: the late caller read freed memory and a closed
+  // fd (rping's server died of SIGSEGV, or exited 255 on EBADF). Both must stay blocked.
+  {
+    rdma_event_channel* held = rdma_create_event_channel();  // a reader inside at the destroy
+    rdma_event_channel* idle = rdma_create_event_channel();  // nobody inside; a reader after it
+    check(held && idle, "two more event channels (blocking)");
+    if (held && idle) {
+      static std::atomic<int> returned{0}, started{0};  // outlive this block: the readers stay
+      auto reader = [](rdma_event_channel* c) {
+        rdma_cm_event* x = nullptr;
+        started.fetch_add(1);
+        rdma_get_cm_event(c, &x);  // blocks for ever if all is well
+        returned.fetch_add(1);
+      };
+      std::thread inside(reader, held);
+      while (started.load() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // inside its read
+      rdma_destroy_event_channel(held);
+      rdma_destroy_event_channel(idle);
+      std::thread late(reader, idle);  // as rping's CM thread after acknowledging DISCONNECTED
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      check(started.load() == 2 && returned.load() == 0,
+            "rdma_get_cm_event on destroyed channels, by a thread inside at the destroy and by one "
+            "arriving after it: both stay blocked (no read of freed memory, no EBADF)");
+      inside.detach();
+      late.detach();
+    }
+  }
   std::printf("%s\n", failures ? "FAILED" : "all passed");
   return failures ? 1 : 0;
 }
