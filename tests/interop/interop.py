@@ -736,8 +736,9 @@ class Runner:
             if direction == self.out_dir():
                 # A server that keeps listening is bounded by its timeout: the guest's command
                 # channel runs one command at a time, so it cannot be stopped by a second one.
+                # 15 s: the client (cmtime -c 20) ends about 3 s after the server starts.
                 # A perftest server that lost the race waits for a connection that never comes.
-                limit = ("timeout -s INT 30 " if "keeps" in flags else "timeout 45 " if "perftest" in flags else
+                limit = ("timeout -s INT 15 " if "keeps" in flags else "timeout 45 " if "perftest" in flags else
                          "timeout 30 " if "short" in flags else "timeout 120 ")
                 srv = self.peer.start(limit + shlex.join(server(self.peer.cm_ip, port, self.peer.dev)))
                 # The kernel's CM rejects a REQ for a port nobody listens on yet (reason 8), and
