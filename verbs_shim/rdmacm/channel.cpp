@@ -437,10 +437,18 @@ CMA_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** ev
       if (c->items.empty()) continue;  // destroyed: nothing more comes, the read blocks
       it = std::move(c->items.front());
       c->items.pop_front();
+      // Held while its event is made (counted as one not acknowledged): rdma_destroy_id, which
+      // waits for none, cannot free the id between this pop and make_event's count.
+      ++it.id->unacked;
     }
     Event* e = it.from_engine ? from_engine(it.id, it.ev, it.report)
                : it.mc        ? on_join(it.id, it.mc)
                               : make_event(it.id, it.type, it.status);
+    {
+      std::lock_guard<std::mutex> g(lib().mu);
+      --it.id->unacked;  // the event, if one was made, counts for itself
+    }
+    lib().acked.notify_all();
     if (e) {
       *event = &e->ev;
       return leave(0);

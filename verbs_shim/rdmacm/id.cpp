@@ -256,13 +256,18 @@ CMA_EXPORT int rdma_destroy_id(rdma_cm_id* cid) {
   }
   Channel* sync = nullptr;
   {
-    std::lock_guard<std::mutex> g(L.mu);
+    std::unique_lock<std::mutex> g(L.mu);
     if (id->bound) {
       auto it = L.ports.find(uint32_t(id->id.ps) << 16 | id->port);
       if (it != L.ports.end() && it->second == id) L.ports.erase(it);
     }
     // Queued entries of this id go with it, and their counts on the channel's fd.
     unpost_if(id->chan, [&](const Item& i) { return i.id == id; });
+    // An entry another thread took from the channel meanwhile (an event the engine posted
+    // before the id left its index): that reader holds the id until its event is made, and
+    // the event must be acknowledged like any other (a reader touched the freed id before:
+    // ThreadSanitizer, rping's CM thread against its main thread in rdma_destroy_id).
+    L.acked.wait(g, [&] { return id->unacked == 0; });
     if (id->chan->sync) sync = id->chan;
   }
   if (sync) free_channel(sync);
