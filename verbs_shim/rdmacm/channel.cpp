@@ -437,8 +437,8 @@ CMA_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** ev
       if (c->items.empty()) continue;  // destroyed: nothing more comes, the read blocks
       it = std::move(c->items.front());
       c->items.pop_front();
-      // Held while its event is made (counted as one not acknowledged): rdma_destroy_id, which
-      // waits for none, cannot free the id between this pop and make_event's count.
+      // Held while its event is made (counted as one not acknowledged): rdma_destroy_id waits
+      // until its id has none, so it cannot free the id between this pop and make_event's count.
       ++it.id->unacked;
     }
     Event* e = it.from_engine ? from_engine(it.id, it.ev, it.report)
