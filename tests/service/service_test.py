@@ -221,7 +221,10 @@ def share():
     # those it had not given back yet) are back in the daemon's pool (pump.hpp's marks).
     m = re.search(r"pid %s \(ib_write_bw\) detached .*; (\d+) buffers taken back" % vpids["ib_write_bw"][0],
                   output("uroced-a")) if vpids["ib_write_bw"] else None
-    check(m and int(m.group(1)) > 0, f"the killed ib_write_bw server's buffers taken back: {m.group(0) if m else output('uroced-a')[-400:]}")
+    # The count itself may be 0: a process killed at an instant it held none (seen once in six
+    # runs). Whether every buffer came back is for a figure of the pool's own (not made yet).
+    check(m is not None, f"the killed ib_write_bw server's detach line counts the buffers taken back: "
+          f"{m.group(0) if m else output('uroced-a')[-400:]}")
     log(f"SIGKILL of the ib_write_bw server and the rping client: both slots freed {dt:.3f} s later: " +
         "; ".join(l for l in output("uroced-a").splitlines() if "detached" in l and any(f"pid {v[0]} " in l for v in vpids.values() if v)))
     # Their peers see what they would see with rxe.
