@@ -134,10 +134,14 @@ def pair(link, name, server_cmd, client_cmd, timeout=60, server_exits=True, retr
 
 def run(link, name, server_cmd, client_cmd, ok_fn, **kw):
     crc, cout, src, sout, took = pair(link, name, server_cmd, client_cmd, **kw)
-    ok, detail = ok_fn(crc, cout, src, sout)
+    verdict(link, name, server_cmd, client_cmd, crc, src, *ok_fn(crc, cout, src, sout))
+
+
+def verdict(link, name, server_cmd, client_cmd, crc, src, ok, detail, **extra):
+    """The pair's check, its record and its PASS/FAIL line."""
     check(ok, "%s over %s: %s" % (name, link, detail))
     record({"tool": name, "link": link, "client": " ".join(client_cmd), "server": " ".join(server_cmd),
-            "ok": ok, "client_rc": crc, "server_rc": src, "result": detail})
+            "ok": ok, "client_rc": crc, "server_rc": src, "result": detail, **extra})
     log("%s %s over %s: %s" % ("PASS" if ok else "FAIL", name, link, detail))
 
 
@@ -304,10 +308,7 @@ def perftest(link, tool, opts, size):
             "rdma_listen: REJECTED, reason 8); a new pair" % (name, link, attempt, PERFTEST_ATTEMPTS))
     good, detail = ok(crc, cout, src, sout)
     detail += " (attempt %d of %d)" % (attempt, PERFTEST_ATTEMPTS) if attempt > 1 else ""
-    check(good, "%s over %s: %s" % (name, link, detail))
-    record({"tool": name, "link": link, "client": " ".join(client_cmd), "server": " ".join(server_cmd),
-            "ok": good, "client_rc": crc, "server_rc": src, "result": detail, "attempts": attempt})
-    log("%s %s over %s: %s" % ("PASS" if good else "FAIL", name, link, detail))
+    verdict(link, name, server_cmd, client_cmd, crc, src, good, detail, attempts=attempt)
 
 
 def rsockets(link):
