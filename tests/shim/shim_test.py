@@ -197,10 +197,13 @@ def run_pingpong(link, server_side_ns, opts, timeout=40, tool="ibv_rc_pingpong")
     if "-t" in opts:
         # Completion timestamps (ibv_cq_ex, IBV_WC_EX_WITH_COMPLETION_TIMESTAMP): each side prints
         # the max, min and average time between its receive completions in device clock ticks,
-        # which uroce's hca_core_clock (1 GHz) makes nanoseconds. The receive completions all
-        # fall within the program's own timed loop (gettimeofday), so their span, (iterations - 1)
-        # times the average, is at most that loop's time (its first exchange may take most of it:
-        # the neighbour's address resolved). The tick's length itself: the API sweep.
+        # which uroce's hca_core_clock (1 GHz) makes nanoseconds. Every receive completion but
+        # the first falls within the program's own timed loop (gettimeofday): the server starts
+        # its clock after the TCP exchange, and the client's first send may arrive (and be
+        # stamped by the engine's thread) before the server's main thread has read it (seen in
+        # CI, a 2.5 ms gap). So the span, (iterations - 1) times the average, less the largest
+        # gap (which covers the first), is at most that loop's time. The tick's length itself:
+        # the API sweep.
         iters = int(opts[opts.index("-n") + 1]) if "-n" in opts else 1000
         for text in (ctext, stext):
             got = dict(re.findall(r"(Max|Min|Average) receive completion clock cycles = ([0-9.]+)", text))
@@ -208,7 +211,7 @@ def run_pingpong(link, server_side_ns, opts, timeout=40, tool="ibv_rc_pingpong")
             good = len(got) == 3 and per is not None
             if good:
                 mx, mn, avg, usec = float(got["Max"]), float(got["Min"]), float(got["Average"]), float(per.group(1))
-                good = 0 < mn <= avg <= mx and avg * (iters - 1) <= usec * 1000 * iters * 1.02
+                good = 0 < mn <= avg <= mx and avg * (iters - 1) - mx <= usec * 1000 * iters * 1.02
                 res.append("completion times: min %.0f, average %.0f, max %.0f ns; %.2f usec/iter" % (mn, avg, mx, usec))
             else:
                 res.append("completion times: not printed")
