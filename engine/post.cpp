@@ -101,12 +101,9 @@ int Device::post_send(Qp* qp, const SendWr& wr) {
 
 namespace {
 
-int push_recv(Ring<RecvWqe>& rq, const RecvWr& wr) {
+int push_recv(RecvRing& rq, const RecvWr& wr) {
   if (rq.full()) return ENOMEM;
-  RecvWqe& r = rq.push_slot();
-  r.wr_id = wr.wr_id;
-  r.num_sge = wr.num_sge;
-  for (uint32_t i = 0; i < wr.num_sge; ++i) r.sge[i] = wr.sg_list[i];
+  rq.push(wr);
   return 0;
 }
 

@@ -105,12 +105,10 @@ Qp::Qp(Device& d, uint32_t qpn, const QpInitAttr& ia) : dev(d), init(ia), qpn_(q
   // No receive queue of its own with an SRQ, nor for XRC (an initiator receives nothing, a
   // target's requests go to the XRC SRQs of its domain, as wide as kMaxSge).
   const bool own_rq = !ia.srq && ia.qp_type != QpType::XrcIni && ia.qp_type != QpType::XrcTgt;
-  rx.rq = Ring<RecvWqe>(own_rq ? ia.cap.max_recv_wr : 1);
-  if (own_rq) give_sges(rx.rq, rx.rq_sge, std::max<uint32_t>(ia.cap.max_recv_sge, 1));
+  rx.rq = RecvRing(own_rq ? ia.cap.max_recv_wr : 1, own_rq ? std::max<uint32_t>(ia.cap.max_recv_sge, 1) : 0);
   const uint32_t cur_sge = ia.qp_type == QpType::XrcTgt ? kMaxSge : ia.srq ? ia.srq->max_sge() : ia.cap.max_recv_sge;
   rx.cur_sge.assign(std::max<uint32_t>(cur_sge, 1), Sge{});
   rx.cur_recv.sge = rx.cur_sge.data();
-  rx.res.assign(1, RdAtomicRes{});  // modify_qp sizes them (max_dest_rd_atomic)
   if (dev.config().selective_repeat && ia.qp_type == QpType::RC) {  // XRC: go-back-N (recovery::selective)
     rx.held.assign(param::kSelectiveRepeatWindow, RecvSide::Held{});
     rx.store_slot = dev.mtu_limit();  // no path MTU can be larger; the store itself: hold_send
@@ -160,7 +158,8 @@ void reset(Qp& qp) {
   r.write_rkey = 0;
   r.write_va = 0;
   r.msn = 0;
-  for (auto& x : r.res) x = RdAtomicRes{};
+  std::vector<RdAtomicRes>().swap(r.res);  // the responder's slots go back (RecvSide::next_res)
+  r.res_n = 1;
   r.res_pending = r.res_next = 0;
   forget_held(qp);
   std::vector<uint8_t>().swap(r.send_store);  // the reorder store goes back (hold_send)

@@ -206,8 +206,7 @@ struct SendSide {
 
 // Responder: the receive side.
 struct RecvSide {
-  Ring<RecvWqe> rq;
-  std::vector<Sge> rq_sge;         // each receive WQE's SGEs (max_recv_sge; none with an SRQ)
+  RecvRing rq;                     // (none of its own with an SRQ, or for XRC: one slot)
   KeyCache rkeys;             // the last WRITE rkey resolved (resources.hpp)
   uint32_t epsn = 0;
   uint32_t msn = 0;
@@ -228,8 +227,19 @@ struct RecvSide {
   bool ack_pending = false;
   uint32_t ack_psn = 0;
   uint32_t unacked = 0;            // in-order SEND/WRITE packets since the last ACK (ack_every)
-  std::vector<RdAtomicRes> res;    // res_n slots: one until modify_qp sets max_dest_rd_atomic
-  uint32_t res_n = 1;              // slots in use: max_dest_rd_atomic
+  // res_n slots (max_dest_rd_atomic), allocated when the first READ, atomic, ATOMIC WRITE or
+  // FLUSH arrives (a QP that only carries SENDs and WRITEs has none), given back when the QP is
+  // reset or max_dest_rd_atomic set again.
+  std::vector<RdAtomicRes> res;
+  uint32_t res_n = 1;              // slots: max_dest_rd_atomic
+  // The slot a new READ/atomic takes (the slots allocated on the first).
+  RdAtomicRes& next_res() {
+    if (res.empty()) [[unlikely]]
+      res.assign(res_n, RdAtomicRes{});
+    return res[res_next];
+  }
+  // A new READ/atomic may take it: free, or replaying a duplicate (see take_res).
+  bool next_res_free() const { return res.empty() || !res[res_next].owes() || res[res_next].replay; }
   uint32_t res_next = 0;
   uint32_t res_pending = 0;        // slots that still owe responses
   // Selective repeat (docs/reliability.md): packets that came ahead of epsn, kept by PSN modulo

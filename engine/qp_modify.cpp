@@ -171,11 +171,12 @@ int Device::modify_qp(Qp* qp, const QpAttr& a, uint32_t mask) {
     qp->rx.epsn = q.rq_psn;
   }
   if (mask & kAttrMaxDestRdAtomic) {
-    // As many slots as the peer may have outstanding, all free (none is in use before RTR).
+    // As many slots as the peer may have outstanding, all free (none is in use before RTR),
+    // allocated when the first request needs one (RecvSide::next_res).
     q.max_dest_rd_atomic = a.max_dest_rd_atomic;
     RecvSide& r = qp->rx;
     r.res_n = std::max<uint32_t>(1, a.max_dest_rd_atomic);
-    r.res.assign(r.res_n, RdAtomicRes{});
+    std::vector<RdAtomicRes>().swap(r.res);
     r.res_next = r.res_pending = 0;
   }
   if (mask & kAttrMinRnrTimer) q.min_rnr_timer = a.min_rnr_timer;

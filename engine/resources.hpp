@@ -1,5 +1,6 @@
 // Protection domains, memory regions, completion queues and shared receive queues.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <cstring>
@@ -223,13 +224,65 @@ inline AccessCheck check_remote(const MrTable& t, uint32_t rkey, const Pd* pd, u
   return check_mr(t.by_rkey(rkey), pd, addr, len, need);
 }
 
+// A completion as a CQ holds it: 32 bytes, a Wc packed (a ConnectX's CQE is 64). The immediate
+// and the invalidated R_Key share a field, as in ibv_wc (the flags say which); times, when the CQ
+// keeps them, in an array of their own.
+struct Cqe {
+  uint64_t wr_id = 0;
+  uint32_t byte_len = 0;
+  uint32_t imm_or_rkey = 0;
+  uint32_t qp_num = 0;
+  uint32_t src_qp = 0;
+  uint8_t status = 0;
+  uint8_t opcode = 0;
+  uint8_t wc_flags = 0;
+  uint8_t ip_version = 0;
+  uint16_t pkey_index = 0;
+  uint16_t vendor_err = 0;
+
+  static Cqe pack(const Wc& w) {
+    Cqe c;
+    c.wr_id = w.wr_id;
+    c.byte_len = w.byte_len;
+    c.imm_or_rkey = (w.wc_flags & kWcWithInv) ? w.invalidated_rkey : w.imm_data;
+    c.qp_num = w.qp_num;
+    c.src_qp = w.src_qp;
+    c.status = uint8_t(w.status);
+    c.opcode = uint8_t(w.opcode);
+    c.wc_flags = uint8_t(w.wc_flags);
+    c.ip_version = w.ip_version;
+    c.pkey_index = w.pkey_index;
+    c.vendor_err = uint16_t(w.vendor_err);
+    return c;
+  }
+  Wc unpack(uint64_t completion_ns) const {
+    Wc w;
+    w.wr_id = wr_id;
+    w.status = WcStatus(status);
+    w.opcode = WcOpcode(opcode);
+    w.vendor_err = vendor_err;
+    w.byte_len = byte_len;
+    if (wc_flags & kWcWithInv) w.invalidated_rkey = imm_or_rkey;
+    else if (wc_flags & kWcWithImm) w.imm_data = imm_or_rkey;
+    w.qp_num = qp_num;
+    w.src_qp = src_qp;
+    w.wc_flags = wc_flags;
+    w.pkey_index = pkey_index;
+    w.ip_version = ip_version;
+    w.completion_ns = completion_ns;
+    return w;
+  }
+};
+static_assert(sizeof(Cqe) == 32);
+
 // A completion queue of fixed depth. When full, the completion is not written: the CQ is
 // marked overflowed (an asynchronous error event, IBV_EVENT_CQ_ERR) and nothing is corrupted.
 class Cq {
  public:
   // `times`: the device clock, read into each CQE as it is written (completion timestamps); null
   // for a CQ that does not keep them.
-  explicit Cq(uint32_t depth, const Clock* times = nullptr) : ring_(depth ? depth : 1), times_(times) {}
+  explicit Cq(uint32_t depth, const Clock* times = nullptr)
+      : ring_(depth ? depth : 1), stamps_(times ? ring_.size() : 0), times_(times) {}
   bool push(const Wc& wc) {
     if (count_ == ring_.size()) {
       overflowed_ = true;
@@ -237,19 +290,19 @@ class Cq {
     }
     uint32_t tail = head_ + count_;
     if (tail >= ring_.size()) tail -= uint32_t(ring_.size());
-    ring_[tail] = wc;
-    if (times_) ring_[tail].completion_ns = times_->now_ns();
+    ring_[tail] = Cqe::pack(wc);
+    if (times_) stamps_[tail] = times_->now_ns();
     ++count_;
     ++events_;
     return true;
   }
-  // Takes up to `max` completions, oldest first, handing each to `f` where it lies (the verbs
-  // shim converts them straight into the application's ibv_wc array: no copy in between).
+  // Takes up to `max` completions, oldest first, handing each to `f` as a Wc (the verbs shim
+  // converts them straight into the application's ibv_wc array).
   template <typename F>
   uint32_t poll_each(uint32_t max, F&& f) {
     uint32_t n = 0;
     for (; n < max && count_; ++n) {
-      f(ring_[head_]);
+      f(ring_[head_].unpack(times_ ? stamps_[head_] : 0));
       if (++head_ == ring_.size()) head_ = 0;
       --count_;
     }
@@ -268,18 +321,19 @@ class Cq {
   uint32_t qp_refs = 0;
 
  private:
-  std::vector<Wc> ring_;
+  std::vector<Cqe> ring_;
+  std::vector<uint64_t> stamps_;   // completion times, by ring position (a CQ that keeps them)
   const Clock* times_ = nullptr;
   uint32_t head_ = 0, count_ = 0;
   bool overflowed_ = false;
   uint64_t events_ = 0;
 };
 
-// A posted receive: its SGEs copied at post time.
+// The receive WQE being filled (RecvSide::cur_recv): a copy of the posted one, its SGEs beside it.
 struct RecvWqe {
   uint64_t wr_id = 0;
   uint32_t num_sge = 0;
-  Sge* sge = nullptr;         // its SGEs, in the storage of the ring it is in (RecvRing)
+  Sge* sge = nullptr;
 };
 
 // A fixed-capacity FIFO ring (no allocation after construction).
@@ -296,6 +350,7 @@ class Ring {
   const T& front() const { return v_[head_]; }
   T& at(uint32_t i) { return v_[(head_ + i) % v_.size()]; }  // i-th oldest
   const T& at(uint32_t i) const { return v_[(head_ + i) % v_.size()]; }
+  uint32_t pos(uint32_t i) const { return uint32_t((head_ + i) % v_.size()); }  // where the i-th oldest lies
   void pop() {
     head_ = (head_ + 1) % v_.size();
     --count_;
@@ -308,11 +363,38 @@ class Ring {
   uint32_t head_ = 0, count_ = 0;
 };
 
-// Points each receive WQE of `rq` at its `max_sge` SGEs in `sges` (sized here).
-inline void give_sges(Ring<RecvWqe>& rq, std::vector<Sge>& sges, uint32_t max_sge) {
-  sges.assign(size_t(rq.capacity()) * max_sge, Sge{});
-  for (uint32_t i = 0; i < rq.capacity(); ++i) rq.slot(i).sge = sges.data() + size_t(i) * max_sge;
-}
+// A receive queue (a QP's own or an SRQ's): posted receives, 16 bytes each, and their SGEs,
+// max_sge per slot by the slot's position, copied at post time.
+class RecvRing {
+ public:
+  struct Posted {
+    uint64_t wr_id = 0;
+    uint32_t num_sge = 0;
+  };
+  explicit RecvRing(uint32_t cap = 0, uint32_t max_sge = 0)
+      : ring_(cap), max_sge_(max_sge), sge_(size_t(ring_.capacity()) * max_sge) {}
+  bool full() const { return ring_.full(); }
+  bool empty() const { return ring_.empty(); }
+  uint32_t size() const { return ring_.size(); }
+  uint32_t capacity() const { return ring_.capacity(); }
+  void clear() { ring_.clear(); }
+  void pop() { ring_.pop(); }
+  // Caller checked !full() and num_sge <= max_sge.
+  void push(const RecvWr& wr) {
+    const uint32_t at = ring_.pos(ring_.size());
+    Posted& r = ring_.push_slot();
+    r.wr_id = wr.wr_id;
+    r.num_sge = wr.num_sge;
+    std::copy_n(wr.sg_list, wr.num_sge, sge_.data() + size_t(at) * max_sge_);
+  }
+  const Posted& front() const { return ring_.front(); }
+  const Sge* front_sge() const { return sge_.data() + size_t(ring_.pos(0)) * max_sge_; }
+
+ private:
+  Ring<Posted> ring_;
+  uint32_t max_sge_;
+  std::vector<Sge> sge_;
+};
 
 // An XRC domain (ibv_open_xrcd): its XRC SRQs take the requests of its XRC target QPs only.
 struct Xrcd {
@@ -325,11 +407,9 @@ struct Xrcd {
 class Srq {
  public:
   Srq(const Pd* pd, uint32_t max_wr, uint32_t max_sge, Xrcd* xrcd = nullptr, Cq* cq = nullptr, uint32_t srqn = 0)
-      : pd_(pd), rq_(max_wr), max_sge_(max_sge), xrcd_(xrcd), cq_(cq), srqn_(srqn) {
-    give_sges(rq_, sge_, max_sge);
-  }
+      : pd_(pd), rq_(max_wr, max_sge), max_sge_(max_sge), xrcd_(xrcd), cq_(cq), srqn_(srqn) {}
   const Pd* pd() const { return pd_; }
-  Ring<RecvWqe>& rq() { return rq_; }
+  RecvRing& rq() { return rq_; }
   uint32_t max_sge() const { return max_sge_; }
   Xrcd* xrcd() const { return xrcd_; }   // nullptr: a basic SRQ
   Cq* cq() const { return cq_; }         // XRC: where its receive completions go
@@ -338,8 +418,7 @@ class Srq {
 
  private:
   const Pd* pd_;
-  Ring<RecvWqe> rq_;
-  std::vector<Sge> sge_;
+  RecvRing rq_;
   uint32_t max_sge_;
   Xrcd* xrcd_;
   Cq* cq_;

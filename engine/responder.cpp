@@ -59,7 +59,7 @@ RespState duplicate(Qp& qp, const proto::Packet& p) {
     r.ack_psn = psn_add(r.epsn, -1);
     return RespState::Idle;
   }
-  for (uint32_t i = 0; i < r.res_n; ++i) {
+  for (uint32_t i = 0; i < r.res.size(); ++i) {  // none before the first READ/atomic
     RdAtomicRes& res = r.res[i];
     if (!res.valid) continue;
     const int32_t d = psn_diff(p.psn, res.psn);

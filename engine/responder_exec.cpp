@@ -19,12 +19,12 @@ namespace {
 bool take_recv(Qp& qp) {
   RecvSide& r = qp.rx;
   if (r.have_recv) return true;
-  Ring<RecvWqe>& rq = qp.rx_srq() ? qp.rx_srq()->rq() : r.rq;
+  RecvRing& rq = qp.rx_srq() ? qp.rx_srq()->rq() : r.rq;
   if (rq.empty()) return false;
-  const RecvWqe& f = rq.front();
+  const RecvRing::Posted& f = rq.front();
   r.cur_recv.wr_id = f.wr_id;
   r.cur_recv.num_sge = f.num_sge;
-  std::copy_n(f.sge, f.num_sge, r.cur_sge.data());
+  std::copy_n(rq.front_sge(), f.num_sge, r.cur_sge.data());
   rq.pop();
   r.have_recv = true;
   r.recv_off = 0;
@@ -43,7 +43,7 @@ uint32_t recv_capacity(const RecvWqe& r) {
 // limit says it has finished with it.)
 RdAtomicRes* take_res(Qp& qp, uint32_t psn, uint32_t npkts) {
   RecvSide& r = qp.rx;
-  RdAtomicRes& res = r.res[r.res_next];
+  RdAtomicRes& res = r.next_res();
   if (res.owes() && !res.replay) return nullptr;
   r.res_next = r.res_next + 1 == r.res_n ? 0 : r.res_next + 1;
   r.msn = (r.msn + 1) & proto::kPsnMask;
@@ -197,8 +197,7 @@ RespState exec_atomic(Device& dev, Qp& qp, const proto::Packet& p) {
   if (!c.ok || !(qp.attrs.qp_access_flags & kRemoteAtomic))
     return nak_and_error(dev, qp, NakCode::RemoteAccessError, p.psn);
   if (va % 8 != 0) return nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);
-  const RdAtomicRes& next = qp.rx.res[qp.rx.res_next];
-  if (next.owes() && !next.replay) return nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);
+  if (!qp.rx.next_res_free()) return nak_and_error(dev, qp, NakCode::InvalidRequest, p.psn);
   uint64_t cur;
   dma_copy(&cur, c.host, 8);
   const uint64_t val = p.info().op == Operation::CmpSwap ? (cur == p.atomic.compare ? p.atomic.swap_add : cur)
@@ -224,10 +223,7 @@ RespState take_placement_res(Device& dev, Qp& qp, const proto::Packet& p) {
 
 // Checked before anything is placed: a new request while the resource in turn still answers
 // its own (more outstanding than max_dest_rd_atomic).
-bool res_free(const Qp& qp) {
-  const RdAtomicRes& next = qp.rx.res[qp.rx.res_next];
-  return !next.owes() || next.replay;
-}
+bool res_free(const Qp& qp) { return qp.rx.next_res_free(); }
 }  // namespace
 
 // An ATOMIC WRITE: 8 bytes, to an 8-byte aligned address the R_Key opens for remote write,

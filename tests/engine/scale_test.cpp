@@ -137,6 +137,41 @@ TEST(Limits, MaxMrAndMaxMwAreEnforced) {
   EXPECT_NE(dev.alloc_mw(pd, 2), nullptr);
 }
 
+// Memory that follows use (issue 30): the responder's READ/atomic slots (max_dest_rd_atomic of
+// them) are allocated when the first READ arrives, not at connect; a QP that only carried SENDs
+// and WRITEs holds none, and a reset gives them back.
+TEST(FirstUse, ResponderSlotsComeWithTheFirstReadAndGoWithReset) {
+  PairOptions o;
+  o.max_rd_atomic = 8;
+  ConnectedPair p(o);
+  RecvSide& r = p.b.qp->rx;
+  EXPECT_EQ(r.res_n, 8u);
+  EXPECT_TRUE(r.res.empty()) << "none at connect";
+  fill_pattern(p.a.buf(), 4096, 3);
+  Sge s{p.a.addr(), 4096, p.a.mr->lkey};
+  SendWr w = wr_to(p.b, 1, WrOpcode::RdmaWrite, &s);
+  ASSERT_EQ(p.a.dev->post_send(p.a.qp, w), 0);
+  Wc wc;
+  ASSERT_TRUE(p.next_wc(p.a.scq, wc));
+  EXPECT_EQ(wc.status, WcStatus::Success);
+  EXPECT_TRUE(r.res.empty()) << "a WRITE takes no slot";
+  EXPECT_EQ(r.res.capacity(), 0u);
+  // A READ of what was written, into another part of A's buffer.
+  Sge d{p.a.addr() + 8192, 4096, p.a.mr->lkey};
+  SendWr rd = wr_to(p.b, 2, WrOpcode::RdmaRead, &d);
+  ASSERT_EQ(p.a.dev->post_send(p.a.qp, rd), 0);
+  ASSERT_TRUE(p.next_wc(p.a.scq, wc));
+  EXPECT_EQ(wc.status, WcStatus::Success);
+  EXPECT_EQ(wc.wr_id, 2u);
+  EXPECT_EQ(std::memcmp(p.a.buf() + 8192, p.a.buf(), 4096), 0);
+  EXPECT_EQ(r.res.size(), 8u) << "the first READ made all max_dest_rd_atomic slots";
+  QpAttr a;
+  a.qp_state = QpState::Reset;
+  ASSERT_EQ(p.b.dev->modify_qp(p.b.qp, a, kAttrState), 0);
+  EXPECT_TRUE(r.res.empty());
+  EXPECT_EQ(r.res.capacity(), 0u) << "given back at reset";
+}
+
 TEST(ActiveList, AQpLeavesItWhenItsWorkIsDoneAndComesBackForAVerbOrAFrame) {
   PairOptions o;
   ConnectedPair p(o);
