@@ -2,7 +2,8 @@
 //  1. Memory per QP: N RC QPs, each with its own CQ of the same depth, created on one device and
 //     connected in pairs (loopback), as perftest's and MPI's QPs are: max_send_sge and
 //     max_recv_sge 1, max_dest_rd_atomic 16. Per QP+CQ: the heap the engine holds (mallinfo2)
-//     and the resident memory it adds (/proc/self/statm).
+//     and the resident memory it adds (/proc/self/statm), connected, and again after every
+//     queue was filled to its depth once and every QP made a READ (queues grow as used).
 //  2. Many QPs: --many RC QPs (262,144: max_qp) at depth 1, each with a CQ, created, connected in
 //     pairs and destroyed in one process: the time of each phase, memory per QP+CQ.
 //  3. Message rate: 64 B RDMA WRITEs between two engines on the FakeLink (frames delivered at
@@ -115,7 +116,65 @@ bool memory_row(uint32_t n, uint32_t depth, uint32_t inline_bytes, const char* w
     if (connect_qp(*dev, qps[i], *dev, *qps[i + 1], p) || connect_qp(*dev, qps[i + 1], *dev, *qps[i], p))
       return std::fprintf(stderr, "scale_bench: pair %u not connected\n", i / 2), false;
   const size_t heap1 = heap_in_use(), res1 = resident_bytes();
-  std::printf("| %-46s | %10zu | %13zu |\n", what, (heap1 - heap0) / n, res1 > res0 ? (res1 - res0) / n : 0);
+  // Then each queue used to its depth once: max_recv_wr receives posted on every QP (left
+  // posted), max_send_wr signaled 64 B WRITEs posted on every QP at once (its CQ full of their
+  // completions before the first poll), then one READ on every QP (its peer's READ/atomic slots).
+  // A queue keeps the storage it grew to (until the QP is reset).
+  std::vector<uint8_t> mem(64 * 1024);
+  Mr* mr = dev->reg_mr(pd, mem.data(), mem.size(), kLocalWrite | kRemoteWrite | kRemoteRead);
+  if (!mr) return std::fprintf(stderr, "scale_bench: reg_mr\n"), false;
+  const uint64_t base = reinterpret_cast<uintptr_t>(mem.data());
+  Sge s{base, 64, mr->lkey};
+  auto run_all = [&](uint32_t per_qp) {
+    std::vector<uint32_t> got(n, 0);
+    uint64_t left = uint64_t(per_qp) * n;
+    Wc wc[64];
+    for (uint64_t spins = 0; left && spins < 100'000'000; ++spins) {
+      const bool busy = dev->progress();
+      if (busy) continue;
+      wire.clock().advance(1000);  // virtual time: a coalesced ACK's timer
+      for (uint32_t i = 0; i < n && left; ++i) {  // nothing left to do: every CQ is full or done
+        Cq* cq = const_cast<Cq*>(qps[i]->init_attr().send_cq);
+        for (int k; (k = dev->poll_cq(cq, 64, wc)) > 0;)
+          for (int j = 0; j < k; ++j, --left)
+            if (wc[j].status != WcStatus::Success) return false;
+      }
+    }
+    return left == 0;
+  };
+  for (uint32_t i = 0; i < n; ++i) {
+    for (uint32_t k = 0; k < depth; ++k) {
+      RecvWr r{k, &s, 1};
+      if (dev->post_recv(qps[i], r)) return std::fprintf(stderr, "scale_bench: post_recv\n"), false;
+    }
+    for (uint32_t k = 0; k < depth; ++k) {
+      SendWr w{};
+      w.wr_id = k;
+      w.opcode = WrOpcode::RdmaWrite;
+      w.send_flags = kSendSignaled;
+      w.sg_list = &s;
+      w.num_sge = 1;
+      w.remote_addr = base + 4096;
+      w.rkey = mr->rkey;
+      if (dev->post_send(qps[i], w)) return std::fprintf(stderr, "scale_bench: post_send\n"), false;
+    }
+  }
+  if (!run_all(depth))
+    return std::fprintf(stderr, "scale_bench: WRITEs did not complete: %s\n", qps[0]->describe().c_str()), false;
+  for (uint32_t i = 0; i < n; ++i) {
+    SendWr w{};
+    w.opcode = WrOpcode::RdmaRead;
+    w.send_flags = kSendSignaled;
+    w.sg_list = &s;
+    w.num_sge = 1;
+    w.remote_addr = base + 4096;
+    w.rkey = mr->rkey;
+    if (dev->post_send(qps[i], w)) return std::fprintf(stderr, "scale_bench: post_send READ\n"), false;
+  }
+  if (!run_all(1)) return std::fprintf(stderr, "scale_bench: READs did not complete\n"), false;
+  const size_t heap2 = heap_in_use(), res2 = resident_bytes();
+  std::printf("| %-46s | %10zu | %13zu | %10zu | %13zu |\n", what, (heap1 - heap0) / n, res1 > res0 ? (res1 - res0) / n : 0,
+              (heap2 - heap0 - mem.size()) / n, res2 > res0 + mem.size() ? (res2 - res0 - mem.size()) / n : 0);
   return true;
 }
 
@@ -344,8 +403,12 @@ int main(int argc, char** argv) {
   std::printf("1. Memory per RC QP + its CQ: %u of them per row, connected in pairs (loopback);\n"
               "max_send_sge = max_recv_sge = 1, max_dest_rd_atomic 16. Bytes: the engine's heap (mallinfo2), resident.\n\n",
               n);
-  std::printf("| %-46s | %10s | %13s |\n", "queues", "heap / QP", "resident / QP");
-  std::printf("|%s|%s|%s|\n", std::string(48, '-').c_str(), std::string(12, '-').c_str(), std::string(15, '-').c_str());
+  std::printf("Connected: as created and connected. Used: after every queue was filled to its depth once\n"
+              "(receives, WRITEs, their completions) and one READ on every QP.\n\n");
+  std::printf("| %-46s | %10s | %13s | %10s | %13s |\n", "queues", "heap / QP", "resident / QP", "heap, used",
+              "resident, used");
+  std::printf("|%s|%s|%s|%s|%s|\n", std::string(48, '-').c_str(), std::string(12, '-').c_str(),
+              std::string(15, '-').c_str(), std::string(12, '-').c_str(), std::string(15, '-').c_str());
   const struct {
     uint32_t depth, inline_bytes;
     const char* what;

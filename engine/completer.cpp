@@ -183,12 +183,12 @@ bool keep_later(Device& dev, Qp& qp, SendWqe& w, const proto::Packet& p) {
   if (!requester::resolve_sges(dev, qp, w)) return false;
   if (w.is_atomic()) {
     const uint64_t orig = p.atomic_ack_orig;
-    sge_scatter(w, 0, reinterpret_cast<const uint8_t*>(&orig), 8);
+    sge_scatter(qp.tx, w, 0, reinterpret_cast<const uint8_t*>(&orig), 8);
   } else {
     const uint32_t off = uint32_t(d) * qp.mtu;
     const uint32_t expect = w.response_at(off, qp.mtu);
     if (p.payload.size() != expect) return false;
-    sge_scatter(w, off, p.payload.data(), expect);
+    sge_scatter(qp.tx, w, off, p.payload.data(), expect);
   }
   ++w.rcvd_pkts;
   return true;
@@ -223,7 +223,7 @@ CompState read_response(Device& dev, Qp& qp, const proto::Packet& p) {
       const uint32_t expect = w.response_at(off, qp.mtu);
       if (p.payload.size() != expect) return CompState::Ghost;
       if (!requester::resolve_sges(dev, qp, w)) return CompState::Error;
-      sge_scatter(w, off, p.payload.data(), expect);
+      sge_scatter(qp.tx, w, off, p.payload.data(), expect);
       qp.tx.rd_held[i / 64] |= uint64_t(1) << (i % 64);
     }
     reissue(dev, qp, w);
@@ -250,7 +250,7 @@ CompState read_response(Device& dev, Qp& qp, const proto::Packet& p) {
     return CompState::Error;
   }
   if (!requester::resolve_sges(dev, qp, w)) return CompState::Error;  // its MR was deregistered
-  sge_scatter(w, off, p.payload.data(), expect);
+  sge_scatter(qp.tx, w, off, p.payload.data(), expect);
   ++w.rcvd_pkts;
   t.read_retry_psn = UINT32_MAX;
   bool more_held = false;
@@ -281,7 +281,7 @@ CompState atomic_ack(Device& dev, Qp& qp, const proto::Packet& p) {
   if (!requester::resolve_sges(dev, qp, w)) return CompState::Error;
   // The original value lands in local memory in host byte order, as verbs returns it.
   const uint64_t orig = p.atomic_ack_orig;
-  sge_scatter(w, 0, reinterpret_cast<const uint8_t*>(&orig), 8);
+  sge_scatter(qp.tx, w, 0, reinterpret_cast<const uint8_t*>(&orig), 8);
   w.rcvd_pkts = 1;
   made_progress(dev, qp, p.psn);
   finish_rd_atomic(dev, qp);

@@ -11,7 +11,7 @@ namespace {
 
 // BIND_MW: the window is found by the index part of the R_Key it was allocated with (the key
 // part changes with each bind; the shim passes the allocation's), its new R_Key keeps that index.
-bool bind(Device& dev, Qp& qp, const SendWr& wr) {
+bool bind(Device& dev, Qp& qp, const PostedWr& wr) {
   MrTable& t = dev.mrs();
   Mw* w = t.mw_by_index(wr.invalidate_rkey);
   if (!w) return false;

@@ -31,6 +31,10 @@ inline constexpr uint32_t kMaxMcastQpAttach = 56;
 inline constexpr uint32_t kMaxTotalMcastQpAttach = 0x70000;
 inline constexpr uint32_t kMaxCqe = (1u << 22) - 1;  // a ConnectX's: perftest -q 1024 asks 128 x 1024 in one CQ
 inline constexpr uint32_t kMaxQpWr = 16384;
+// Queues (send, receive, SRQ, completion) hold storage for this many entries when created, and
+// double it as entries are posted (or completions written) beyond it, up to the depth asked
+// for: memory follows use (issue 30), and never moves during progress() but for a CQ's.
+inline constexpr uint32_t kQueueFirstSlots = 8;
 inline constexpr uint32_t kMaxSge = 16;
 inline constexpr uint32_t kMaxInline = 256;
 inline constexpr uint32_t kMaxRdAtomic = 128;        // outstanding READ/atomics per QP, as rxe

@@ -64,12 +64,14 @@ int Device::post_send(Qp* qp, const SendWr& wr) {
   if (!is_inline && wr.num_sge > qp->init.cap.max_send_sge) return EINVAL;
   if (is_inline && len > qp->init.cap.max_inline_data) return EINVAL;
   if (len > param::kMaxMessage) return EINVAL;
-  if (qp->tx.sq.full()) return ENOMEM;
+  if (qp->tx.sq_full()) return ENOMEM;
+  if (qp->tx.sq.full()) [[unlikely]]  // storage for more WQEs (param::kQueueFirstSlots, doubled)
+    qp->tx.resize_sq(uint32_t(std::min<uint64_t>(uint64_t(qp->tx.sq.capacity()) * 2, qp->tx.sq_limit)));
 
   // Fill only what the engine reads (the WQE is large; zeroing it all costs per message).
-  SendWqe& w = qp->tx.sq.push_slot();
-  w.wr = wr;
-  w.wr.sg_list = nullptr;
+  SendSide& t = qp->tx;
+  SendWqe& w = t.sq.push_slot();
+  w.wr.set(wr);
   w.npkts = w.first_psn = w.next_pkt = w.rcvd_pkts = w.sent_max = 0;
   w.started = false;
   w.error = WcStatus::Success;
@@ -78,21 +80,19 @@ int Device::post_send(Qp* qp, const SendWr& wr) {
   w.is_inline = is_inline;
   w.ah_local = ah_local;
   w.ah_mcast = ah_mcast;
-  if (type == QpType::UD) {
-    Ah& copy = qp->tx.sq_ah[size_t(&w - &qp->tx.sq.slot(0))];
-    copy = *wr.ah;
-    w.wr.ah = &copy;
-  }
+  if (type == QpType::UD) t.sq_ah[w.slot] = *wr.ah;
+  Sge* sge = t.sge(w);
   if (is_inline) {
+    uint8_t* data = t.inline_data(w);
     uint32_t off = 0;
     for (uint32_t i = 0; i < wr.num_sge; ++i) {
-      std::memcpy(w.inline_data + off, reinterpret_cast<const void*>(wr.sg_list[i].addr), wr.sg_list[i].length);
+      std::memcpy(data + off, reinterpret_cast<const void*>(wr.sg_list[i].addr), wr.sg_list[i].length);
       off += wr.sg_list[i].length;
     }
     w.wr.num_sge = len ? 1 : 0;
-    w.sge[0] = Sge{0, uint32_t(len), 0};
+    sge[0] = Sge{0, uint32_t(len), 0};
   } else {
-    for (uint32_t i = 0; i < wr.num_sge; ++i) w.sge[i] = wr.sg_list[i];
+    for (uint32_t i = 0; i < wr.num_sge; ++i) sge[i] = wr.sg_list[i];
   }
   if (s == QpState::Err) qp_ops::flush(*qp);  // a WR posted in ERR completes at once, flushed
   kick(qp);

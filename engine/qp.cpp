@@ -87,21 +87,36 @@ std::string Qp::describe() const {
   return s;
 }
 
+void SendSide::resize_sq(uint32_t cap) {
+  const bool ud = keeps_ah;
+  std::vector<Sge> sge(size_t(cap) * sge_n);
+  std::vector<uint8_t*> host(size_t(cap) * sge_n, nullptr);
+  std::vector<uint8_t> inl(size_t(cap) * inline_n);
+  std::vector<Ah> ah(ud ? cap : 0);
+  sq.resize(cap, [&](SendWqe& w, uint32_t from, uint32_t to) {
+    std::copy_n(sq_sge.data() + size_t(from) * sge_n, sge_n, sge.data() + size_t(to) * sge_n);
+    std::copy_n(sq_host.data() + size_t(from) * sge_n, sge_n, host.data() + size_t(to) * sge_n);
+    std::copy_n(sq_inline.data() + size_t(from) * inline_n, inline_n, inl.data() + size_t(to) * inline_n);
+    if (ud) ah[to] = sq_ah[from];
+    // Inline bytes are sent from the slot's own storage (resolve_sges): that moved.
+    if (w.is_inline) host[size_t(to) * sge_n] = inl.data() + size_t(to) * inline_n;
+    w.slot = to;
+  });
+  for (uint32_t i = sq.size(); i < cap; ++i) sq.slot(i).slot = i;
+  sq_sge = std::move(sge);
+  sq_host = std::move(host);
+  sq_inline = std::move(inl);
+  sq_ah = std::move(ah);
+}
+
 Qp::Qp(Device& d, uint32_t qpn, const QpInitAttr& ia) : dev(d), init(ia), qpn_(qpn) {
   attrs.cap = ia.cap;
   // The queues as deep, and each WQE as wide, as asked for (memory follows use: issue 30).
-  tx.sq = Ring<SendWqe>(ia.cap.max_send_wr);
-  const uint32_t nsge = std::max<uint32_t>(ia.cap.max_send_sge, 1), depth = tx.sq.capacity();
-  tx.sq_sge.assign(size_t(depth) * nsge, Sge{});
-  tx.sq_host.assign(size_t(depth) * nsge, nullptr);
-  tx.sq_inline.assign(size_t(depth) * ia.cap.max_inline_data, 0);
-  if (ia.qp_type == QpType::UD) tx.sq_ah.assign(depth, Ah{});
-  for (uint32_t i = 0; i < depth; ++i) {
-    SendWqe& w = tx.sq.slot(i);
-    w.sge = tx.sq_sge.data() + size_t(i) * nsge;
-    w.host = tx.sq_host.data() + size_t(i) * nsge;
-    w.inline_data = tx.sq_inline.data() + size_t(i) * ia.cap.max_inline_data;
-  }
+  tx.sge_n = std::max<uint32_t>(ia.cap.max_send_sge, 1);
+  tx.inline_n = ia.cap.max_inline_data;
+  tx.sq_limit = std::max<uint32_t>(ia.cap.max_send_wr, 1);
+  tx.keeps_ah = ia.qp_type == QpType::UD;
+  tx.resize_sq(std::min(tx.sq_limit, param::kQueueFirstSlots));
   // No receive queue of its own with an SRQ, nor for XRC (an initiator receives nothing, a
   // target's requests go to the XRC SRQs of its domain, as wide as kMaxSge).
   const bool own_rq = !ia.srq && ia.qp_type != QpType::XrcIni && ia.qp_type != QpType::XrcTgt;
@@ -132,6 +147,7 @@ namespace qp_ops {
 
 void reset(Qp& qp) {
   qp.tx.sq.clear();
+  if (qp.tx.sq.capacity() > param::kQueueFirstSlots) qp.tx.resize_sq(param::kQueueFirstSlots);  // storage goes back
   qp.rx.rq.clear();
   SendSide& t = qp.tx;
   t.send_idx = t.rd_atomic_inflight = t.pkts_since_ackreq = 0;

@@ -33,15 +33,54 @@ struct QpInitAttr {
   bool sq_sig_all = false;
 };
 
-// A send work request, copied at post time, with the requester's progress through it.
+// A send work request as the send queue keeps it: SendWr without its SGE list (the WQE's slot
+// holds a copy of the SGEs) and its address handle (UD: a copy in the slot too), in 64 bytes.
+struct PostedWr {
+  uint64_t wr_id = 0;
+  uint64_t remote_addr = 0;
+  uint64_t compare_add = 0;
+  uint64_t swap = 0;
+  uint32_t rkey = 0;
+  uint32_t imm_data = 0;
+  uint32_t invalidate_rkey = 0;
+  uint32_t remote_qpn = 0;
+  uint32_t remote_qkey = 0;
+  uint32_t xrc_srqn = 0;
+  WrOpcode opcode = WrOpcode::Send;
+  uint8_t send_flags = 0;     // SendFlags (four bits)
+  uint8_t num_sge = 0;        // at most kMaxSge
+  uint8_t flush_type = 0;
+  uint8_t flush_level = 0;
+
+  void set(const SendWr& w) {
+    wr_id = w.wr_id;
+    remote_addr = w.remote_addr;
+    compare_add = w.compare_add;
+    swap = w.swap;
+    rkey = w.rkey;
+    imm_data = w.imm_data;
+    invalidate_rkey = w.invalidate_rkey;
+    remote_qpn = w.remote_qpn;
+    remote_qkey = w.remote_qkey;
+    xrc_srqn = w.xrc_srqn;
+    opcode = w.opcode;
+    send_flags = uint8_t(w.send_flags);
+    num_sge = uint8_t(w.num_sge);
+    flush_type = w.flush_type;
+    flush_level = w.flush_level;
+  }
+};
+static_assert(sizeof(PostedWr) == 64);
+static_assert(kMaxSge <= 255 && (kSendFence | kSendSignaled | kSendSolicited | kSendInline) <= 255);
+
+// A send work request, copied at post time, with the requester's progress through it. Its
+// variable parts lie in its QP's storage (SendSide), by the position of its slot in the ring
+// (`slot`), sized by the QP's caps, not the device's maxima: max_send_sge (at least 1) SGEs
+// and as many local addresses, resolved when the WQE starts; max_inline_data bytes of inline
+// data; UD: its address handle.
 struct SendWqe {
-  SendWr wr{};
-  // The WQE's variable parts live in its QP's storage (SendSide), sized by the QP's caps, not
-  // the device's maxima: max_send_sge (at least 1) SGEs and as many local addresses, resolved
-  // when the WQE starts; max_inline_data bytes of inline data.
-  Sge* sge = nullptr;
-  uint8_t** host = nullptr;
-  uint8_t* inline_data = nullptr;
+  PostedWr wr{};
+  uint32_t slot = 0;          // its position in the send queue's storage (SendSide::sge() etc.)
   uint32_t length = 0;        // total bytes (8 for atomics)
   uint32_t npkts = 0;         // PSNs the message uses
   uint32_t first_psn = 0;
@@ -49,11 +88,13 @@ struct SendWqe {
   uint32_t rcvd_pkts = 0;     // packets acknowledged, or READ responses received, in order
   uint32_t sent_max = 0;      // highest packet index ever sent + 1 (below it: a retransmission)
   uint32_t read_upto = 0;     // READ re-issued for a part: its request asks up to this packet (0: to the end)
-  bool started = false;       // PSNs assigned, local buffers resolved
+  uint64_t mr_gen = 0;        // MrTable::gen() when the local addresses were resolved
   WcStatus error = WcStatus::Success;  // set when this WQE failed: its completion status
-  uint64_t mr_gen = 0;        // MrTable::gen() when host[] was resolved
+  bool started = false;       // PSNs assigned, local buffers resolved
   bool is_inline = false;
   bool signaled = false;
+  bool ah_local = false;      // UD: the address handle names this device
+  bool ah_mcast = false;      // UD: a multicast group (out to the link, and round to members here)
 
   bool is_atomic() const { return wr.opcode == WrOpcode::AtomicCmpSwp || wr.opcode == WrOpcode::AtomicFetchAdd; }
   // BIND_MW, LOCAL_INV: executed by the requester, no packet (engine/local_ops.cpp).
@@ -74,8 +115,6 @@ struct SendWqe {
   bool is_read_or_atomic() const { return takes_read_responses() || is_atomic(); }
   bool all_sent() const { return started && next_pkt >= npkts; }
   uint32_t num_sge() const { return is_inline ? 1 : wr.num_sge; }
-  bool ah_local = false;      // UD: the address handle names this device
-  bool ah_mcast = false;      // UD: a multicast group (out to the link, and round to members here)
 };
 
 // Responder resources for READ and atomic requests (IBA 9.5: max_dest_rd_atomic of them):
@@ -152,13 +191,28 @@ std::string_view resp_state_name(RespState s);
 // Requester and completer: the send side.
 struct SendSide {
   Ring<SendWqe> sq;
-  std::vector<Sge> sq_sge;         // each send WQE's SGEs, local addresses and inline bytes
-  std::vector<uint8_t*> sq_host;
+  std::vector<Sge> sq_sge;         // each send WQE's SGEs, local addresses and inline bytes,
+  std::vector<uint8_t*> sq_host;   // by its slot (SendWqe::slot)
   std::vector<uint8_t> sq_inline;
   // UD: each send WQE's address handle, copied when posted (as rxe copies the AV into its WQE),
-  // so that an application may destroy the AH before the datagram has gone (mckey does). The
-  // WQE's wr.ah points here. Empty for connected QPs.
+  // so that an application may destroy the AH before the datagram has gone (mckey does). Empty
+  // for connected QPs.
   std::vector<Ah> sq_ah;
+  uint32_t sge_n = 1;              // SGEs (and local addresses) per slot: max_send_sge, at least 1
+  uint32_t inline_n = 0;           // inline bytes per slot: max_inline_data
+  bool keeps_ah = false;           // UD: sq_ah holds each WQE's AH
+  uint32_t sq_limit = 1;           // WQEs at most: max_send_wr (the ring holds storage for fewer
+                                   // until posts need it: param::kQueueFirstSlots, doubled)
+  bool sq_full() const { return sq.size() == sq_limit; }
+  // Storage for `cap` WQEs (at least sq.size()), the WQEs kept in order with their SGEs, local
+  // addresses, inline bytes and AH copies (post_send: never during progress()).
+  void resize_sq(uint32_t cap);
+  Sge* sge(const SendWqe& w) { return sq_sge.data() + size_t(w.slot) * sge_n; }
+  const Sge* sge(const SendWqe& w) const { return sq_sge.data() + size_t(w.slot) * sge_n; }
+  uint8_t** host(const SendWqe& w) { return sq_host.data() + size_t(w.slot) * sge_n; }
+  uint8_t* const* host(const SendWqe& w) const { return sq_host.data() + size_t(w.slot) * sge_n; }
+  uint8_t* inline_data(const SendWqe& w) { return sq_inline.data() + size_t(w.slot) * inline_n; }
+  const Ah& ah(const SendWqe& w) const { return sq_ah[w.slot]; }  // UD only
   KeyCache lkeys;             // the last lkey resolved (resources.hpp)
   uint32_t send_idx = 0;      // index (from the oldest) of the WQE being sent
   uint32_t sq_psn = 0;        // next PSN for a new message

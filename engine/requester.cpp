@@ -26,19 +26,22 @@ using proto::psn_diff;
 // IBV_WC_LOC_PROT_ERR (its own wr_id, in posting order) and the QP goes to ERR.
 bool resolve_sges(Device& dev, Qp& qp, SendWqe& w) {
   if (w.started && w.mr_gen == dev.mrs().gen()) return true;  // nothing deregistered since
+  SendSide& t = qp.tx;
+  uint8_t** host = t.host(w);
   if (w.is_inline) {
-    w.host[0] = w.inline_data;
+    host[0] = t.inline_data(w);
     return true;
   }
   const uint32_t need = w.is_read_or_atomic() ? uint32_t(kLocalWrite) : 0;
+  const Sge* sge = t.sge(w);
   for (uint32_t i = 0; i < w.wr.num_sge; ++i) {
-    if (w.sge[i].length == 0) continue;
-    AccessCheck c = check_local(dev.mrs(), qp.tx.lkeys, w.sge[i].lkey, qp.init.pd, w.sge[i].addr, w.sge[i].length, need);
+    if (sge[i].length == 0) continue;
+    AccessCheck c = check_local(dev.mrs(), t.lkeys, sge[i].lkey, qp.init.pd, sge[i].addr, sge[i].length, need);
     if (!c.ok) {
       qp_ops::fail_wqe(qp, w, WcStatus::LocProtErr);
       return false;
     }
-    w.host[i] = c.host;
+    host[i] = c.host;
   }
   w.mr_gen = dev.mrs().gen();
   return true;
@@ -98,14 +101,14 @@ bool send_packet(Device& dev, Qp& qp, SendWqe& w, bool out_of_line, bool ack) {
   const uint32_t k = w.next_pkt;
   const bool first = k == 0, last = k + 1 == w.npkts;
   p.psn = psn_add(w.first_psn, k);
-  const SendWr& wr = w.wr;
+  const PostedWr& wr = w.wr;
   const bool ud = qp.init.qp_type == QpType::UD;
   const uint32_t off = k * qp.mtu;
   const uint32_t left = w.length - std::min(w.length, off);
   uint32_t len = 0;
   if (ud) {
     // A datagram: addressed by its AH, to remote_qpn, with a DETH.
-    const Ah& ah = *wr.ah;
+    const Ah& ah = qp.tx.ah(w);
     const proto::Ip6* src = dev.sgid(ah.av.sgid_index);  // the table may have changed since the post
     qp_ops::address(p, dev, src ? *src : ah.sgid, ah.av);
     p.dest_qp = wr.remote_qpn;
@@ -163,7 +166,7 @@ bool send_packet(Device& dev, Qp& qp, SendWqe& w, bool out_of_line, bool ack) {
   p.opcode |= qp.opcode_base();  // the UC or XRC opcode of the same operation
   if (qp.xrc()) p.xrceth = {wr.xrc_srqn, 0};
   if (wr.opcode == WrOpcode::AtomicWrite) p.payload = {reinterpret_cast<const uint8_t*>(&w.wr.swap), 8};
-  else p.payload = sge_gather(w, off, len, dev.scratch());
+  else p.payload = sge_gather(qp.tx, w, off, len, dev.scratch());
   ++t.pkts_since_ackreq;
   // RC: AckReq on the last packet of every message (READ requests and atomics included, as
   // rxe does), at least every ack_req_every packets inside long ones, and on the packet that
@@ -186,7 +189,7 @@ bool send_packet(Device& dev, Qp& qp, SendWqe& w, bool out_of_line, bool ack) {
     ++qp.ctr.mcast_sent;
     // The group's members on this device get their copy here (none if the loopback ring is full:
     // a datagram lost, as on a wire).
-    if (dev.mcast_loops_back(wr.ah->av.dgid)) dev.tx().emit(qp, p, true);
+    if (dev.mcast_loops_back(qp.tx.ah(w).av.dgid)) dev.tx().emit(qp, p, true);
   }
   const uint64_t now = dev.step_ns();
   if (p.ack_req) t.pkts_since_ackreq = 0;

@@ -281,12 +281,17 @@ class Cq {
  public:
   // `times`: the device clock, read into each CQE as it is written (completion timestamps); null
   // for a CQ that does not keep them.
+  // Storage for param::kQueueFirstSlots CQEs to start with, doubled as completions wait beyond it.
   explicit Cq(uint32_t depth, const Clock* times = nullptr)
-      : ring_(depth ? depth : 1), stamps_(times ? ring_.size() : 0), times_(times) {}
+      : depth_(depth ? depth : 1), ring_(std::min(depth_, param::kQueueFirstSlots)), stamps_(times ? ring_.size() : 0),
+        times_(times) {}
   bool push(const Wc& wc) {
-    if (count_ == ring_.size()) {
-      overflowed_ = true;
-      return false;
+    if (count_ == ring_.size()) [[unlikely]] {
+      if (count_ == depth_) {
+        overflowed_ = true;
+        return false;
+      }
+      grow();
     }
     uint32_t tail = head_ + count_;
     if (tail >= ring_.size()) tail -= uint32_t(ring_.size());
@@ -311,7 +316,8 @@ class Cq {
   uint32_t poll(Wc* out, uint32_t max) {
     return poll_each(max, [&out](const Wc& w) { *out++ = w; });
   }
-  uint32_t depth() const { return uint32_t(ring_.size()); }
+  uint32_t depth() const { return depth_; }
+  uint32_t allocated() const { return uint32_t(ring_.size()); }   // CQEs it has storage for now
   uint32_t size() const { return count_; }
   bool overflowed() const { return overflowed_; }
   uint64_t completions_pushed() const { return events_; }
@@ -321,6 +327,19 @@ class Cq {
   uint32_t qp_refs = 0;
 
  private:
+  void grow() {
+    const uint32_t cap = uint32_t(std::min<uint64_t>(uint64_t(ring_.size()) * 2, depth_));
+    std::vector<Cqe> ring(cap);
+    std::vector<uint64_t> stamps(times_ ? cap : 0);
+    for (uint32_t i = 0, at = head_; i < count_; ++i, at = at + 1 == ring_.size() ? 0 : at + 1) {
+      ring[i] = ring_[at];
+      if (times_) stamps[i] = stamps_[at];
+    }
+    ring_ = std::move(ring);
+    stamps_ = std::move(stamps);
+    head_ = 0;
+  }
+  uint32_t depth_;
   std::vector<Cqe> ring_;
   std::vector<uint64_t> stamps_;   // completion times, by ring position (a CQ that keeps them)
   const Clock* times_ = nullptr;
@@ -357,6 +376,19 @@ class Ring {
   }
   void clear() { head_ = count_ = 0; }
   T& slot(uint32_t i) { return v_[i]; }  // by position, for setting up each slot's storage
+  // Storage for `cap` entries (at least size()), the entries kept in order from position 0
+  // (the i-th oldest at position i): `moved(entry, from, to)` for each.
+  template <typename F>
+  void resize(uint32_t cap, F&& moved) {
+    std::vector<T> v(cap ? cap : 1);
+    for (uint32_t i = 0; i < count_; ++i) {
+      const uint32_t from = pos(i);
+      v[i] = std::move(v_[from]);
+      moved(v[i], from, i);
+    }
+    v_ = std::move(v);
+    head_ = 0;
+  }
 
  private:
   std::vector<T> v_;
@@ -371,16 +403,25 @@ class RecvRing {
     uint64_t wr_id = 0;
     uint32_t num_sge = 0;
   };
+  // `cap` entries at most; storage for param::kQueueFirstSlots of them to start with.
   explicit RecvRing(uint32_t cap = 0, uint32_t max_sge = 0)
-      : ring_(cap), max_sge_(max_sge), sge_(size_t(ring_.capacity()) * max_sge) {}
-  bool full() const { return ring_.full(); }
+      : ring_(std::min(std::max(cap, 1u), param::kQueueFirstSlots)), limit_(std::max(cap, 1u)), max_sge_(max_sge),
+        sge_(size_t(ring_.capacity()) * max_sge) {}
+  bool full() const { return ring_.size() == limit_; }
   bool empty() const { return ring_.empty(); }
   uint32_t size() const { return ring_.size(); }
-  uint32_t capacity() const { return ring_.capacity(); }
-  void clear() { ring_.clear(); }
+  uint32_t capacity() const { return limit_; }               // the depth asked for
+  uint32_t allocated() const { return ring_.capacity(); }    // entries it has storage for now
+  // Empty, and back to its first storage (a QP reset gives the rest back).
+  void clear() {
+    if (ring_.capacity() > param::kQueueFirstSlots) *this = RecvRing(limit_, max_sge_);
+    ring_.clear();
+  }
   void pop() { ring_.pop(); }
   // Caller checked !full() and num_sge <= max_sge.
   void push(const RecvWr& wr) {
+    if (ring_.full()) [[unlikely]]
+      grow();
     const uint32_t at = ring_.pos(ring_.size());
     Posted& r = ring_.push_slot();
     r.wr_id = wr.wr_id;
@@ -391,7 +432,16 @@ class RecvRing {
   const Sge* front_sge() const { return sge_.data() + size_t(ring_.pos(0)) * max_sge_; }
 
  private:
+  void grow() {
+    const uint32_t cap = uint32_t(std::min<uint64_t>(uint64_t(ring_.capacity()) * 2, limit_));
+    std::vector<Sge> sge(size_t(cap) * max_sge_);
+    ring_.resize(cap, [&](Posted&, uint32_t from, uint32_t to) {
+      std::copy_n(sge_.data() + size_t(from) * max_sge_, max_sge_, sge.data() + size_t(to) * max_sge_);
+    });
+    sge_ = std::move(sge);
+  }
   Ring<Posted> ring_;
+  uint32_t limit_;
   uint32_t max_sge_;
   std::vector<Sge> sge_;
 };

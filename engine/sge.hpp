@@ -32,17 +32,20 @@ uint32_t sge_walk(const Sge* sge, uint32_t nsge, uint32_t off, uint32_t len, Fn&
 }
 
 struct SendWqe;
+struct SendSide;
 struct RecvWqe;
 class MrTable;
 struct Pd;
 
 // Bytes [off, off + len) of a send WQE's local buffers: a direct span when they lie in one
 // SGE, otherwise gathered into `scratch`.
-std::span<const uint8_t> sge_gather_slow(const SendWqe& w, uint32_t off, uint32_t len, std::vector<uint8_t>& scratch);
-inline std::span<const uint8_t> sge_gather(const SendWqe& w, uint32_t off, uint32_t len, std::vector<uint8_t>& scratch);
+std::span<const uint8_t> sge_gather_slow(const SendSide& t, const SendWqe& w, uint32_t off, uint32_t len,
+                                         std::vector<uint8_t>& scratch);
+inline std::span<const uint8_t> sge_gather(const SendSide& t, const SendWqe& w, uint32_t off, uint32_t len,
+                                           std::vector<uint8_t>& scratch);
 // Copies `len` bytes to byte offset `off` of a send WQE's local buffers (READ responses,
 // atomic original values; the buffers were checked when the WQE started).
-void sge_scatter(SendWqe& w, uint32_t off, const uint8_t* data, uint32_t len);
+void sge_scatter(const SendSide& t, const SendWqe& w, uint32_t off, const uint8_t* data, uint32_t len);
 // Copies a SEND's bytes to offset `off` of a receive WQE, each piece checked for local write
 // access in `pd`. Returns the bytes written (less than len: too long, or a protection error).
 uint32_t sge_scatter_recv(const RecvWqe& r, const MrTable& mrs, const Pd* pd, uint32_t off, const uint8_t* data,
@@ -54,9 +57,10 @@ uint32_t sge_scatter_recv(const RecvWqe& r, const MrTable& mrs, const Pd* pd, ui
 
 namespace uroce::engine {
 // The common case inline: one SGE (or inline data) holding the bytes.
-inline std::span<const uint8_t> sge_gather(const SendWqe& w, uint32_t off, uint32_t len, std::vector<uint8_t>& scratch) {
+inline std::span<const uint8_t> sge_gather(const SendSide& t, const SendWqe& w, uint32_t off, uint32_t len,
+                                           std::vector<uint8_t>& scratch) {
   if (len == 0) return {};
-  if (w.num_sge() == 1 && uint64_t(off) + len <= w.sge[0].length) return {w.host[0] + off, len};
-  return sge_gather_slow(w, off, len, scratch);
+  if (w.num_sge() == 1 && uint64_t(off) + len <= t.sge(w)[0].length) return {t.host(w)[0] + off, len};
+  return sge_gather_slow(t, w, off, len, scratch);
 }
 }  // namespace uroce::engine

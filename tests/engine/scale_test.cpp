@@ -172,6 +172,106 @@ TEST(FirstUse, ResponderSlotsComeWithTheFirstReadAndGoWithReset) {
   EXPECT_EQ(r.res.capacity(), 0u) << "given back at reset";
 }
 
+// Queues hold storage for param::kQueueFirstSlots entries when created and double it as posts
+// need (issue 30: memory follows use). Here the send queue grows twice while WQEs are in flight
+// and unacknowledged (every frame of A's first transmission lost): the WQEs moved with their
+// SGEs and inline bytes, and the resends after the growth carry the right bytes, in order.
+TEST(FirstUse, TheSendQueueGrowsUnderWqesInFlightAndTheirResendsCarryTheirBytes) {
+  PairOptions o;
+  o.max_send_wr = 4 * param::kQueueFirstSlots;
+  o.max_recv_wr = 4 * param::kQueueFirstSlots;
+  ConnectedPair p(o);
+  const uint32_t n = o.max_send_wr;
+  EXPECT_EQ(p.a.qp->tx.sq.capacity(), param::kQueueFirstSlots) << "storage for the first slots only";
+  for (uint32_t i = 0; i < n; ++i) {
+    Sge r{p.b.addr() + i * 256, 256, p.b.mr->lkey};
+    RecvWr rw{i, &r, 1};
+    ASSERT_EQ(p.b.dev->post_recv(p.b.qp, rw), 0);
+  }
+  EXPECT_EQ(p.b.qp->rx.rq.allocated(), n) << "the receive queue grew to its depth";
+  // A's frames are lost until every WQE has been posted; the odd ones are inline (their bytes
+  // in the send queue's own storage), the even ones gathered from A's buffer at send time.
+  bool lose = true;
+  uint32_t lost = 0;
+  p.link(0).filter = [&](const uint8_t*, uint32_t) { return lose ? (++lost, false) : true; };
+  fill_pattern(p.a.buf(), n * 256, 9);
+  for (uint32_t i = 0; i < n; ++i) {
+    Sge s{p.a.addr() + i * 256, 100 + i, p.a.mr->lkey};
+    SendWr w = signaled_wr(1000 + i, &s, WrOpcode::Send);
+    if (i % 2) w.send_flags |= kSendInline;
+    ASSERT_EQ(p.a.dev->post_send(p.a.qp, w), 0) << i;
+    if (i % 2) std::memset(p.a.buf() + i * 256, 0xEE, 100 + i);  // inline: copied at the post
+    p.a.dev->progress();  // sent (and lost) before the next post grows the queue
+  }
+  EXPECT_EQ(p.a.qp->tx.sq.capacity(), n) << "doubled up to max_send_wr";
+  Sge s{p.a.addr(), 1, p.a.mr->lkey};
+  SendWr extra = signaled_wr(1, &s, WrOpcode::Send);
+  EXPECT_EQ(p.a.dev->post_send(p.a.qp, extra), ENOMEM) << "no further than max_send_wr";
+  EXPECT_GE(lost, param::kQueueFirstSlots);
+  lose = false;
+  fill_pattern(p.a.buf(), n * 256, 9);  // the gathered ones' bytes as they were
+  for (uint32_t i = 0; i < n; ++i) {
+    Wc wc;
+    ASSERT_TRUE(p.next_wc(p.b.rcq, wc)) << i << " " << p.a.qp->describe();
+    EXPECT_EQ(wc.status, WcStatus::Success);
+    EXPECT_EQ(wc.wr_id, i) << "in order";
+    EXPECT_EQ(wc.byte_len, 100 + i);
+  }
+  std::vector<uint8_t> want(n * 256);
+  fill_pattern(want.data(), n * 256, 9);
+  for (uint32_t i = 0; i < n; ++i)
+    EXPECT_EQ(std::memcmp(p.b.buf() + i * 256, want.data() + i * 256, 100 + i), 0) << "message " << i;
+  for (uint32_t i = 0; i < n; ++i) {
+    Wc wc;
+    ASSERT_TRUE(p.next_wc(p.a.scq, wc));
+    EXPECT_EQ(wc.wr_id, 1000 + i);
+    EXPECT_EQ(wc.status, WcStatus::Success);
+  }
+  EXPECT_GT(p.a.qp->counters().retransmitted, 0u) << "the lost frames were resent, after the growth";
+  // A reset gives the storage back.
+  QpAttr a;
+  a.qp_state = QpState::Reset;
+  ASSERT_EQ(p.a.dev->modify_qp(p.a.qp, a, kAttrState), 0);
+  ASSERT_EQ(p.b.dev->modify_qp(p.b.qp, a, kAttrState), 0);
+  EXPECT_EQ(p.a.qp->tx.sq.capacity(), param::kQueueFirstSlots);
+  EXPECT_EQ(p.b.qp->rx.rq.allocated(), param::kQueueFirstSlots);
+}
+
+// A CQ holds storage for the first slots and grows, keeping its completions in order (with
+// their times, when it keeps them), up to its depth; then it overflows as before.
+TEST(FirstUse, ACqGrowsToItsDepthKeepingItsCompletionsInOrder) {
+  Cq cq(3 * param::kQueueFirstSlots);
+  EXPECT_EQ(cq.allocated(), param::kQueueFirstSlots);
+  EXPECT_EQ(cq.depth(), 3 * param::kQueueFirstSlots);
+  uint64_t next_in = 0, next_out = 0;
+  auto push = [&] {
+    Wc w;
+    w.wr_id = next_in++;
+    w.byte_len = uint32_t(w.wr_id * 3);
+    w.imm_data = uint32_t(w.wr_id + 7);
+    w.wc_flags = kWcWithImm;
+    return cq.push(w);
+  };
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(push());
+  Wc w;
+  for (int i = 0; i < 3; ++i) {  // the ring's head moves off position 0 before it grows
+    ASSERT_EQ(cq.poll(&w, 1), 1u);
+    EXPECT_EQ(w.wr_id, next_out++);
+  }
+  while (cq.size() < cq.depth()) ASSERT_TRUE(push());
+  EXPECT_EQ(cq.allocated(), cq.depth());
+  EXPECT_FALSE(push()) << "full at its depth";
+  EXPECT_TRUE(cq.overflowed());
+  while (cq.poll(&w, 1) == 1) {
+    EXPECT_EQ(w.wr_id, next_out);
+    EXPECT_EQ(w.byte_len, uint32_t(next_out * 3));
+    EXPECT_EQ(w.imm_data, uint32_t(next_out + 7));
+    EXPECT_EQ(w.wc_flags, uint32_t(kWcWithImm));
+    ++next_out;
+  }
+  EXPECT_EQ(next_out, next_in - 1) << "every completion but the one refused";
+}
+
 TEST(ActiveList, AQpLeavesItWhenItsWorkIsDoneAndComesBackForAVerbOrAFrame) {
   PairOptions o;
   ConnectedPair p(o);
