@@ -4,8 +4,9 @@
 //     max_recv_sge 1, max_dest_rd_atomic 16. Per QP+CQ: the heap the engine holds (mallinfo2)
 //     and the resident memory it adds (/proc/self/statm), connected, and again after every
 //     queue was filled to its depth once and every QP made a READ (queues grow as used).
-//  2. Many QPs: --many RC QPs (262,144: max_qp) at depth 1, each with a CQ, created, connected in
-//     pairs and destroyed in one process: the time of each phase, memory per QP+CQ.
+//  2. Many QPs: --many RC QPs (262,144: max_qp) at depth 1, then at depth 128, each with a CQ,
+//     created, connected in pairs and destroyed in one process: the time of each phase, memory
+//     per QP+CQ.
 //  3. Message rate: 64 B RDMA WRITEs between two engines on the FakeLink (frames delivered at
 //     once), both polled on this one core, in wall time: one QP pair with 0, 1,024 and --idle
 //     (65,536) connected idle QPs per device beside it, and the traffic spread over 1, 16 and
@@ -116,62 +117,54 @@ bool memory_row(uint32_t n, uint32_t depth, uint32_t inline_bytes, const char* w
     if (connect_qp(*dev, qps[i], *dev, *qps[i + 1], p) || connect_qp(*dev, qps[i + 1], *dev, *qps[i], p))
       return std::fprintf(stderr, "scale_bench: pair %u not connected\n", i / 2), false;
   const size_t heap1 = heap_in_use(), res1 = resident_bytes();
-  // Then each queue used to its depth once: max_recv_wr receives posted on every QP (left
-  // posted), max_send_wr signaled 64 B WRITEs posted on every QP at once (its CQ full of their
-  // completions before the first poll), then one READ on every QP (its peer's READ/atomic slots).
-  // A queue keeps the storage it grew to (until the QP is reset).
+  // Then each queue used to its depth once, pair by pair: max_recv_wr receives posted on both
+  // QPs (left posted), max_send_wr signaled 64 B WRITEs posted on both at once (each CQ full of
+  // their completions before the first poll), then one READ on both (each peer's READ/atomic
+  // slots). A queue keeps the storage it grew to (until the QP is reset).
   std::vector<uint8_t> mem(64 * 1024);
   Mr* mr = dev->reg_mr(pd, mem.data(), mem.size(), kLocalWrite | kRemoteWrite | kRemoteRead);
   if (!mr) return std::fprintf(stderr, "scale_bench: reg_mr\n"), false;
   const uint64_t base = reinterpret_cast<uintptr_t>(mem.data());
   Sge s{base, 64, mr->lkey};
-  auto run_all = [&](uint32_t per_qp) {
-    std::vector<uint32_t> got(n, 0);
-    uint64_t left = uint64_t(per_qp) * n;
-    Wc wc[64];
-    for (uint64_t spins = 0; left && spins < 100'000'000; ++spins) {
-      const bool busy = dev->progress();
-      if (busy) continue;
-      wire.clock().advance(1000);  // virtual time: a coalesced ACK's timer
-      for (uint32_t i = 0; i < n && left; ++i) {  // nothing left to do: every CQ is full or done
-        Cq* cq = const_cast<Cq*>(qps[i]->init_attr().send_cq);
-        for (int k; (k = dev->poll_cq(cq, 64, wc)) > 0;)
-          for (int j = 0; j < k; ++j, --left)
-            if (wc[j].status != WcStatus::Success) return false;
-      }
-    }
-    return left == 0;
-  };
-  for (uint32_t i = 0; i < n; ++i) {
-    for (uint32_t k = 0; k < depth; ++k) {
-      RecvWr r{k, &s, 1};
-      if (dev->post_recv(qps[i], r)) return std::fprintf(stderr, "scale_bench: post_recv\n"), false;
-    }
-    for (uint32_t k = 0; k < depth; ++k) {
-      SendWr w{};
-      w.wr_id = k;
-      w.opcode = WrOpcode::RdmaWrite;
-      w.send_flags = kSendSignaled;
-      w.sg_list = &s;
-      w.num_sge = 1;
-      w.remote_addr = base + 4096;
-      w.rkey = mr->rkey;
-      if (dev->post_send(qps[i], w)) return std::fprintf(stderr, "scale_bench: post_send\n"), false;
-    }
-  }
-  if (!run_all(depth))
-    return std::fprintf(stderr, "scale_bench: WRITEs did not complete: %s\n", qps[0]->describe().c_str()), false;
-  for (uint32_t i = 0; i < n; ++i) {
+  auto post = [&](Qp* q, WrOpcode op, uint64_t id) {
     SendWr w{};
-    w.opcode = WrOpcode::RdmaRead;
+    w.wr_id = id;
+    w.opcode = op;
     w.send_flags = kSendSignaled;
     w.sg_list = &s;
     w.num_sge = 1;
     w.remote_addr = base + 4096;
     w.rkey = mr->rkey;
-    if (dev->post_send(qps[i], w)) return std::fprintf(stderr, "scale_bench: post_send READ\n"), false;
+    return dev->post_send(q, w) == 0;
+  };
+  // Runs the device until both QPs' CQs hold `per_qp` completions each (none polled before),
+  // then polls them; false if one failed or they did not come.
+  auto run_pair = [&](Qp* q0, Qp* q1, uint32_t per_qp) {
+    Cq* c0 = const_cast<Cq*>(q0->init_attr().send_cq);
+    Cq* c1 = const_cast<Cq*>(q1->init_attr().send_cq);
+    for (uint64_t spins = 0; (c0->size() < per_qp || c1->size() < per_qp) && spins < 10'000'000; ++spins)
+      if (!dev->progress()) wire.clock().advance(1000);  // virtual time: a coalesced ACK's timer
+    Wc wc;
+    uint32_t ok = 0;
+    for (Cq* c : {c0, c1})
+      while (dev->poll_cq(c, 1, &wc) == 1) ok += wc.status == WcStatus::Success;
+    return ok == 2 * per_qp;
+  };
+  for (uint32_t i = 0; i < n; i += 2) {
+    for (Qp* q : {qps[i], qps[i + 1]})
+      for (uint32_t k = 0; k < depth; ++k) {
+        RecvWr r{k, &s, 1};
+        if (dev->post_recv(q, r)) return std::fprintf(stderr, "scale_bench: post_recv\n"), false;
+      }
+    for (Qp* q : {qps[i], qps[i + 1]})
+      for (uint32_t k = 0; k < depth; ++k)
+        if (!post(q, WrOpcode::RdmaWrite, k)) return std::fprintf(stderr, "scale_bench: post_send\n"), false;
+    if (!run_pair(qps[i], qps[i + 1], depth))
+      return std::fprintf(stderr, "scale_bench: WRITEs did not complete: %s\n", qps[i]->describe().c_str()), false;
+    if (!post(qps[i], WrOpcode::RdmaRead, 0) || !post(qps[i + 1], WrOpcode::RdmaRead, 0) ||
+        !run_pair(qps[i], qps[i + 1], 1))
+      return std::fprintf(stderr, "scale_bench: READs did not complete: %s\n", qps[i]->describe().c_str()), false;
   }
-  if (!run_all(1)) return std::fprintf(stderr, "scale_bench: READs did not complete\n"), false;
   const size_t heap2 = heap_in_use(), res2 = resident_bytes();
   std::printf("| %-46s | %10zu | %13zu | %10zu | %13zu |\n", what, (heap1 - heap0) / n, res1 > res0 ? (res1 - res0) / n : 0,
               (heap2 - heap0 - mem.size()) / n, res2 > res0 + mem.size() ? (res2 - res0 - mem.size()) / n : 0);
@@ -200,7 +193,7 @@ double served_step(Device& dev, const SnapshotRequest& req, size_t* rows) {
   return longest;
 }
 
-bool many_row(uint32_t n) {
+bool many_row(uint32_t n, uint32_t depth, bool telemetry) {
   FakeWire wire(64, 9216, 1);
   auto dev = std::make_unique<Device>(wire.a(), wire.clock(), config(10, n));
   Pd* pd = dev->alloc_pd();
@@ -209,8 +202,8 @@ bool many_row(uint32_t n) {
   const size_t heap0 = heap_in_use(), res0 = resident_bytes();
   auto t0 = std::chrono::steady_clock::now();
   for (uint32_t i = 0; i < n; ++i) {
-    cqs[i] = dev->create_cq(1);
-    qps[i] = cqs[i] ? dev->create_qp(rc_attr(pd, cqs[i], cqs[i], 1)) : nullptr;
+    cqs[i] = dev->create_cq(depth);
+    qps[i] = cqs[i] ? dev->create_qp(rc_attr(pd, cqs[i], cqs[i], depth)) : nullptr;
     if (!qps[i]) return std::fprintf(stderr, "scale_bench: QP %u of %u not created\n", i, n), false;
   }
   const double t_create = seconds_since(t0);
@@ -243,8 +236,9 @@ bool many_row(uint32_t n) {
     if (dev->destroy_qp(qps[i]) || dev->destroy_cq(cqs[i]))
       return std::fprintf(stderr, "scale_bench: QP %u not destroyed\n", i), false;
   const double t_destroy = seconds_since(t0);
-  std::printf("| %u | %.2f s | %.2f s | %.1f ms | %.2f us | %.2f s | %zu | %zu |\n", n, t_create, t_connect,
+  std::printf("| %u | %u | %.2f s | %.2f s | %.1f ms | %.2f us | %.2f s | %zu | %zu |\n", n, depth, t_create, t_connect,
               t_first * 1e3, t_idle * 1e6, t_destroy, (heap1 - heap0) / n, res1 > res0 ? (res1 - res0) / n : 0);
+  if (!telemetry) return true;
   std::printf("\nTelemetry at %u QPs, the longest progress() step while a request is served (5 requests: fastest "
               "to slowest): a page of %zu QPs (/uroce/qps,%u) %.0f to %.0f us; the device's counters (/uroce/stats, "
               "a sum over every QP) %.1f to %.1f ms.\n",
@@ -419,11 +413,12 @@ int main(int argc, char** argv) {
               {1024, 0, "depth 1024"}};
   for (const auto& r : rows) ok = ok && in_child([&] { return memory_row(n, r.depth, r.inline_bytes, r.what); });
 
-  std::printf("\n2. Many QPs: RC QPs at depth 1, each with a CQ of depth 1, created, connected in pairs (loopback),\n"
-              "one progress() and then 1,000 more with all of them idle, destroyed (with their CQs).\n\n");
-  std::printf("| QPs | create | connect | first progress() | idle progress() | destroy | heap / QP+CQ | resident / QP+CQ |\n");
-  std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-  ok = ok && in_child([&] { return many_row(many); });
+  std::printf("\n2. Many QPs: RC QPs at depth 1 and at depth 128, each with a CQ of the same depth, created, connected\n"
+              "in pairs (loopback), one progress() and then 1,000 more with all of them idle, destroyed (with their CQs).\n\n");
+  std::printf("| QPs | depth | create | connect | first progress() | idle progress() | destroy | heap / QP+CQ | resident / QP+CQ |\n");
+  std::printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  ok = ok && in_child([&] { return many_row(many, 1, false); });
+  ok = ok && in_child([&] { return many_row(many, 128, true); });
 
   std::printf("\n3. 64 B RDMA WRITE messages per second between two engines (FakeLink, frames delivered at once),\n"
               "both polled on this core; up to 128 in flight (each of K active pairs: 128 / K, at least 1);\n"
