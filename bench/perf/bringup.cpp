@@ -32,7 +32,7 @@ void setup(Ctx& c) {
   }
   Device::Config dc;
   dc.max_qp_wr = 16384;
-  dc.max_cqe = 1 << 18;
+  dc.max_cqe = param::kMaxCqe;  // one CQ for every QP's sends (its depth below): -q 1024 asks 262,208
   if (c.o.window) dc.max_unacked_psns = c.o.window;
   c.ep = port::Endpoint::open(c.cfg, err, dc, c.o.eal_extra);
   if (!c.ep) die("%s", err.c_str());
@@ -67,6 +67,7 @@ void setup(Ctx& c) {
     ia.cap.max_inline_data = 0;
     c.q[i].qp = c.dev->create_qp(ia);
     if (!c.q[i].qp) die("create_qp failed");
+    c.by_qpn[c.q[i].qp->qpn()] = &c.q[i];
     c.q[i].rbuf = c.mem + c.region * 2 * i;
     c.q[i].sbuf = c.q[i].rbuf + c.region;
   }

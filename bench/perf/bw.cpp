@@ -37,12 +37,10 @@ BwResult run_bw_client(Ctx& c, uint64_t size) {
       const uint64_t now = rte_get_tsc_cycles();
       for (int i = 0; i < n; ++i) {
         c.check_wc(wc[i]);
-        for (auto& x : c.q)
-          if (x.qp->qpn() == wc[i].qp_num) {
-            uint64_t upto = wc[i].wr_id + 1;
-            done += upto - x.completed;
-            x.completed = upto;
-          }
+        QpCtx& x = *c.by_qpn.at(wc[i].qp_num);
+        const uint64_t upto = wc[i].wr_id + 1;
+        done += upto - x.completed;
+        x.completed = upto;
       }
       stamps.push_back(now);
       counts.push_back(done);
@@ -79,11 +77,9 @@ void run_send_server(Ctx& c, uint64_t size) {
       c.check_wc(wc[i]);
       if (wc[i].byte_len != size) die("received %u bytes, expected %lu", wc[i].byte_len, (unsigned long)size);
       ++done;
-      for (auto& x : c.q)
-        if (x.qp->qpn() == wc[i].qp_num) {
-          ++x.recv_done;
-          if (x.recv_posted < iters) post_recvs(c, x, size, 1);
-        }
+      QpCtx& x = *c.by_qpn.at(wc[i].qp_num);
+      ++x.recv_done;
+      if (x.recv_posted < iters) post_recvs(c, x, size, 1);
     }
   }
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "bench/perf/exchange.hpp"
@@ -40,6 +41,7 @@ struct Ctx {
   std::unique_ptr<uint8_t, Free> mem_owner;
   size_t region = 0;
   std::vector<QpCtx> q;
+  std::unordered_map<uint32_t, QpCtx*> by_qpn;  // a completion's QP (-q 1024: no scan of them all)
   Tcp tcp;
   bool server = true;
   engine::Mtu mtu = engine::Mtu::M1024;

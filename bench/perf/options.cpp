@@ -19,7 +19,7 @@ void usage(bool help = false) {
                "  -a, --all                       all sizes 2 .. 2^23 (bounded by --max-size)\n"
                "  --bytes-per-size BYTES          each size runs max(N, BYTES / size) messages (at most 2000000)\n"
                "  --max-size BYTES                largest size for -a (default 8388608)\n"
-               "  -q, --qps N                     QPs (default 1)\n"
+               "  -q, --qps N                     QPs (default 1, at most 4096)\n"
                "  -t, --tx-depth N                outstanding sends per QP (default 128)\n"
                "  --cq-mod N                      signal every Nth send (default 64)\n"
                "  -m, --mtu BYTES                 path MTU (default: the config's)\n"
@@ -84,7 +84,7 @@ Opts parse_args(int argc, char** argv) {
     else if (!a.empty() && a[0] != '-' && o.peer.empty()) o.peer = a;
     else usage();
   }
-  if (o.config.empty() || o.qps == 0 || o.qps > 64 || o.tx_depth == 0 || o.cq_mod == 0) usage();
+  if (o.config.empty() || o.qps == 0 || o.qps > 4096 || o.tx_depth == 0 || o.cq_mod == 0) usage();
   if (!have_iters) o.iters = o.mode == Mode::Bw ? 5000 : 1000;
   if (o.iters == 0) usage();
   if (o.size == 0) o.size = o.mode == Mode::Bw ? 65536 : 2;
