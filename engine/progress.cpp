@@ -38,9 +38,13 @@ bool Device::progress() {
   // The active QPs (kick): each does its work, and leaves the list once it has none left, or is
   // parked when it is only waiting for answers or a timer (the timer heap brings it back when
   // that timer is due). A QP kicked meanwhile is appended and visited in this pass too.
-  size_t keep = 0;
+  // Fairness when the link runs out of transmit buffers (its back-pressure): the first QP that
+  // found none this pass heads the list in the next, so the QPs behind it are not starved by
+  // those ahead of it taking the buffers first in every pass.
+  size_t keep = 0, starved = SIZE_MAX;
   for (size_t i = 0; i < active_.size(); ++i) {
     Qp& qp = *active_[i];
+    const uint64_t refused = tx_.refusals();
     const QpState s = qp.attrs.qp_state;
     // Responses first, in request order; a coalesced ACK for later requests only after them.
     if (s == QpState::Rtr || s == QpState::Rts || s == QpState::Sqd) responder::send_responses(*this, qp);
@@ -67,10 +71,13 @@ bool Device::progress() {
         timers_.push({due, qp.qpn()});
       }
     } else {
+      if (starved == SIZE_MAX && tx_.refusals() != refused) starved = keep;
       active_[keep++] = &qp;
     }
   }
   active_.resize(keep);
+  if (starved != SIZE_MAX && starved != 0) [[unlikely]]
+    std::rotate(active_.begin(), active_.begin() + ptrdiff_t(starved), active_.end());
   if (cm_) did |= cm_->progress();  // the CM's timers: resends, timeouts, TimeWait
   if (tx_.pending()) tx_.flush();
   // A telemetry snapshot asked for by another thread (engine/telemetry.hpp): one relaxed load

@@ -29,11 +29,12 @@ inline void forget(RecvSide& r, RecvSide::Held& h) {
 }
 
 // The answers (responder_ack.cpp). send_ack: an ACK or NAK for `psn` now (a coalesced ACK still
-// owed goes before a NAK). ack_now: the coalesced ACK still owed, now. ack_before_responses:
+// owed goes before a NAK); false when the link had no transmit buffer (nothing was sent or
+// counted). ack_now: the coalesced ACK still owed, now (still owed if no buffer). ack_before_responses:
 // the same before the responses to a new READ or atomic, unless earlier responses are owed.
 // nak_and_error: class A/C errors (IBA 9.9.3): NAK, and the QP to ERR (UC: the message is
 // discarded). rnr_nak: no receive WQE (UC: the message is discarded).
-void send_ack(Device& dev, Qp& qp, Syndrome s, uint32_t psn);
+bool send_ack(Device& dev, Qp& qp, Syndrome s, uint32_t psn);
 void ack_now(Device& dev, Qp& qp);
 void ack_before_responses(Device& dev, Qp& qp);
 RespState nak_and_error(Device& dev, Qp& qp, NakCode code, uint32_t psn);

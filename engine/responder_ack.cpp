@@ -45,7 +45,7 @@ bool send_atomic_ack(Device& dev, Qp& qp, const RdAtomicRes& r) {
 
 }  // namespace
 
-void send_ack(Device& dev, Qp& qp, Syndrome s, uint32_t psn) {
+bool send_ack(Device& dev, Qp& qp, Syndrome s, uint32_t psn) {
   RecvSide& r = qp.rx;
   if (s.kind != proto::AckKind::Ack && r.ack_pending) {
     // A coalesced ACK for earlier packets goes out before a NAK.
@@ -57,6 +57,7 @@ void send_ack(Device& dev, Qp& qp, Syndrome s, uint32_t psn) {
   p.payload = {};
   p.psn = psn;
   p.aeth = {s.encode(), r.msn};
+  if (!dev.tx().emit(qp, p)) return false;  // no transmit buffer now (a NAK: as if lost on the wire)
   r.unacked = 0;  // any ACK or NAK acknowledges what came before it
   switch (s.kind) {
     case proto::AckKind::Ack: ++qp.ctr.acks_sent; break;
@@ -66,14 +67,15 @@ void send_ack(Device& dev, Qp& qp, Syndrome s, uint32_t psn) {
       else ++qp.ctr.other_naks_sent;
       break;
   }
-  dev.tx().emit(qp, p);
+  return true;
 }
 
 // A coalesced ACK still owed goes out now (before responses to a READ or atomic).
 void ack_now(Device& dev, Qp& qp) {
   if (!qp.rx.ack_pending) return;
-  qp.rx.ack_pending = false;
-  send_ack(dev, qp, Syndrome::ack(), qp.rx.ack_psn);
+  // Without a transmit buffer now (the link's back-pressure), the ACK stays owed: the QP stays
+  // on the active list and sends it at a later step.
+  qp.rx.ack_pending = !send_ack(dev, qp, Syndrome::ack(), qp.rx.ack_psn);
 }
 
 // Before the responses to a new READ or atomic: a coalesced ACK for earlier SEND/WRITEs goes

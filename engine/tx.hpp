@@ -21,6 +21,9 @@ class Tx {
   bool emit(Qp& qp, const proto::Packet& p, bool local = false);
   void flush();
   bool pending() const { return n_ != 0; }
+  // Frames that found no buffer (or room in the loopback ring) so far: progress() compares it
+  // before and after a QP's visit (fairness under the link's back-pressure).
+  uint64_t refusals() const { return refusals_; }
   // Loopback frames waiting to be received (the caller releases each to the link).
   size_t take_loopback(PacketBuf* out, size_t max);
 
@@ -30,6 +33,7 @@ class Tx {
   size_t n_ = 0;
   std::array<PacketBuf, param::kLoopbackRing> loop_{};
   size_t loop_head_ = 0, loop_n_ = 0;
+  uint64_t refusals_ = 0;
 };
 
 

@@ -35,6 +35,10 @@ uint32_t finish_frame(engine::PacketBuf& b) {
 }  // namespace
 
 bool DpdkLink::alloc(engine::PacketBuf& b, uint32_t len) {
+  if (bl_n_ >= param::kTxBacklogHigh && !drain_backlog() && bl_n_ >= param::kTxBacklogHigh) [[unlikely]] {
+    ++ctr_.tx_full;  // back-pressure (port/param.hpp kTxBacklogHigh)
+    return false;
+  }
   if (stash_n_ == 0) {
     if (rte_pktmbuf_alloc_bulk(static_cast<rte_mempool*>(pool_), reinterpret_cast<rte_mbuf**>(stash_), param::kTxStash) == 0) {
       stash_n_ = param::kTxStash;

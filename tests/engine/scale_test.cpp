@@ -272,6 +272,31 @@ TEST(FirstUse, ACqGrowsToItsDepthKeepingItsCompletionsInOrder) {
   EXPECT_EQ(next_out, next_in - 1) << "every completion but the one refused";
 }
 
+// Back-pressure (port/param.hpp kTxBacklogHigh: a link with a full transmit backlog lends no
+// buffer). An ACK that finds no buffer stays owed and goes out at a later step: it used to be
+// dropped, and the requester then resent what had arrived (a tail-loss probe or the QP timer).
+TEST(BackPressure, AnAckThatFindsNoTransmitBufferGoesOutLater) {
+  PairOptions o;
+  ConnectedPair p(o);
+  fill_pattern(p.a.buf(), 64, 5);
+  Sge s{p.a.addr(), 64, p.a.mr->lkey};
+  SendWr w = wr_to(p.b, 7, WrOpcode::RdmaWrite, &s);
+  ASSERT_EQ(p.a.dev->post_send(p.a.qp, w), 0);
+  p.link(1).refuse_allocs = 3;    // B's first three tries at its ACK find no buffer
+  ASSERT_TRUE(p.run_until([&] { return p.link(1).refuse_allocs == 0; })) << "B tried three times";
+  EXPECT_EQ(p.b.qp->counters().rcvd_pkts, 1u);
+  EXPECT_EQ(p.b.qp->counters().acks_sent, 0u);
+  EXPECT_TRUE(p.b.qp->rx.ack_pending) << "still owed";
+  Wc wc;
+  ASSERT_TRUE(p.next_wc(p.a.scq, wc));
+  EXPECT_EQ(wc.wr_id, 7u);
+  EXPECT_EQ(wc.status, WcStatus::Success);
+  EXPECT_EQ(std::memcmp(p.b.buf(), p.a.buf(), 64), 0);
+  EXPECT_EQ(p.b.qp->counters().acks_sent, 1u) << "one ACK, sent when a buffer came";
+  EXPECT_EQ(p.a.qp->counters().retransmitted, 0u) << "nothing resent: the ACK was not lost";
+  EXPECT_EQ(p.a.qp->counters().probes, 0u);
+}
+
 TEST(ActiveList, AQpLeavesItWhenItsWorkIsDoneAndComesBackForAVerbOrAFrame) {
   PairOptions o;
   ConnectedPair p(o);

@@ -52,6 +52,7 @@ uint64_t FakeWire::next_due() const {
 }
 
 bool FakeLink::alloc(PacketBuf& b, uint32_t len) {
+  if (refuse_allocs) return --refuse_allocs, false;
   if (len > frame_cap_) return false;
   uint32_t s = wire_->take_slot();
   if (s == UINT32_MAX) return false;

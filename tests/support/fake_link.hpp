@@ -42,6 +42,9 @@ class FakeWire;
 class FakeLink : public Link {
  public:
   bool alloc(PacketBuf& b, uint32_t len) override;
+  // The next this many alloc()s find no buffer (a DPDK link's back-pressure: its transmit
+  // backlog full).
+  uint32_t refuse_allocs = 0;
   size_t send(PacketBuf* bufs, size_t n) override;
   size_t recv(PacketBuf* bufs, size_t max) override;
   void release(PacketBuf& b) override;
