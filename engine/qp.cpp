@@ -111,7 +111,8 @@ void SendSide::resize_sq(uint32_t cap) {
 
 Qp::Qp(Device& d, uint32_t qpn, const QpInitAttr& ia) : dev(d), init(ia), qpn_(qpn) {
   attrs.cap = ia.cap;
-  // The queues as deep, and each WQE as wide, as asked for (memory follows use: issue 30).
+  // Each WQE as wide as asked for; storage for param::kQueueFirstSlots of them at first, grown
+  // by post_send up to the depth asked for (memory follows use: issue 30).
   tx.sge_n = std::max<uint32_t>(ia.cap.max_send_sge, 1);
   tx.inline_n = ia.cap.max_inline_data;
   tx.sq_limit = std::max<uint32_t>(ia.cap.max_send_wr, 1);

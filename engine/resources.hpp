@@ -355,7 +355,8 @@ struct RecvWqe {
   Sge* sge = nullptr;
 };
 
-// A fixed-capacity FIFO ring (no allocation after construction).
+// A FIFO ring of a fixed capacity, which its owner may change (resize: the entries move, in
+// order; the queues grow as they are used, docs/engine.md).
 template <typename T>
 class Ring {
  public:
