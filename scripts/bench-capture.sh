@@ -20,10 +20,8 @@ cleanup() {
   rm -rf "$LOG" "$CAPDIR"/uroce-bench-capture-[sc].pcapng
 }
 trap cleanup EXIT INT TERM
-wait_memif() {
-  for _ in $(seq 200); do grep -q "@/tmp/uroce-memif.sock" /proc/net/unix && return 0; sleep 0.05; done
-  return 1
-}
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh  # wait_memif
 # run NAME EXTRA_KEYS -> Mpps of the client's 64 B WRITE run with EXTRA_KEYS in both configs
 run() {
   { cat config/memif-server.conf; printf '%b\n' "${2//@/s}"; } > "$LOG/s.conf"

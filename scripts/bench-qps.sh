@@ -37,14 +37,8 @@ track() { echo "$1" >> "$LOG/pids"; }
 fail() { cat "$@" >&2; exit 1; }
 trap cleanup EXIT INT TERM
 
-wait_memif() {
-  for _ in $(seq 200); do grep -q "@/tmp/uroce-memif.sock" /proc/net/unix && return 0; sleep 0.05; done
-  return 1
-}
-wait_tcp() {
-  for _ in $(seq 600); do ss -ltnH | grep -q ":$1\b" && return 0; sleep 0.05; done
-  return 1
-}
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh
 
 # on SIDE CMD...: the command as placed (pinned: taskset to the side's CPU; user: as it is)
 on() {
@@ -62,7 +56,7 @@ pt() {
   on srv $RUN --config $SRV_CFG -- ib_write_bw -d $SRV_DEV -p $PORT -F -s 64 -q "$1" -n "$2" > "$LOG/ssrv" 2>&1 &
   track $!
   local srv=$!
-  wait_memif && wait_tcp $PORT || fail "$LOG/ssrv"
+  wait_memif && wait_tcp $PORT 300 || fail "$LOG/ssrv"
   timeout 300 bash -c "$(declare -f on); PLACE=$PLACE on cli $RUN --config $CLI_CFG -- ib_write_bw -d $CLI_DEV -p $PORT -F -s 64 -q $1 -n $2 127.0.0.1" \
     > "$LOG/scli" 2>&1 || { echo "ib_write_bw -q $1 failed:" >&2; fail "$LOG/scli" "$LOG/ssrv"; }
   timeout 20 tail --pid=$srv -f /dev/null || kill $srv 2>/dev/null || true
@@ -82,11 +76,7 @@ perf() {
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
 
-cpu=$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)
-flags=$(grep -m1 '^flags' /proc/cpuinfo)
-feat=""
-for f in avx2 avx512f vpclmulqdq; do case " $flags " in *" $f "*) feat="$feat $f" ;; esac; done
-echo "# $(date -u +%Y-%m-%dT%H:%MZ), $cpu ($(nproc) cores;$feat), memif, 64 B WRITE, $ROUNDS rounds alternating"
+echo "# $(date -u +%Y-%m-%dT%H:%MZ), $(cpu_line), memif, 64 B WRITE, $ROUNDS rounds alternating"
 echo "# one QP: $ONE_QP_MSGS messages; $QPS QPs: $PER_QP_MSGS per QP; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "| placement | program | 1 QP rounds [Mpps] | $QPS QPs rounds [Mpps] | median ratio $QPS / 1 |"

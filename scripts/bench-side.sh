@@ -51,14 +51,8 @@ fail() {  # fail FILE... : print the logs, stop everything
 }
 trap cleanup EXIT INT TERM
 
-wait_memif() {  # the memif server's abstract socket is listening
-  for _ in $(seq 200); do grep -q "@/tmp/uroce-memif.sock" /proc/net/unix && return 0; sleep 0.05; done
-  return 1
-}
-wait_tcp() {  # perftest's server listens on TCP port $1
-  for _ in $(seq 300); do ss -ltnH | grep -q ":$1\b" && return 0; sleep 0.05; done
-  return 1
-}
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh  # wait_memif, wait_tcp, cpu_line
 best() { awk -v a="$1" -v b="$2" 'BEGIN { print (b > a ? b : a) }'; }
 lowest() { awk -v a="$1" -v b="$2" 'BEGIN { print (a == 0 || b < a ? b : a) }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.0f%%", 100 * a / b; else print "-" }'; }
@@ -121,11 +115,7 @@ for _ in $(seq "$REPEAT"); do
   done
 done
 
-cpu=$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)
-flags=$(grep -m1 '^flags' /proc/cpuinfo)
-feat=""
-for f in avx2 avx512f vpclmulqdq; do case " $flags " in *" $f "*) feat="$feat $f" ;; esac; done
-echo "# $(date -u +%Y-%m-%dT%H:%MZ), $cpu ($(nproc) cores;$feat), memif, server on CPU $SRV_CPU, client on CPU $CLI_CPU"
+echo "# $(date -u +%Y-%m-%dT%H:%MZ), $(cpu_line), memif, server on CPU $SRV_CPU, client on CPU $CLI_CPU"
 echo "# best of $REPEAT, nice $NICE; shim progress: ${UROCE_PROGRESS:-config default}; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 echo "| figure | value | reference | ratio |"

@@ -1,0 +1,23 @@
+# Helpers the memif benchmarks share (sourced by scripts/bench-side.sh, bench-qps.sh,
+# bench-capture.sh).
+
+# The memif server's abstract socket is listening (10 s at most).
+wait_memif() {
+  for _ in $(seq 200); do grep -q "@/tmp/uroce-memif.sock" /proc/net/unix && return 0; sleep 0.05; done
+  return 1
+}
+
+# A server listens on TCP port $1 (perftest's exchange; $2 tenths of a second at most, default 150).
+wait_tcp() {
+  for _ in $(seq $(( ${2:-150} * 2 ))); do ss -ltnH | grep -q ":$1\b" && return 0; sleep 0.05; done
+  return 1
+}
+
+# "CPU model (N cores; features)": the machine a figure was measured on.
+cpu_line() {
+  local cpu flags feat=""
+  cpu=$(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1)
+  flags=$(grep -m1 '^flags' /proc/cpuinfo)
+  for f in avx2 avx512f vpclmulqdq; do case " $flags " in *" $f "*) feat="$feat $f" ;; esac; done
+  echo "$cpu ($(nproc) cores;$feat)"
+}
