@@ -21,3 +21,17 @@ cpu_line() {
   for f in avx2 avx512f vpclmulqdq; do case " $flags " in *" $f "*) feat="$feat $f" ;; esac; done
   echo "$cpu ($(nproc) cores;$feat)"
 }
+
+# A log directory of the bench's own ($LOG, /tmp/uroce-$1.*); the servers named in its file
+# "pids" (track PID: servers start inside command substitutions, so their PIDs go to a file)
+# are stopped and the directory removed when the script ends, whichever way.
+bench_log() {
+  LOG=$(mktemp -d "/tmp/uroce-$1.XXXXXX")
+  trap bench_cleanup EXIT INT TERM
+}
+bench_cleanup() {
+  [ -f "$LOG/pids" ] && while read -r p; do kill "$p" 2>/dev/null || true; done < "$LOG/pids"
+  wait 2>/dev/null || true
+  rm -rf "$LOG"
+}
+track() { echo "$1" >> "$LOG/pids"; }

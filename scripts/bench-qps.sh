@@ -27,18 +27,10 @@ SRV_DEV=uroce-memif-s CLI_DEV=uroce-memif-c
 command -v ib_write_bw > /dev/null || { echo "perftest is not installed (scripts/install-deps.sh)" >&2; exit 1; }
 export UROCE_VERBS_LIB=$BUILD/verbs_shim/liburoce-verbs.so
 
-LOG=$(mktemp -d /tmp/uroce-bench-qps.XXXXXX)
-cleanup() {
-  [ -f "$LOG/pids" ] && while read -r p; do kill "$p" 2>/dev/null || true; done < "$LOG/pids"
-  wait 2>/dev/null || true
-  rm -rf "$LOG"
-}
-track() { echo "$1" >> "$LOG/pids"; }
-fail() { cat "$@" >&2; exit 1; }
-trap cleanup EXIT INT TERM
-
 # shellcheck source=scripts/bench-lib.sh
-. scripts/bench-lib.sh
+. scripts/bench-lib.sh  # wait_memif, wait_tcp, cpu_line, bench_log, track
+bench_log bench-qps
+fail() { cat "$@" >&2; exit 1; }
 
 # on SIDE CMD...: the command as placed (pinned: taskset to the side's CPU; user: as it is)
 on() {

@@ -35,24 +35,14 @@ NICE=${NICE:--20}
 command -v ib_write_bw > /dev/null || { echo "perftest is not installed (scripts/install-deps.sh)" >&2; exit 1; }
 export UROCE_VERBS_LIB=$BUILD/verbs_shim/liburoce-verbs.so
 
-LOG=$(mktemp -d /tmp/uroce-bench-side.XXXXXX)
-# Servers are started inside command substitutions (subshells): their PIDs go to a file, so that
-# the cleanup (and a failed measurement) can stop them.
-cleanup() {
-  [ -f "$LOG/pids" ] && while read -r p; do kill "$p" 2>/dev/null || true; done < "$LOG/pids"
-  wait 2>/dev/null || true
-  rm -rf "$LOG"
-}
-track() { echo "$1" >> "$LOG/pids"; }
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh  # wait_memif, wait_tcp, cpu_line, bench_log, track
+bench_log bench-side
 fail() {  # fail FILE... : print the logs, stop everything
   cat "$@" >&2
   while read -r p; do kill "$p" 2>/dev/null || true; done < "$LOG/pids"
   exit 1
 }
-trap cleanup EXIT INT TERM
-
-# shellcheck source=scripts/bench-lib.sh
-. scripts/bench-lib.sh  # wait_memif, wait_tcp, cpu_line
 best() { awk -v a="$1" -v b="$2" 'BEGIN { print (b > a ? b : a) }'; }
 lowest() { awk -v a="$1" -v b="$2" 'BEGIN { print (a == 0 || b < a ? b : a) }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.0f%%", 100 * a / b; else print "-" }'; }
