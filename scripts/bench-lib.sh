@@ -1,5 +1,14 @@
 # Helpers the memif benchmarks share (sourced by scripts/bench-side.sh, bench-qps.sh,
-# bench-capture.sh).
+# bench-capture.sh, from the source tree's top).
+
+# The build the bench runs: build-bench, a release build, made here if missing and brought up
+# to date; any other directory is used as it is.
+bench_build() {
+  if [ "$1" = build-bench ]; then
+    [ -f "$1/build.ninja" ] || meson setup "$1" --buildtype=release -Db_ndebug=true > /dev/null
+    ninja -C "$1" > /dev/null
+  fi
+}
 
 # The memif server's abstract socket is listening (10 s at most).
 wait_memif() {

@@ -12,11 +12,10 @@
 # one QP), PER_QP_MSGS (default 2000: messages per QP for QPS of them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh  # bench_build, wait_memif, wait_tcp, cpu_line, bench_log, track
 BUILD=${1:-build-bench}
-if [ "$BUILD" = build-bench ]; then
-  [ -f "$BUILD/build.ninja" ] || meson setup "$BUILD" --buildtype=release -Db_ndebug=true > /dev/null
-  ninja -C "$BUILD" > /dev/null
-fi
+bench_build "$BUILD"
 PERF=$BUILD/bench/uroce-perf
 RUN=scripts/uroce-run
 ROUNDS=${ROUNDS:-3} QPS=${QPS:-1024} ONE_QP_MSGS=${ONE_QP_MSGS:-2000000} PER_QP_MSGS=${PER_QP_MSGS:-2000}
@@ -27,8 +26,6 @@ SRV_DEV=uroce-memif-s CLI_DEV=uroce-memif-c
 command -v ib_write_bw > /dev/null || { echo "perftest is not installed (scripts/install-deps.sh)" >&2; exit 1; }
 export UROCE_VERBS_LIB=$BUILD/verbs_shim/liburoce-verbs.so
 
-# shellcheck source=scripts/bench-lib.sh
-. scripts/bench-lib.sh  # wait_memif, wait_tcp, cpu_line, bench_log, track
 bench_log bench-qps
 fail() { cat "$@" >&2; exit 1; }
 

@@ -16,11 +16,10 @@
 # ICRC benches, PERFTEST_OPTS (extra options for every perftest command, e.g. "-m 4096").
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh  # bench_build, wait_memif, wait_tcp, cpu_line, bench_log, track
 BUILD=${1:-build-bench}
-if [ "$BUILD" = build-bench ]; then
-  [ -f "$BUILD/build.ninja" ] || meson setup "$BUILD" --buildtype=release -Db_ndebug=true > /dev/null
-  ninja -C "$BUILD" > /dev/null
-fi
+bench_build "$BUILD"
 PERF=$BUILD/bench/uroce-perf
 GEN=$BUILD/bench/uroce-pktgen
 RUN=scripts/uroce-run
@@ -35,8 +34,6 @@ NICE=${NICE:--20}
 command -v ib_write_bw > /dev/null || { echo "perftest is not installed (scripts/install-deps.sh)" >&2; exit 1; }
 export UROCE_VERBS_LIB=$BUILD/verbs_shim/liburoce-verbs.so
 
-# shellcheck source=scripts/bench-lib.sh
-. scripts/bench-lib.sh  # wait_memif, wait_tcp, cpu_line, bench_log, track
 bench_log bench-side
 fail() {  # fail FILE... : print the logs, stop everything
   cat "$@" >&2
