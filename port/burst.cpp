@@ -35,7 +35,7 @@ uint32_t finish_frame(engine::PacketBuf& b) {
 }  // namespace
 
 bool DpdkLink::alloc(engine::PacketBuf& b, uint32_t len) {
-  if (bl_n_ >= param::kTxBacklogHigh && !drain_backlog() && bl_n_ >= param::kTxBacklogHigh) [[unlikely]] {
+  if (tx_backed_up()) [[unlikely]] {
     ++ctr_.tx_full;  // back-pressure (port/param.hpp kTxBacklogHigh)
     return false;
   }
@@ -54,6 +54,10 @@ bool DpdkLink::alloc(engine::PacketBuf& b, uint32_t len) {
   if (lend(m, len, b)) return true;
   rte_pktmbuf_free(m);
   return false;
+}
+
+bool DpdkLink::tx_backed_up() {
+  return bl_n_ >= param::kTxBacklogHigh && !drain_backlog() && bl_n_ >= param::kTxBacklogHigh;
 }
 
 // Sends what the backlog holds; true when it is empty.

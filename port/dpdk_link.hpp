@@ -45,6 +45,9 @@ class DpdkLink : public PortLink {
   ~DpdkLink() override;
 
   bool alloc(engine::PacketBuf& b, uint32_t len) override;
+  // The software backlog still holds param::kTxBacklogHigh frames or more after a try to send
+  // them (back-pressure): alloc lends no buffer, and the service daemon moves no frames here.
+  bool tx_backed_up();
   size_t send(engine::PacketBuf* bufs, size_t n) override;
   size_t recv(engine::PacketBuf* bufs, size_t max) override;
   void release(engine::PacketBuf& b) override;

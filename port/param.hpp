@@ -76,7 +76,13 @@ inline constexpr uint32_t kServiceTagBits = 6;       // low bits of QPNs and CM 
 inline constexpr uint32_t kServiceMaxProcs = 1u << kServiceTagBits;  // processes on one device at once
 inline constexpr uint32_t kServiceRing = 2048;       // entries of each of a process's four rings
 inline constexpr uint32_t kServiceMaxGroups = 64;    // multicast groups a device's processes share (pump.hpp)
-inline constexpr uint32_t kServiceFill = 512;        // empty buffers kept in a process's fill ring
+inline constexpr uint32_t kServiceFill = 512;        // empty buffers kept in a process's fill ring, at most
+// The processes of a device share half its pool (the other half is the port's: its rx and tx
+// rings, the daemon's backlog): each may hold share = pool / 2 / processes buffers, at least
+// kServiceShareMin; a quarter in its fill ring, half in its rx ring (frames past that are dropped,
+// counted ring_full), a quarter in its tx ring (past that it is lent no buffer: back-pressure).
+// So idle or stopped processes cannot take the buffers that frames of the others need.
+inline constexpr uint32_t kServiceShareMin = 128;
 inline constexpr uint32_t kServiceBurst = 32;        // frames moved per ring operation
 inline constexpr uint32_t kServiceUsed = 256;        // buffers a process keeps before giving them back (a few bursts)
 inline constexpr uint32_t kServiceTxBursts = 4;      // bursts of a process's tx ring moved per step at most

@@ -245,6 +245,11 @@ void ServiceLink::take_gids(const Gids& g) {
 bool ServiceLink::alloc(engine::PacketBuf& b, uint32_t len) {
   if (!alive_) return false;
   if (stash_n_ == 0) {
+    // Back-pressure: the tx ring holds this process's share of the pool (PumpShared::tx_cap).
+    if (rte_ring_count(tx_) >= sh_->tx_cap()) {
+      ++tx_full_;
+      return false;
+    }
     stash_n_ = rte_ring_sc_dequeue_burst(fill_, stash_, param::kServiceBurst, nullptr);
     if (stash_n_ == 0) {
       ++alloc_failed_;
@@ -451,7 +456,8 @@ std::string ServiceLink::describe() const { return describe_; }
 
 std::string ServiceLink::counters_text() const {
   std::string s = "service slot " + std::to_string(slot_) + ": rx_frames " + std::to_string(rx_frames_) +
-                  " tx_frames " + std::to_string(tx_frames_) + " alloc_failed " + std::to_string(alloc_failed_);
+                  " tx_frames " + std::to_string(tx_frames_) + " alloc_failed " + std::to_string(alloc_failed_) +
+                  " tx_full " + std::to_string(tx_full_);
   if (pump_)
     s += " drives " + std::to_string(drives_) + " (delivered " + std::to_string(drive_counts_.delivered) +
          " to_daemon " + std::to_string(drive_counts_.to_daemon) + " no_owner " +

@@ -79,7 +79,7 @@ class ServiceLink : public PortLink {
   std::map<proto::Ip6, std::pair<proto::Mac, uint8_t>> neigh_;  // the daemon's answers
   bool have_answer_ = false;
   Resolved answer_;
-  uint64_t rx_frames_ = 0, tx_frames_ = 0, alloc_failed_ = 0;
+  uint64_t rx_frames_ = 0, tx_frames_ = 0, alloc_failed_ = 0, tx_full_ = 0;
   // Driving the port (empty pump_: never).
   std::unique_ptr<Pump> pump_;
   PumpShared* sh_ = nullptr;

@@ -15,6 +15,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -174,6 +175,9 @@ bool Daemon::make_rings(std::string& err) {
   owner_fn_ = {[](void* d, const uint8_t* f, uint32_t len) { return static_cast<Daemon*>(d)->owner_of(f, len); }, this};
   // The processes' frames go out through the link (its capture, fault stages and backlog).
   wire_fn_ = [this](void** out, size_t k) {
+    // The link's backlog full (param::kTxBacklogHigh): the frames wait in their tx ring, which
+    // is the process's share (a process that sends faster than the wire takes is held back).
+    if (link_->tx_backed_up()) return size_t(0);
     engine::PacketBuf b[param::kServiceBurst];
     k = std::min<size_t>(k, param::kServiceBurst);
     for (size_t i = 0; i < k; ++i) {
@@ -232,6 +236,19 @@ void Daemon::update_drive() {
   link_was_up_ = up;
   count_port_rx();
   sh_->drive.store(drive_allowed_ && up && link_->secondaries_can_poll() ? 1 : 0, std::memory_order_relaxed);
+}
+
+// Each process's share of the pool (param::kServiceShareMin): half of it split among those attached.
+void Daemon::update_share() {
+  const auto n = uint32_t(__builtin_popcountll(sh_->live.load(std::memory_order_relaxed)));
+  const uint32_t half = link_->mempool()->size / 2;
+  sh_->share.store(std::max(param::kServiceShareMin, n ? half / n : half), std::memory_order_relaxed);
+}
+
+void Daemon::note_pool() {
+  rte_mempool* p = link_->mempool();
+  ctr_.pool_size = p->size;
+  ctr_.pool_low = std::min<uint64_t>(ctr_.pool_low, rte_mempool_avail_count(p));
 }
 
 void Daemon::count_port_rx() {
@@ -331,6 +348,7 @@ void Daemon::run(const std::atomic<bool>& stop) {
     if (driven || now >= next_control) {
       control(driven ? int(param::kServiceDrivenWaitMs) : 0);
       update_drive();
+      note_pool();
       if (link_->poll_addresses()) send_gids();
       next_control = now + param::kServiceControlNs;
     }
@@ -436,6 +454,7 @@ void Daemon::accept_one() {
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   s.fd = fd;
   sh_->live.fetch_or(uint64_t(1) << i, std::memory_order_release);
+  update_share();
   ++ctr_.attached;
   std::fprintf(stderr, "uroced: slot %u: pid %d (%s) attached\n", i, s.pid, s.comm.c_str());
 }
@@ -522,6 +541,7 @@ void Daemon::detach(uint32_t i, const char* why) {
   Slot& s = slots_[i];
   if (!s.live()) return;
   sh_->live.fetch_and(~(uint64_t(1) << i), std::memory_order_release);  // drivers deliver to it no more
+  update_share();
   Hold hold(*this);  // after any driver's step that still saw it
   ::close(s.fd);
   s.fd = -1;

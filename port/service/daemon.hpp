@@ -53,6 +53,9 @@ class Daemon {
     uint64_t attached = 0, detached = 0, wills_sent = 0, wills_lost = 0, reclaimed = 0;  // reclaimed: buffers taken back from gone processes
     uint64_t from_drivers = 0, driver_deaths = 0;  // frames drivers handed over; drivers that died holding the port
     uint64_t groups_full = 0;  // multicast joins past param::kServiceMaxGroups (their datagrams not delivered)
+    // The pool's buffers, and the fewest of them free when the daemon looked (every
+    // kServiceControlNs while it polls; the fill rings it tops up are not free).
+    uint64_t pool_size = 0, pool_low = UINT64_MAX;
   };
   // What processes that drove the port did (zero when none could).
   const PumpShared* driving() const { return sh_; }
@@ -91,6 +94,8 @@ class Daemon {
   bool holder_gone(uint32_t slot) const;
   void update_drive();
   void count_port_rx();               // port_received()
+  void note_pool();                   // Counters::pool_low
+  void update_share();                // PumpShared::share, when a process comes or goes
   void control(int wait_ms = 0);      // sockets: attach, messages, detach (waiting up to wait_ms for one)
   void accept_one();
   void on_message(uint32_t i);

@@ -196,7 +196,12 @@ void Pump::deliver(void** ms, size_t n, const OwnerFn& owner_of, Counts& c, Mine
       c.no_owner += run;
     } else {
       rte_ring* r = owner[i] == kDaemon ? to_daemon_ : slots_[uint32_t(owner[i])].rx;
-      put = rte_ring_sp_enqueue_burst(r, ms + i, run, nullptr);
+      unsigned room = run;
+      if (owner[i] >= 0) {  // a process holds at most its share in its rx ring (PumpShared::rx_cap)
+        const unsigned cap = sh_->rx_cap(), held = rte_ring_count(r);
+        room = std::min(run, cap > held ? cap - held : 0u);
+      }
+      put = rte_ring_sp_enqueue_burst(r, ms + i, room, nullptr);
       (owner[i] == kDaemon ? c.to_daemon : c.delivered) += put;
       if (owner[i] >= 0) in_[uint32_t(owner[i])] += put;
       if (owner[i] == kDaemon && put) rang_ = true;
@@ -291,15 +296,19 @@ size_t Pump::out(int from, void** ms, size_t n, const uint8_t* dev_mac, const Wi
 void Pump::refill(uint32_t i) {
   SlotRings& s = slots_[i];
   void* ms[param::kServiceBurst];
-  if (rte_ring_count(s.free) < param::kServiceBurst && rte_ring_count(s.fill) > param::kServiceFill / 2) return;
+  const uint32_t target = sh_->fill_target();
+  if (rte_ring_count(s.free) < param::kServiceBurst && rte_ring_count(s.fill) > target / 2) return;
   for (unsigned k = 0; k < param::kServiceFill / param::kServiceBurst; ++k) {
     const unsigned done = rte_ring_sc_dequeue_burst(s.free, ms, param::kServiceBurst, nullptr);
     if (!done) break;
     mark(ms, done, 0);
     rte_pktmbuf_free_bulk(reinterpret_cast<rte_mbuf**>(ms), done);
   }
-  while (rte_ring_count(s.fill) + param::kServiceBurst <= param::kServiceFill) {
-    if (rte_pktmbuf_alloc_bulk(pool_, reinterpret_cast<rte_mbuf**>(ms), param::kServiceBurst) != 0) return;
+  while (rte_ring_count(s.fill) + param::kServiceBurst <= target) {
+    if (rte_pktmbuf_alloc_bulk(pool_, reinterpret_cast<rte_mbuf**>(ms), param::kServiceBurst) != 0) {
+      sh_->fill_short.fetch_add(1, std::memory_order_relaxed);  // the pool is empty
+      return;
+    }
     mark(ms, param::kServiceBurst, i + 1);
     const unsigned put = rte_ring_sp_enqueue_burst(s.fill, ms, param::kServiceBurst, nullptr);
     if (put < param::kServiceBurst) {

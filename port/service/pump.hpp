@@ -23,6 +23,7 @@
 // not given back yet): reclaim() returns them to the pool.
 // Single-threaded per process (one Pump per process; the holder word orders them).
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -51,11 +52,21 @@ struct PumpShared {
   std::atomic<uint64_t> live{0};       // a bit per attached slot
   std::atomic<uint64_t> driven_ns{0};  // CLOCK_MONOTONIC when a process last drove
   std::atomic<uint32_t> epoch{0};      // the link's ups and downs (a process drives only in the epoch it began in)
+  std::atomic<uint64_t> fill_short{0}; // fill rings left short: the pool had no buffer (Pump::refill)
+  std::atomic<uint32_t> share{param::kServiceShareMin};  // buffers a process may hold (param.hpp)
   uint16_t port = 0;                   // the DPDK port and queue 0 of it
   uint8_t mac[6] = {};
   GroupEntry groups[param::kServiceMaxGroups];
   // The members of group `gid` (0: none, or not a group of the table).
   uint64_t members(const uint8_t* gid) const;
+  // A process's share of the pool, by ring (param::kServiceShareMin): what its fill ring is
+  // topped up to, what its rx ring holds at most, what its tx ring holds before it is lent no more.
+  uint32_t fill_target() const {
+    const uint32_t f = std::min(share.load(std::memory_order_relaxed) / 4, param::kServiceFill);
+    return std::max(f / param::kServiceBurst * param::kServiceBurst, param::kServiceBurst);
+  }
+  uint32_t rx_cap() const { return std::max(share.load(std::memory_order_relaxed) / 2, 2 * param::kServiceBurst); }
+  uint32_t tx_cap() const { return std::max(share.load(std::memory_order_relaxed) / 4, param::kServiceBurst); }
 };
 inline constexpr uint32_t kDaemonHolder = 0xFFFFFFFFu;
 inline constexpr const char* kPumpZone = "uroced_pump";

@@ -18,6 +18,8 @@ run through scripts/uroce-run, which attaches to the namespace's daemon. Scenari
   fatal  uroced stopped under a running program: ibv_asyncwatch gets IBV_EVENT_DEVICE_FATAL,
          ib_write_bw ends with an error instead of hanging; a second uroced for the same device
          is refused; a new uroced serves new processes.
+  crowd  sixteen idle processes on device a (pingpong servers waiting, a QP each) take only their
+         share of its buffer pool: a pingpong pair beside them runs, every byte checked.
   drive  two devices on the two ends of a memif link (no namespaces: memif is a unix socket),
          where the attached processes drive the port themselves (port/service/pump.hpp): two
          ibv_rc_pingpong pairs across the link and one inside device a (--chk), an rping across
@@ -40,7 +42,7 @@ import driver  # noqa: E402  (tests/support/driver.py)
 
 suite = driver.Suite(options=[(["--uroced"], {"required": True}), (["--xdp-prog"], {"required": True}),
                               (["--hold-and-die"], {"required": True})],
-                     scenarios=["share", "loop", "fatal", "drive"], grace=2.0)
+                     scenarios=["share", "loop", "fatal", "drive", "crowd"], grace=2.0)
 log, check = driver.log, driver.check
 NS = {"a": "uroce-sa", "b": "uroce-sb"}
 IF = {"a": "us-a", "b": "us-b"}
@@ -255,7 +257,11 @@ def share():
         rc = daemon_down(side)
         out = output(f"uroced-{side}")
         check(rc == 0 and "uroced: stopped" in out, f"uroced-{side} stopped cleanly: {rc} {out[-300:]}")
-        log(next((l for l in out.splitlines() if l.startswith("uroced: stopped")), "?"))
+        line = next((l for l in out.splitlines() if l.startswith("uroced: stopped")), "?")
+        log(line)
+        # The writer's flood (b) and its target (a) held no more than their share of the pool:
+        # the other processes' fill rings were never left empty (port/param.hpp kServiceShareMin).
+        check(" fill rings left short 0)" in line, f"device {side}: no fill ring left short of buffers: {line[-120:]}")
 
 
 def loop():
@@ -467,6 +473,38 @@ def drive():
               "the port received)")
 
 
+def crowd():
+    """Sixteen idle processes attached to device a (ibv_rc_pingpong servers waiting for a client,
+    each with a QP and 500 receives posted) take no more of the device's buffer pool than their
+    share: a pingpong pair beside them runs, every byte checked, and no process's fill ring was
+    left empty."""
+    topology_up()
+    hugepages_up()
+    if not (daemon_up("a") and daemon_up("b")):
+        return
+    idle = [start("a", ["ibv_rc_pingpong", "-g", "1", "-p", str(18801 + i)], f"idle{i}") for i in range(16)]
+    for i, p in enumerate(idle):
+        check(wait_port("a", 18801 + i, p), f"idle process {i} listening: {output(f'idle{i}')[-400:]}")
+    n = len(pids_of("ibv_rc_pingpong", "uroced-a"))
+    log(f"{n} idle processes attached to device a")
+    check(n == 16, f"16 idle processes attached: {n}")
+    src, crc, ok, why = pingpong_pair("b", "a", ["ibv_rc_pingpong", "-g", "1", "-s", "4096", "-n", "500", "--chk"], 500, "crowd")
+    log(f"ibv_rc_pingpong --chk beside them: exits {src}/{crc}: {why}")
+    check(crc == 0 and src == 0 and ok, f"pingpong beside 16 idle processes: {src}/{crc} {why}\n{output('pp-client')[-500:]}")
+    for p in idle:
+        driver.kill_group(p, signal.SIGTERM)
+    for p in idle:
+        suite.children.finish(p, 10)
+    for side in ("a", "b"):
+        rc = daemon_down(side)
+        line = next((l for l in output(f"uroced-{side}").splitlines() if l.startswith("uroced: stopped")), "?")
+        log(line)
+        m = re.search(r"pool (\d+) buffers, fewest free (\d+), fill rings left short (\d+)", line)
+        check(rc == 0 and m is not None, f"uroced-{side} stopped cleanly with its pool's figures: {rc} {line}")
+        if m:
+            check(int(m.group(3)) == 0, f"device {side}: no fill ring left short of buffers ({m.group(0)})")
+
+
 def cleanup():
     suite.cleanup()
     topology_down()
@@ -475,4 +513,4 @@ def cleanup():
 
 
 driver.on_signals(cleanup)
-driver.run_scenario({"share": share, "loop": loop, "fatal": fatal, "drive": drive}, suite.args.scenario, cleanup)
+driver.run_scenario({"share": share, "loop": loop, "fatal": fatal, "drive": drive, "crowd": crowd}, suite.args.scenario, cleanup)

@@ -79,10 +79,12 @@ int main(int argc, char** argv) {
   // The daemon's own moves; those of processes that drove the port are counted in theirs.
   std::printf("uroced: stopped (%lu attached, %lu detached, %lu DREQs sent and %lu buffers taken back for them, %lu DREQs that could not be sent; frames delivered %lu, looped %lu, sent %lu, "
               "for nobody %lu, ring full %lu; taken from drivers %lu, drivers that died holding the port %lu; "
-              "the port received %lu)\n",
+              "the port received %lu; pool %lu buffers, fewest free %lu, fill rings left short %lu)\n",
               (unsigned long)c.attached, (unsigned long)c.detached, (unsigned long)c.wills_sent, (unsigned long)c.reclaimed, (unsigned long)c.wills_lost, (unsigned long)c.delivered,
               (unsigned long)c.looped, (unsigned long)c.sent, (unsigned long)c.no_owner, (unsigned long)c.ring_full,
               (unsigned long)c.from_drivers, (unsigned long)c.driver_deaths,
-              (unsigned long)d->port_received());
+              (unsigned long)d->port_received(), (unsigned long)c.pool_size,
+              (unsigned long)(c.pool_low == UINT64_MAX ? c.pool_size : c.pool_low),
+              (unsigned long)d->driving()->fill_short.load());
   return 0;
 }
