@@ -15,7 +15,7 @@
 //
 //   build/bench/cc_bench [--flows 4] [--cc off,dcqcn,timely] [--gbps 10] [--ms 100] [--stagger-ms 5]
 //                        [--k-kb 64] [--queue-kb 512] [--msg 65536] [--cnp-us 4] [--line-gbps 40]
-//                        [--set rpg_ai_rate=10 ...] [--svg docs/congestion]
+//                        [--set rpg_ai_rate=10 ...] [--svg docs/congestion] [--check 1]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -44,6 +44,7 @@ struct Options {
   uint32_t ms = 100;
   double stagger_ms = 5;
   uint32_t k_kb = 64;
+  bool check = false;       // --check 1: exit 1 if a run misses issue 33's target
   uint32_t kmax_kb = 0;     // RED: marking probability from 0 at K to pmax here (0: a step at K)
   double pmax = 1.0;
   uint32_t queue_kb = 512;
@@ -252,8 +253,8 @@ void write_svg(const Options& o, const Run& r, const std::string& path) {
   std::fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" font-size=\"12\">\n",
                L + W + 20, T + H1 + G + H2 + 40);
   std::fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
-  std::fprintf(f, "<text x=\"%.0f\" y=\"18\">cc=%s: %u flows of %u-byte WRITEs, %.0f Gbit/s bottleneck, K %u KiB, queue %u KiB</text>\n",
-               L, r.cc.c_str(), o.flows, o.msg, o.gbps, o.k_kb, o.queue_kb);
+  std::fprintf(f, "<text x=\"%.0f\" y=\"18\">cc=%s: %u flows of %u-byte WRITEs, %.0f Gbit/s bottleneck, K %u KiB%s, queue %u KiB, CNPs %u us apart</text>\n",
+               L, r.cc.c_str(), o.flows, o.msg, o.gbps, o.k_kb, o.kmax_kb > o.k_kb ? " (RED)" : "", o.queue_kb, o.cnp_us);
   const double ymax = o.gbps * 1.1;
   auto x = [&](double t) { return L + W * t / ms; };
   auto y1 = [&](double g) { return T + H1 - H1 * std::min(g, ymax) / ymax; };
@@ -322,6 +323,7 @@ int main(int argc, char** argv) {
     else if (k == "--svg") o.svg = v;
     else if (k == "--cnp-us") o.cnp_us = uint32_t(std::atoi(v));
     else if (k == "--kmax-kb") o.kmax_kb = uint32_t(std::atoi(v));
+    else if (k == "--check") o.check = std::atoi(v) != 0;
     else if (k == "--pmax") o.pmax = std::atof(v);
     else if (k == "--depth") o.depth = uint32_t(std::max(1, std::atoi(v)));
     else if (k == "--line-gbps") o.line_gbps = uint32_t(std::atoi(v));
@@ -334,10 +336,17 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  char marking[96];
+  if (o.kmax_kb > o.k_kb)
+    std::snprintf(marking, sizeof marking, "RED from K %u KiB to %u KiB (probability 0 to %.2f)", o.k_kb, o.kmax_kb, o.pmax);
+  else
+    std::snprintf(marking, sizeof marking, "K %u KiB (step marking)", o.k_kb);
   std::printf("%u flows of %u-byte WRITEs (4 outstanding each), flow i starts at i x %.1f ms; bottleneck %.1f Gbit/s, "
-              "K %u KiB (step marking), queue %u KiB; %u ms of virtual time; senders' line rate %u Gbit/s; "
-              "one CNP per QP per %u us at most\n\n",
-              o.flows, o.msg, o.stagger_ms, o.gbps, o.k_kb, o.queue_kb, o.ms, o.line_gbps, o.cnp_us);
+              "%s, queue %u KiB; %u ms of virtual time; senders' line rate %u Gbit/s; "
+              "one CNP per QP per %u us at most\n",
+              o.flows, o.msg, o.stagger_ms, o.gbps, marking, o.queue_kb, o.ms, o.line_gbps, o.cnp_us);
+  for (const auto& [k, v] : o.keys) std::printf("%s%s=%s", &k == &o.keys.front().first ? "set: " : ", ", k.c_str(), v.c_str());
+  std::printf("%s\n", o.keys.empty() ? "" : "\n");
   std::printf("| cc | goodput Gbit/s | of bottleneck | Jain (last ms) | Jain >= 0.95 after last start | queue p99 KiB (all / converged) | "
               "drops (all / converged) | marks | CNPs | errors | data |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
   int rc = 0;
@@ -357,6 +366,14 @@ int main(int argc, char** argv) {
                 (unsigned long long)r.marks, (unsigned long long)r.cnps, (unsigned long long)r.errors,
                 r.data_ok ? "ok" : "WRONG");
     if (!r.data_ok || r.errors) rc = 1;
+    // --check: issue 33's target (docs/congestion.md), for a test that DCQCN still reaches it.
+    const bool target = 100 * r.goodput_gbps / o.gbps >= 90 && r.converged_ms >= 0 && r.converged_ms <= 50 &&
+                        r.q99_conv < 2 * o.k_kb * 1024 && r.drops_conv == 0;
+    if (o.check && !target) {
+      std::printf("cc_bench: %s misses the target (goodput >= 90%%, Jain >= 0.95 within 50 ms of the last start, "
+                  "queue p99 < 2 K and no drops once converged)\n", cc.c_str());
+      rc = 1;
+    }
     if (!o.svg.empty()) write_svg(o, r, o.svg + "/cc-" + cc + "-" + std::to_string(o.flows) + "flows.svg");
   }
   return rc;
