@@ -1,5 +1,6 @@
 // TscClock: the engine's Clock on DPDK, nanoseconds from the TSC (rte_get_tsc_cycles) with
-// the EAL's calibrated rte_get_tsc_hz(). Construct it after the EAL has started (DpdkLink::open).
+// the EAL's calibrated rte_get_tsc_hz(). Construct it after the EAL has started (DpdkLink::open):
+// made before, it counts one cycle as one nanosecond.
 // No DPDK type appears in this header.
 #pragma once
 #include <cstdint>

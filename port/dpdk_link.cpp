@@ -35,6 +35,9 @@ std::unique_ptr<DpdkLink> DpdkLink::open(const EndpointConfig& cfg, std::string&
     if (!l->addr_watch_->open(err)) return nullptr;
   }
   if (!detail::start_eal(cfg.eal, extra_eal, err)) return nullptr;
+  // The held frames' clock, now that the EAL has measured the TSC's rate (made with the link,
+  // before it, it counted cycles as nanoseconds: fault delays ran fast).
+  l->clock_ = TscClock();
   if (!l->setup(err)) return nullptr;
   return l;
 }
