@@ -7,9 +7,11 @@
 #include <rte_mbuf.h>
 #include <rte_prefetch.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "port/dpdk_link_impl.hpp"
+#include "proto/ecn.hpp"
 #include "proto/locate.hpp"
 
 namespace uroce::port {
@@ -75,7 +77,7 @@ bool DpdkLink::drain_backlog() {
 }
 
 size_t DpdkLink::send(engine::PacketBuf* bufs, size_t n) {
-  if (tx_fault_.on()) return send_with_faults(bufs, n);
+  if (tx_fault_.on() || cfg_.bottleneck.on()) return send_with_faults(bufs, n);
   rte_mbuf* ms[kBurst];
   size_t total = 0;
   const bool clear = drain_backlog();
@@ -128,6 +130,7 @@ size_t DpdkLink::recv(engine::PacketBuf* bufs, size_t max) {
   size_t k = 0;
   if (bl_n_) drain_backlog();
   if (tx_fault_.holding()) release_tx_held();
+  if (!bn_q_.empty()) release_bottleneck();
   const size_t want = std::min<size_t>(max, kBurst);
   // Frames the receive fault stage held back and that are due now come first (they were
   // captured and decided on when they arrived).
@@ -197,9 +200,12 @@ size_t DpdkLink::rx_faults(void** ms, size_t fresh, size_t first, size_t cap) {
 // send() with a transmit fault stage: each frame is dropped, corrupted, duplicated, held back
 // or sent as the stage decides. Everything to send goes behind the backlog (so a held frame
 // released later keeps its place); takes as many frames as the backlog has room for.
+// With faults or a bottleneck on the transmit side: each frame through the fault stage, then
+// through the bottleneck (egress).
 size_t DpdkLink::send_with_faults(engine::PacketBuf* bufs, size_t n) {
   drain_backlog();
   release_tx_held();
+  release_bottleneck();
   const uint64_t now = clock_.now_ns();
   size_t taken = 0;
   for (; taken < n && kBacklog - bl_n_ >= 2; ++taken) {  // room for the frame and a copy
@@ -213,11 +219,11 @@ size_t DpdkLink::send_with_faults(engine::PacketBuf* bufs, size_t n) {
     }
     if (d.duplicate)
       if (rte_mbuf* c = rte_pktmbuf_copy(m, static_cast<rte_mempool*>(pool_), 0, UINT32_MAX)) {
-        to_wire(c);
+        egress(c, now);
         tx_fault_.count_duplicate();
       }
     if ((d.delay || d.reorder) && tx_fault_.hold(m, d, now)) continue;
-    to_wire(m);
+    egress(m, now);
     tx_fault_.passed();
     release_tx_held();  // reordered frames whose turn has come
   }
@@ -237,8 +243,45 @@ void DpdkLink::to_wire(void* mp) {
 void DpdkLink::release_tx_held() {
   void* out[kBurst];
   const size_t room = std::min<size_t>(kBacklog - bl_n_, kBurst);
-  const size_t n = tx_fault_.release(clock_.now_ns(), out, room);
-  for (size_t i = 0; i < n; ++i) to_wire(out[i]);
+  const uint64_t now = clock_.now_ns();
+  const size_t n = tx_fault_.release(now, out, room);
+  for (size_t i = 0; i < n; ++i) egress(out[i], now);
+  if (n) drain_backlog();
+}
+
+void DpdkLink::egress(void* mp, uint64_t now) {
+  if (!cfg_.bottleneck.on()) return to_wire(mp);
+  rte_mbuf* m = M(mp);
+  uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
+  const uint32_t len = m->data_len;
+  if (bn_q_.size() >= param::kBottleneckHold) {  // more frames than the pool can lend it
+    ++ctr_.bottleneck_dropped;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  const int ecn = proto::ecn_of({f, len});
+  const engine::BottleneckVerdict v = bn_.admit(cfg_.bottleneck, now, len, ecn == 1 || ecn == 2);
+  if (v.drop) {
+    ++ctr_.bottleneck_dropped;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  if (v.mark && proto::mark_ce({f, len}) == proto::CeMark::Marked) ++ctr_.bottleneck_marked;
+  ++ctr_.bottleneck_frames;
+  ctr_.bottleneck_max_queue = std::max<uint64_t>(ctr_.bottleneck_max_queue, uint64_t(v.queue_bytes) + len);
+  bn_q_.push_back({m, v.depart_ns});
+}
+
+// The frames whose departure time has come go to the wire, in order.
+void DpdkLink::release_bottleneck() {
+  if (bn_q_.empty()) return;
+  const uint64_t now = clock_.now_ns();
+  size_t n = 0;
+  while (!bn_q_.empty() && bn_q_.front().depart_ns <= now && bl_n_ < kBacklog) {
+    to_wire(bn_q_.front().m);
+    bn_q_.pop_front();
+    ++n;
+  }
   if (n) drain_backlog();
 }
 

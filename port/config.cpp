@@ -121,6 +121,38 @@ bool set_fault(EndpointConfig& c, bool rx, bool tx, const std::string& kind, con
   return true;
 }
 
+// bottleneck_*: the congestion point on the link's transmit side (engine/bottleneck.hpp).
+bool set_bottleneck(EndpointConfig& c, const std::string& key, const std::string& val, std::string& msg, bool& unknown) {
+  engine::BottleneckConfig& b = c.bottleneck;
+  uint32_t u = 0;
+  if (key == "bottleneck_pmax") {
+    if (parse_probability(val, b.mark_pmax)) return true;
+    msg = "bottleneck_pmax is a probability from 0 to 1 (RED's at bottleneck_kmax_kb)";
+    return false;
+  }
+  struct Num {
+    const char* key;
+    uint32_t hi;
+  };
+  static const Num nums[] = {{"bottleneck_mbps", 1'000'000}, {"bottleneck_pps", 1'000'000'000},
+                             {"bottleneck_queue_kb", param::kBottleneckQueueMaxKb},
+                             {"bottleneck_k_kb", param::kBottleneckQueueMaxKb}, {"bottleneck_kmax_kb", param::kBottleneckQueueMaxKb}};
+  for (const Num& n : nums) {
+    if (key != n.key) continue;
+    if (!parse_u32(val, u) || u > n.hi) {
+      msg = "bad " + key + " (0.." + std::to_string(n.hi) + ")";
+      return false;
+    }
+    if (key == "bottleneck_mbps") b.rate_bps = uint64_t(u) * 1'000'000;
+    else if (key == "bottleneck_pps") b.pps = u;
+    else if (key == "bottleneck_queue_kb") b.queue_bytes = u * 1024;
+    else if (key == "bottleneck_k_kb") b.mark_bytes = u * 1024;
+    else b.mark_max_bytes = u * 1024;
+    return true;
+  }
+  return engine::cc::set_key(c.cc, key, val, msg, unknown);  // not a key of ours: answered as every unknown key
+}
+
 // The keys that take a number in a range (the transport's knobs), answered "bad KEY (LO..HI)".
 struct RangeKey {
   const char* key;
@@ -143,6 +175,7 @@ bool set_key(EndpointConfig& c, const std::string& key, const std::string& val, 
   bool rx = false, tx = false;
   std::string kind;
   if (fault_key(key, rx, tx, kind)) return set_fault(c, rx, tx, kind, val, msg);
+  if (key.rfind("bottleneck_", 0) == 0) return set_bottleneck(c, key, val, msg, unknown);
   uint32_t u = 0;
   auto fail = [&](const std::string& m) {
   msg = m;
@@ -351,7 +384,9 @@ std::optional<EndpointConfig> load_config(const std::string& path, std::string& 
 
 const std::vector<std::string>& env_keys() {
   static const std::vector<std::string> keys = [] {
-    std::vector<std::string> k = {"capture", "capture_all", "capture_snaplen", "capture_max_mb", "fault_seed", "fault_all"};
+    std::vector<std::string> k = {"capture", "capture_all", "capture_snaplen", "capture_max_mb", "fault_seed", "fault_all",
+                                  "bottleneck_mbps", "bottleneck_pps", "bottleneck_queue_kb", "bottleneck_k_kb",
+                                  "bottleneck_kmax_kb", "bottleneck_pmax"};
     for (const char* kind : {"drop", "duplicate", "reorder", "corrupt", "delay_us"})
       for (const char* dir : {"", "rx_", "tx_"}) k.push_back(std::string("fault_") + dir + kind);
     // Congestion control for an experiment: UROCE_CC=dcqcn, UROCE_RPG_AI_RATE=10, ...

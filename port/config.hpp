@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/bottleneck.hpp"
 #include "engine/cc.hpp"
 #include "engine/fault.hpp"
 #include "engine/param.hpp"
@@ -99,6 +100,15 @@ struct EndpointConfig {
   engine::FaultConfig fault_rx, fault_tx;
   uint64_t fault_seed = param::kFaultSeed;
   bool fault_all = false;             // also received ARP, ND, ICMP (the port sends its own without faults)
+  // A congestion point on what the link sends (engine/bottleneck.hpp, docs/congestion.md): keys
+  // bottleneck_mbps or bottleneck_pps (the rate), bottleneck_queue_kb, bottleneck_k_kb and
+  // bottleneck_kmax_kb (marking: a step at K, or RED up to kmax), bottleneck_pmax.
+  engine::BottleneckConfig bottleneck = default_bottleneck();
+  static engine::BottleneckConfig default_bottleneck() {
+    engine::BottleneckConfig b;
+    b.queue_bytes = param::kBottleneckQueueKb * 1024;
+    return b;
+  }
 
   uint32_t max_frame() const { return link_mtu + 14; }
 };

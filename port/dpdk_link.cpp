@@ -36,7 +36,7 @@ std::unique_ptr<DpdkLink> DpdkLink::open(const EndpointConfig& cfg, std::string&
   }
   if (!detail::start_eal(cfg.eal, extra_eal, err)) return nullptr;
   // The held frames' clock, now that the EAL has measured the TSC's rate (made with the link,
-  // before it, it counted cycles as nanoseconds: fault delays ran fast).
+  // before it, it counted cycles as nanoseconds: fault delays and the bottleneck ran fast).
   l->clock_ = TscClock();
   if (!l->setup(err)) return nullptr;
   return l;
@@ -248,6 +248,8 @@ DpdkLink::~DpdkLink() {
   for (void* f : flows_) rte_flow_destroy(port_, static_cast<rte_flow*>(f), &fe);
   for (; bl_n_; --bl_n_, bl_head_ = (bl_head_ + 1) % kBacklog) rte_pktmbuf_free(M(backlog_[bl_head_]));
   void* held[kBurst];
+  for (const BnHeld& h : bn_q_) rte_pktmbuf_free(M(h.m));
+  bn_q_.clear();
   for (FaultStage* st : {&rx_fault_, &tx_fault_})
     while (size_t n = st->release_all(held, kBurst))
       for (size_t i = 0; i < n; ++i) rte_pktmbuf_free(M(held[i]));

@@ -14,6 +14,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -167,6 +168,16 @@ class DpdkLink : public PortLink {
   size_t send_with_faults(engine::PacketBuf* bufs, size_t n);
   void to_wire(void* m);      // capture, then behind the backlog
   void release_tx_held();
+  // The congestion point (keys bottleneck_*, engine/bottleneck.hpp): a frame admitted waits
+  // here, marked CE or not, until its departure time, then goes to the wire; the rest is dropped.
+  engine::Bottleneck bn_;
+  struct BnHeld {
+    void* m;
+    uint64_t depart_ns;
+  };
+  std::deque<BnHeld> bn_q_;
+  void egress(void* m, uint64_t now_ns);  // through the bottleneck when there is one, then to_wire
+  void release_bottleneck();
   // Frames the port's queue did not take yet, oldest first (a software extension of the tx
   // ring): sent before anything new, so a momentarily full ring does not become a loss.
   static constexpr uint32_t kBacklog = param::kTxBacklog;

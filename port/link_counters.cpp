@@ -12,7 +12,7 @@ namespace uroce::port {
 const LinkCounterField kLinkCounterFields[] = {
 #define F(m) UROCE_FIELD(LinkCounters, m)
     F(rx_frames),        F(rx_roce),          F(tx_frames),         F(tx_refused),       F(alloc_failed),
-    F(tx_full),
+    F(tx_full),          F(bottleneck_frames), F(bottleneck_marked), F(bottleneck_dropped), F(bottleneck_max_queue),
     F(arp_requests),     F(arp_replies_sent), F(arp_replies_rcvd),  F(icmp_echo),        F(icmp_replies_sent),
     F(nd_solicits),      F(nd_adverts_sent),  F(nd_adverts_rcvd),   F(drop_not_our_mac), F(drop_not_our_ip),
     F(drop_udp_port),    F(drop_ip_proto),    F(drop_ethertype),    F(drop_malformed),   F(drop_multiseg),

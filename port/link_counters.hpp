@@ -13,6 +13,9 @@ namespace uroce::port {
 struct LinkCounters {
   uint64_t rx_frames = 0, rx_roce = 0, tx_frames = 0, tx_refused = 0, alloc_failed = 0;
   uint64_t tx_full = 0;  // transmit buffers not lent: the backlog was full (back-pressure)
+  // The congestion point on the transmit side (keys bottleneck_*): frames admitted, marked CE,
+  // dropped (its queue full), and the largest queue in bytes.
+  uint64_t bottleneck_frames = 0, bottleneck_marked = 0, bottleneck_dropped = 0, bottleneck_max_queue = 0;
   uint64_t arp_requests = 0, arp_replies_sent = 0, arp_replies_rcvd = 0;
   uint64_t icmp_echo = 0, icmp_replies_sent = 0;
   uint64_t nd_solicits = 0, nd_adverts_sent = 0, nd_adverts_rcvd = 0;

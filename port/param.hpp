@@ -61,6 +61,10 @@ inline constexpr uint32_t kTxBacklog = 4096;         // frames the tx ring did n
 // front of the wire stays short (1,024 QPs x 128 WRITEs: the backlog used to overflow, and the
 // dropped frames and late ACKs cost 16 % of the frames in resends and probes).
 inline constexpr uint32_t kTxBacklogHigh = 256;
+// The congestion point on a link's transmit side (keys bottleneck_*, docs/congestion.md).
+inline constexpr uint32_t kBottleneckQueueKb = 512;    // bottleneck_queue_kb: what its queue holds
+inline constexpr uint32_t kBottleneckQueueMaxKb = 65536;
+inline constexpr uint32_t kBottleneckHold = 4096;      // frames it holds at most (mbufs of the pool), past that dropped
 inline constexpr uint32_t kTxStash = 32;             // transmit mbufs taken from the pool at once
 inline constexpr uint32_t kLinkBurst = 64;           // frames per rte_eth_rx_burst / rte_eth_tx_burst
 inline constexpr uint32_t kMinFrame = 60;            // Ethernet minimum without FCS: shorter ones padded

@@ -292,6 +292,33 @@ TEST(Config, CaptureAndFaultKeys) {
   }
 }
 
+// The congestion point on the transmit side (docs/congestion.md "On memif, in real time").
+TEST(Config, BottleneckKeys) {
+  std::string err;
+  auto d = ecn_keys::load_text("", err);
+  ASSERT_TRUE(d) << err;
+  EXPECT_FALSE(d->bottleneck.on());
+  EXPECT_EQ(d->bottleneck.queue_bytes, param::kBottleneckQueueKb * 1024);
+  auto c = ecn_keys::load_text("bottleneck_mbps = 10000\nbottleneck_queue_kb = 256\nbottleneck_k_kb = 32\n"
+                               "bottleneck_kmax_kb = 128\nbottleneck_pmax = 0.5\n", err);
+  ASSERT_TRUE(c) << err;
+  EXPECT_TRUE(c->bottleneck.on());
+  EXPECT_EQ(c->bottleneck.rate_bps, 10'000'000'000ull);
+  EXPECT_EQ(c->bottleneck.queue_bytes, 256u * 1024);
+  EXPECT_EQ(c->bottleneck.mark_bytes, 32u * 1024);
+  EXPECT_EQ(c->bottleneck.mark_max_bytes, 128u * 1024);
+  EXPECT_EQ(c->bottleneck.mark_pmax, 0.5);
+  auto p = ecn_keys::load_text("bottleneck_pps = 100000\n", err);
+  ASSERT_TRUE(p) << err;
+  EXPECT_TRUE(p->bottleneck.on());
+  EXPECT_EQ(p->bottleneck.pps, 100000u);
+  for (const char* bad : {"bottleneck_mbps = x\n", "bottleneck_mbps = 1000001\n", "bottleneck_queue_kb = 65537\n",
+                          "bottleneck_pmax = 2\n", "bottleneck_k_kb = -1\n", "bottleneck_speed = 1\n"}) {
+    EXPECT_FALSE(ecn_keys::load_text(bad, err)) << bad;
+    EXPECT_NE(err.find("key 'bottleneck_"), std::string::npos) << err;
+  }
+}
+
 namespace env_keys {
 std::map<std::string, std::string> vars;
 char* get(const char* name) {

@@ -539,8 +539,49 @@ def scenario_veth_spoof():
     check(lc["drop_nd_hop_limit"] >= 1, "the routed neighbour advertisement was not dropped")
 
 
+# DCQCN with the paper's timers (docs/congestion.md "A setting that meets issue 33's target").
+DCQCN_KEYS = ("cc = dcqcn\ncc_line_rate = 40000\nrpg_time_reset = 55\nrpg_byte_reset = 1048576\n"
+              "dce_tcp_rtt = 55\nrpg_min_rate = 500\n")
+
+
+def scenario_memif_bottleneck():
+    """A congestion point on the client's transmit side (keys bottleneck_*: 4 Gbit/s, a 512 KiB
+    queue, RED marking from 32 to 128 KiB), every frame ECT(0): four QPs of 64 KiB WRITEs through
+    it, without congestion control and with DCQCN. Both: every byte checked, the goodput never
+    above the bottleneck's rate, frames marked CE. Off: the queue fills. DCQCN: the server's CNPs
+    reach the client, and the bottleneck drops no more than without it."""
+    bn = "bottleneck_mbps = 4000\nbottleneck_queue_kb = 512\nbottleneck_k_kb = 32\nbottleneck_kmax_kb = 128\n" \
+         "bottleneck_pmax = 1\necn = ect0\n"
+    got = {}
+    for name, extra in (("off", "cc = off\n"), ("dcqcn", DCQCN_KEYS)):
+        c = with_keys(cfg("memif-client.conf"), bn + extra, f"bottleneck-{name}.conf")
+        st, ct = perf_pair([], [], cfg("memif-server.conf"), c, "127.0.0.1",
+                           ["--test", "write", "-s", "65536", "-n", "2000", "-q", "4"], f"memif-bottleneck-{name}",
+                           timeout=60)
+        link, eng, seng = counters(ct), counters(ct, "engine"), counters(st, "engine")
+        row = [l.split() for l in ct.splitlines() if re.match(r"^ 65536 ", l)]
+        bw = float(row[-1][3]) if row else -1
+        got[name] = (link, eng, seng, bw)
+        log(f"{name}: {bw:.2f} Gbit/s; bottleneck frames {link.get('bottleneck_frames')} marked "
+            f"{link.get('bottleneck_marked')} dropped {link.get('bottleneck_dropped')} max queue "
+            f"{link.get('bottleneck_max_queue')} B; retransmitted {eng.get('retransmitted', 0)}; server CE "
+            f"{seng.get('ecn_ce_rcvd', 0)} CNPs {seng.get('cnp_sent', 0)}; client CNPs {eng.get('cnp_rcvd', 0)}")
+        check(link.get("bottleneck_frames", 0) >= 2000 * 4 * 16, f"{name}: every frame through the bottleneck: {link}")
+        check(0 < bw <= 4.0, f"{name}: goodput {bw} Gbit/s, not above the bottleneck's 4 Gbit/s")
+        check(link.get("bottleneck_marked", 0) > 0 and seng.get("ecn_ce_rcvd", 0) == link["bottleneck_marked"],
+              f"{name}: frames marked CE at the bottleneck arrive marked ({link.get('bottleneck_marked')} marked, "
+              f"server saw {seng.get('ecn_ce_rcvd', 0)})")
+    off, dc = got["off"], got["dcqcn"]
+    check(off[0]["bottleneck_max_queue"] > 256 * 1024, f"off: the queue fills ({off[0]['bottleneck_max_queue']} B)")
+    check(dc[1].get("cnp_rcvd", 0) > 0 and dc[2].get("cnp_sent", 0) > 0,
+          f"dcqcn: CNPs sent and received ({dc[2].get('cnp_sent', 0)}, {dc[1].get('cnp_rcvd', 0)})")
+    check(dc[0]["bottleneck_dropped"] <= off[0]["bottleneck_dropped"],
+          f"dcqcn drops no more than off ({dc[0]['bottleneck_dropped']} against {off[0]['bottleneck_dropped']})")
+
+
 SCENARIOS = {
     "memif-client-first": scenario_memif_client_first,
+    "memif-bottleneck": scenario_memif_bottleneck,
     "memif-ops": scenario_memif_ops,
     "veth-ops": scenario_veth_ops,
     "veth-ipv6": scenario_veth_ipv6,
