@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/flows.hpp"
 #include "engine/cc.hpp"
 #include "proto/psn.hpp"
 #include "tests/support/pair.hpp"
@@ -71,17 +72,6 @@ struct Run {
   bool data_ok = true;
 };
 
-double jain(const std::vector<double>& x) {
-  double s = 0, s2 = 0;
-  for (double v : x) s += v, s2 += v * v;
-  return s2 > 0 ? s * s / (double(x.size()) * s2) : 0;
-}
-
-uint32_t p99(std::vector<uint32_t> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, size_t(double(v.size()) * 0.99))];
-}
 
 Device::Config dev_config(uint8_t id, const Options& o, const std::string& cc) {
   Device::Config c;
@@ -204,35 +194,16 @@ Run run(const Options& o, const std::string& cc) {
       wire.clock().advance(due > now ? due - now : 100);
     }
   }
-  // Goodput after the last flow started; fairness per window among the flows that had started.
-  double bits = 0;
-  size_t windows = 0;
-  for (size_t w = 0; w < r.rate.size(); ++w) {
-    const uint64_t wend = t0 + (w + 1) * kWindowNs;
-    if (wend <= last_start + kWindowNs) continue;
-    for (double v : r.rate[w]) bits += v;
-    ++windows;
-  }
-  r.goodput_gbps = windows ? bits / double(windows) : 0;
-  // Converged: from this window on, Jain >= 0.95 in every window with all flows.
-  size_t first_all = size_t((last_start - t0) / kWindowNs) + 1;
-  size_t conv = r.rate.size();
-  for (size_t w = r.rate.size(); w-- > first_all;) {
-    if (jain(r.rate[w]) < 0.95) break;
-    conv = w;
-  }
-  if (conv < r.rate.size()) r.converged_ms = double(t0 + conv * kWindowNs - last_start) / 1e6;
-  if (!r.rate.empty()) r.jain_end = jain(r.rate.back());
-  const double conv_at_ms = r.converged_ms >= 0 ? double(last_start - t0) / 1e6 + r.converged_ms : 1e18;
-  std::vector<uint32_t> all, after;
-  for (auto& [ms, q] : r.queue) {
-    all.push_back(q);
-    if (ms >= conv_at_ms) after.push_back(q);
-  }
-  r.q99_all = p99(all);
-  r.q99_conv = p99(after);
+  // Goodput after the last flow started, fairness per window, the queue and drops (bench/flows.hpp).
   r.drops = wire.a().congestion.ctr.dropped;
-  if (conv < r.rate.size()) r.drops_conv = r.drops - (conv ? drops_by_window[conv - 1] : 0);
+  const bench::FlowReport f = bench::summarize(r.rate, double(kWindowNs) / 1e6, double(last_start - t0) / 1e6, r.queue,
+                                               drops_by_window, r.drops);
+  r.goodput_gbps = f.goodput_gbps;
+  r.jain_end = f.jain_end;
+  r.converged_ms = f.converged_ms;
+  r.q99_all = f.q99_all;
+  r.q99_conv = f.q99_conv;
+  r.drops_conv = f.drops_conv;
   r.marks = wire.a().congestion.ctr.marked;
   for (Qp* q : qa) r.cnps += q->counters().cnp_rcvd;
   for (uint32_t i = 0; i < o.flows; ++i)

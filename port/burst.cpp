@@ -254,18 +254,18 @@ void DpdkLink::egress(void* mp, uint64_t now) {
   rte_mbuf* m = M(mp);
   uint8_t* f = rte_pktmbuf_mtod(m, uint8_t*);
   const uint32_t len = m->data_len;
-  if (bn_q_.size() >= param::kBottleneckHold) {  // more frames than the pool can lend it
-    ++ctr_.bottleneck_dropped;
-    rte_pktmbuf_free(m);
-    return;
-  }
   const int ecn = proto::ecn_of({f, len});
-  const engine::BottleneckVerdict v = bn_.admit(cfg_.bottleneck, now, len, ecn == 1 || ecn == 2);
+  // More frames than the pool should lend it: dropped as if the queue were full.
+  const engine::BottleneckVerdict v = bn_q_.size() < param::kBottleneckHold
+                                          ? bn_.admit(cfg_.bottleneck, now, len, ecn == 1 || ecn == 2)
+                                          : engine::BottleneckVerdict{true, false, 0, 0};
   if (v.drop) {
     ++ctr_.bottleneck_dropped;
+    if (bn_log_.on && bn_log_.drops.size() < param::kBottleneckLogMax) bn_log_.drops.push_back(now);
     rte_pktmbuf_free(m);
     return;
   }
+  if (bn_log_.on && bn_log_.queue.size() < param::kBottleneckLogMax) bn_log_.queue.emplace_back(now, v.queue_bytes);
   if (v.mark && proto::mark_ce({f, len}) == proto::CeMark::Marked) ++ctr_.bottleneck_marked;
   ++ctr_.bottleneck_frames;
   ctr_.bottleneck_max_queue = std::max<uint64_t>(ctr_.bottleneck_max_queue, uint64_t(v.queue_bytes) + len);

@@ -18,6 +18,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/link.hpp"
@@ -49,6 +50,16 @@ class DpdkLink : public PortLink {
   // The software backlog still holds param::kTxBacklogHigh frames or more after a try to send
   // them (back-pressure): alloc lends no buffer, and the service daemon moves no frames here.
   bool tx_backed_up();
+  // The congestion point's record (keys bottleneck_*), for uroce-perf --flow-log: the queue each
+  // admitted frame found (TscClock ns, bytes) and when frames were dropped; off until asked for,
+  // at most param::kBottleneckLogMax entries.
+  struct BottleneckLog {
+    bool on = false;
+    std::vector<std::pair<uint64_t, uint32_t>> queue;
+    std::vector<uint64_t> drops;
+  };
+  void log_bottleneck(bool on) { bn_log_.on = on; }
+  const BottleneckLog& bottleneck_log() const { return bn_log_; }
   size_t send(engine::PacketBuf* bufs, size_t n) override;
   size_t recv(engine::PacketBuf* bufs, size_t max) override;
   void release(engine::PacketBuf& b) override;
@@ -176,6 +187,7 @@ class DpdkLink : public PortLink {
     uint64_t depart_ns;
   };
   std::deque<BnHeld> bn_q_;
+  BottleneckLog bn_log_;
   void egress(void* m, uint64_t now_ns);  // through the bottleneck when there is one, then to_wire
   void release_bottleneck();
   // Frames the port's queue did not take yet, oldest first (a software extension of the tx

@@ -64,6 +64,7 @@ inline constexpr uint32_t kTxBacklogHigh = 256;
 // The congestion point on a link's transmit side (keys bottleneck_*, docs/congestion.md).
 inline constexpr uint32_t kBottleneckQueueKb = 512;    // bottleneck_queue_kb: what its queue holds
 inline constexpr uint32_t kBottleneckQueueMaxKb = 65536;
+inline constexpr uint32_t kBottleneckLogMax = 1u << 22;  // frames uroce-perf --flow-log records at most
 inline constexpr uint32_t kBottleneckHold = 4096;      // frames it holds at most (mbufs of the pool), past that dropped
 inline constexpr uint32_t kTxStash = 32;             // transmit mbufs taken from the pool at once
 inline constexpr uint32_t kLinkBurst = 64;           // frames per rte_eth_rx_burst / rte_eth_tx_burst

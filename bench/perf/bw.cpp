@@ -1,10 +1,12 @@
 #include <rte_cycles.h>
 
 #include <algorithm>
+#include <memory>
 #include <cstdio>
 #include <vector>
 
 #include "bench/perf/context.hpp"
+#include "bench/perf/flows.hpp"
 #include "bench/perf/loops.hpp"
 #include "bench/perf/report.hpp"
 
@@ -23,8 +25,13 @@ BwResult run_bw_client(Ctx& c, uint64_t size) {
   const uint64_t total = iters * c.o.qps;
   Wc wc[32];
   const uint64_t t0 = rte_get_tsc_cycles();
+  std::unique_ptr<FlowLog> flows;
+  if (!c.o.flow_log.empty()) flows = std::make_unique<FlowLog>(c, t0);
+  const uint64_t stagger = uint64_t(c.o.stagger_ms * double(c.hz) / 1000);
   while (done < total) {
-    for (auto& x : c.q) {
+    const uint64_t started = stagger ? (rte_get_tsc_cycles() - t0) / stagger + 1 : c.q.size();
+    for (size_t qi = 0; qi < c.q.size() && qi < started; ++qi) {
+      QpCtx& x = c.q[qi];
       while (x.posted < iters && x.posted - x.completed < c.o.tx_depth) {
         const bool sig = (x.posted + 1) % c.o.cq_mod == 0 || x.posted + 1 == iters;
         post_op(c, x, size, x.posted, sig);
@@ -40,6 +47,10 @@ BwResult run_bw_client(Ctx& c, uint64_t size) {
         QpCtx& x = *c.by_qpn.at(wc[i].qp_num);
         const uint64_t upto = wc[i].wr_id + 1;
         done += upto - x.completed;
+        if (flows) {
+          flows->completed(now, size_t(&x - c.q.data()), upto - x.completed, size);
+          if (upto == iters) flows->one_done(now);
+        }
         x.completed = upto;
       }
       stamps.push_back(now);
@@ -48,6 +59,7 @@ BwResult run_bw_client(Ctx& c, uint64_t size) {
   }
   const uint64_t t1 = rte_get_tsc_cycles();
   BwResult r;
+  if (flows) r.flows = flows->finish(c.o.flow_log, c.o.stagger_ms * double(c.q.size() - 1), c.o.flow_ms);
   const double secs = double(t1 - t0) / double(c.hz);
   r.avg = double(total) * double(size) * 8 / secs / 1e9;
   r.mpps = double(total) / secs / 1e6;

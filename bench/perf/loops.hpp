@@ -1,6 +1,7 @@
 // uroce-perf's measurement loops for one message size: bandwidth (the client streams, the
 // SEND server receives) and latency (ping-pong, or one-sided READ/atomic).
 #pragma once
+#include <string>
 #include <cstdint>
 #include <vector>
 
@@ -10,6 +11,7 @@ struct Ctx;
 
 struct BwResult {
   double peak = 0, avg = 0, mpps = 0;  // Gb/s, Gb/s, Mpps
+  std::string flows;                   // --flow-log's summary line (bench/perf/flows.hpp), printed after the row
 };
 struct LatResult {
   double tmin, tmax, typical, avg, stdev, p99, p999;  // microseconds

@@ -29,6 +29,10 @@ void usage(bool help = false) {
                "  --stats                         print link and engine counters at the end\n"
                "  --timeout S                     give up after S seconds (default 120)\n"
                "  --eal ARG                       extra EAL argument (repeatable)\n"
+               "  --stagger-ms MS                 bw client: QP i starts MS x i after the first\n"
+               "  --flow-log FILE                 bw client: each QP's rate per ms and the link's bottleneck\n"
+               "                                  queue into FILE, and their summary (a \"flows:\" line)\n"
+               "  --flow-ms MS                    --flow-log's window (default 10)\n"
                "without a peer address this side is the server.\n"
                "Config files: key = value lines (share/uroce/examples/README.md, config/README.md).\n");
   std::exit(help ? 0 : 2);
@@ -80,6 +84,9 @@ Opts parse_args(int argc, char** argv) {
     else if (a == "--timeout") o.timeout_s = uint32_t(std::stoul(val()));
     else if (a == "-w" || a == "--window") o.window = uint32_t(std::stoul(val()));
     else if (a == "--eal") o.eal_extra.push_back(val());
+    else if (a == "--stagger-ms") o.stagger_ms = std::stod(val());
+    else if (a == "--flow-log") o.flow_log = val();
+    else if (a == "--flow-ms") o.flow_ms = uint32_t(std::stoul(val()));
     else if (a == "-h" || a == "--help") usage(true);
     else if (!a.empty() && a[0] != '-' && o.peer.empty()) o.peer = a;
     else usage();

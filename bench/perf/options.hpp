@@ -32,6 +32,9 @@ struct Opts {
   uint32_t timeout_s = 120;
   uint32_t window = 0;        // engine send window in packets (0: the engine's default)
   std::vector<std::string> eal_extra;
+  double stagger_ms = 0;      // bw client: QP i starts posting i x this after the first
+  std::string flow_log;       // bw client: each QP's rate per window and the bottleneck's queue (bench/perf/flows.hpp)
+  uint32_t flow_ms = 10;      // --flow-log's window
 };
 
 

@@ -63,7 +63,7 @@ bool run_size(Ctx& c, uint64_t size) {
                    (unsigned long)size, res.status);
       return false;
     }
-    if (bw) print_bw_row(size, c.o.iters, BwResult{m.bw_peak, m.bw_avg, m.mpps});
+    if (bw) print_bw_row(size, c.o.iters, BwResult{m.bw_peak, m.bw_avg, m.mpps, {}});
     else print_server_lat_row(size, c.o.iters);
     return true;
   }
@@ -124,6 +124,7 @@ bool run_size(Ctx& c, uint64_t size) {
     ok = false;
   }
   if (bw) print_bw_row(size, c.o.iters, br);
+  if (!br.flows.empty()) std::printf("%s\n", br.flows.c_str());
   else print_lat_row(size, c.o.iters, lr);
   return ok;
 }
