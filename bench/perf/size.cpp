@@ -124,8 +124,8 @@ bool run_size(Ctx& c, uint64_t size) {
     ok = false;
   }
   if (bw) print_bw_row(size, c.o.iters, br);
-  if (!br.flows.empty()) std::printf("%s\n", br.flows.c_str());
   else print_lat_row(size, c.o.iters, lr);
+  if (!br.flows.empty()) std::printf("%s\n", br.flows.c_str());
   return ok;
 }
 

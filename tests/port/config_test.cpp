@@ -332,7 +332,7 @@ TEST(Config, TheEnvironmentOverridesCaptureAndFaults) {
   auto c = ecn_keys::load_text("capture = /tmp/a.pcapng\nfault_drop = 0.5\n", err);
   ASSERT_TRUE(c) << err;
   env_keys::vars = {{"UROCE_CAPTURE", "/tmp/b.pcapng"}, {"UROCE_FAULT_RX_DROP", "0.02"}, {"UROCE_FAULT_SEED", "7"},
-                    {"UROCE_CAPTURE_ALL", "yes"}, {"UROCE_FAULT_TX_DELAY_US", "10"}};
+                    {"UROCE_CAPTURE_ALL", "yes"}, {"UROCE_FAULT_TX_DELAY_US", "10"}, {"UROCE_BOTTLENECK_MBPS", "2000"}};
   ASSERT_TRUE(port::apply_env(*c, env_keys::get, err)) << err;
   EXPECT_EQ(c->capture, "/tmp/b.pcapng");
   EXPECT_TRUE(c->capture_all);
@@ -340,10 +340,11 @@ TEST(Config, TheEnvironmentOverridesCaptureAndFaults) {
   EXPECT_EQ(c->fault_tx.drop, 0.5);  // the file's, untouched
   EXPECT_EQ(c->fault_tx.min_delay_ns, 10'000u);
   EXPECT_EQ(c->fault_seed, 7u);
+  EXPECT_EQ(c->bottleneck.rate_bps, 2'000'000'000ull);
   env_keys::vars = {{"UROCE_FAULT_DROP", "lots"}};
   EXPECT_FALSE(port::apply_env(*c, env_keys::get, err));
   EXPECT_EQ(err.rfind("UROCE_FAULT_DROP = 'lots': ", 0), 0u) << err;
-  EXPECT_EQ(port::env_keys().size(), 6u + 15u + engine::cc::keys().size());
+  EXPECT_EQ(port::env_keys().size(), 6u + 6u + 15u + engine::cc::keys().size());  // + the bottleneck's 6
 }
 
 TEST(Config, CongestionControlKeysInTheFileAndTheEnvironment) {
