@@ -386,7 +386,7 @@ const std::vector<std::string>& env_keys() {
   static const std::vector<std::string> keys = [] {
     std::vector<std::string> k = {"capture", "capture_all", "capture_snaplen", "capture_max_mb", "fault_seed", "fault_all",
                                   "bottleneck_mbps", "bottleneck_pps", "bottleneck_queue_kb", "bottleneck_k_kb",
-                                  "bottleneck_kmax_kb", "bottleneck_pmax"};
+                                  "bottleneck_kmax_kb", "bottleneck_pmax", "ecn", "cnp_interval_us"};
     for (const char* kind : {"drop", "duplicate", "reorder", "corrupt", "delay_us"})
       for (const char* dir : {"", "rx_", "tx_"}) k.push_back(std::string("fault_") + dir + kind);
     // Congestion control for an experiment: UROCE_CC=dcqcn, UROCE_RPG_AI_RATE=10, ...

@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import driver  # noqa: E402  (tests/support/driver.py)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LESSONS = ["write-send", "go-back-n", "rnr", "read-atomic", "qp-states", "drill-psn-gap"]
+LESSONS = ["write-send", "go-back-n", "rnr", "read-atomic", "qp-states", "drill-psn-gap", "congestion"]
 SOCK = "/tmp/uroce-learn.sock"   # not the suites' memif socket: lessons may run beside them
 PORT = 18620
 TIMEOUT = 60                     # seconds any one lesson may take
@@ -351,6 +351,75 @@ def drill_psn_gap(tmp):
 
 MAKERS = {"drill-psn-gap": drill_psn_gap, "write-send": write_send, "go-back-n": go_back_n, "rnr": rnr, "read-atomic": read_atomic,
           "qp-states": qp_states}
+
+
+# DCQCN with the paper's timers (docs/congestion.md), from the environment of the client (the
+# reaction point); the bottleneck on its transmit side; every frame ECT(0) on both sides.
+CONGESTION_ENV = {"UROCE_BOTTLENECK_MBPS": "1000", "UROCE_BOTTLENECK_QUEUE_KB": "96", "UROCE_BOTTLENECK_K_KB": "16",
+                  "UROCE_BOTTLENECK_KMAX_KB": "64", "UROCE_BOTTLENECK_PMAX": "1", "UROCE_ECN": "ect0"}
+DCQCN_ENV = {"UROCE_CC": "dcqcn", "UROCE_CC_LINE_RATE": "40000", "UROCE_RPG_TIME_RESET": "55",
+             "UROCE_RPG_BYTE_RESET": "1048576", "UROCE_DCE_TCP_RTT": "55", "UROCE_RPG_MIN_RATE": "500"}
+CC_BENCH = os.path.join(BUILD, "bench", "cc_bench")
+
+
+def congestion(tmp):
+    """A 1 Gbit/s congestion point on the client's transmit side: its WRITEs are marked CE once
+    the queue passes K, the server answers with CNPs, DCQCN at the client cuts its rate; the
+    same run without congestion control fills the queue and drops."""
+    runs = {}
+    for name, extra in (("off", {}), ("dcqcn", DCQCN_ENV)):
+        # Headers and 64 bytes of payload of each frame (UROCE_CAPTURE_SNAPLEN 0): 6,400 frames.
+        so, co, cap = run_pair(tmp, "writes", ["-s", "65536", "-n", "100"], server_env={"UROCE_ECN": "ect0"},
+                               client_env={**CONGESTION_ENV, **extra, "UROCE_CAPTURE_SNAPLEN": "0"})
+        keep = os.path.join(tmp, f"client-{name}.pcapng")
+        if os.path.exists(cap):
+            os.replace(cap, keep)
+        runs[name] = (so, co, keep)
+    keys = ["bottleneck_frames", "bottleneck_marked", "bottleneck_dropped", "bottleneck_max_queue", "cnp_rcvd",
+            "retransmitted"]
+    skeys = ["ecn_ce_rcvd", "cnp_sent"]
+    v = {}
+    for name, (so, co, cap) in runs.items():
+        v[f"{name}_client"], c = counters(co, keys)
+        v[f"{name}_server"], s = counters(so, skeys)
+        v[f"{name}_programs"] = program_lines(so) + "\n" + program_lines(co)
+        expect(c.get("bottleneck_marked", 0) > 0, f"congestion ({name}): the bottleneck marked frames CE")
+        expect(s.get("ecn_ce_rcvd", 0) == c.get("bottleneck_marked", 0),
+               f"congestion ({name}): the server received every CE mark ({s.get('ecn_ce_rcvd')} of {c.get('bottleneck_marked')})")
+        expect(s.get("cnp_sent", 0) > 0 and c.get("cnp_rcvd", 0) == s.get("cnp_sent", 0),
+               f"congestion ({name}): the CNPs the server sent reached the client")
+        runs[name] = (so, co, cap, c)
+    off, dc = runs["off"][3], runs["dcqcn"][3]
+    expect(off.get("bottleneck_dropped", 0) > 0, "congestion: without congestion control the queue overflows")
+    expect(dc.get("bottleneck_dropped", 0) < off.get("bottleneck_dropped", 0),
+           "congestion: DCQCN drops fewer frames than no congestion control")
+    cap = runs["dcqcn"][2]
+    lines = dissect(cap)
+    f = frames_of(lines)
+    ce = next((n for n, l in f if " CE " in l or "ECN CE" in l or "ce " in l.split("RC_")[0]), None)
+    cnp = next((n for n, l in f if "CNP" in l), None)
+    expect(ce is not None and cnp is not None, "congestion: the capture shows a CE mark and a CNP")
+    at = max(1, (ce or 1) - 2)
+    v["ce_frame"], v["cnp_frame"] = str(ce), str(cnp)
+    v["frames"] = pick(lines, at, max(8, (cnp or at) - at + 4) if cnp and cnp - at < 60 else 12)
+    v["cnp_bytes"] = bytes_of(cap, {cnp}) if cnp else ""
+    v["summary"] = lines.strip().splitlines()[-1] if lines.strip() else ""
+    v["summary_cc"] = next((l for l in lines.strip().splitlines() if re.match(r"^\(\d+ CNP, ECN", l)), "")
+    v["ladder"] = ladder(cap, "congestion", focus="cnp")
+    # The same algorithm in virtual time (bench/cc_bench.cpp), four flows on 10 Gbit/s.
+    table = ""
+    if os.path.exists(CC_BENCH):
+        setting = ["--k-kb", "32", "--kmax-kb", "128", "--pmax", "1", "--set", "rpg_time_reset=55", "--set",
+                   "rpg_byte_reset=1048576", "--set", "dce_tcp_rtt=55", "--set", "rpg_min_rate=500"]
+        r = subprocess.run([CC_BENCH, "--flows", "4", "--cc", "off,dcqcn", "--cnp-us", "4", *setting],
+                           capture_output=True, text=True, timeout=60)
+        table = "\n".join(l for l in r.stdout.splitlines() if l.startswith("|"))
+        expect("| dcqcn |" in table, "congestion: cc_bench ran")
+    v["cc_bench"] = table
+    return v
+
+
+MAKERS["congestion"] = congestion
 
 
 def fill(name, values):

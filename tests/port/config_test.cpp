@@ -344,7 +344,8 @@ TEST(Config, TheEnvironmentOverridesCaptureAndFaults) {
   env_keys::vars = {{"UROCE_FAULT_DROP", "lots"}};
   EXPECT_FALSE(port::apply_env(*c, env_keys::get, err));
   EXPECT_EQ(err.rfind("UROCE_FAULT_DROP = 'lots': ", 0), 0u) << err;
-  EXPECT_EQ(port::env_keys().size(), 6u + 6u + 15u + engine::cc::keys().size());  // + the bottleneck's 6
+  // + the bottleneck's 6, ecn and cnp_interval_us
+  EXPECT_EQ(port::env_keys().size(), 6u + 6u + 2u + 15u + engine::cc::keys().size());
 }
 
 TEST(Config, CongestionControlKeysInTheFileAndTheEnvironment) {
