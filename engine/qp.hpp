@@ -296,6 +296,7 @@ struct RecvSide {
   bool next_res_free() const { return res.empty() || !res[res_next].owes() || res[res_next].replay; }
   uint32_t res_next = 0;
   uint32_t res_pending = 0;        // slots that still owe responses
+  bool res_paced = false;          // the pacer holds the next READ response (congestion control)
   // Selective repeat (docs/reliability.md): packets that came ahead of epsn, kept by PSN modulo
   // the window until epsn reaches them; then each goes through the in-order pass (checks,
   // receive WQE, completion, MSN) and completes in order. WRITE packets are placed at once and
@@ -399,10 +400,11 @@ class Qp {
            rx.res_pending == 0;
   }
   // Only waiting: for the peer's answers (a frame kicks it) or for a timer (the device's timer
-  // heap does), with nothing to send meanwhile: no ACK or response owed, no resend range, and a
+  // heap does), with nothing to send meanwhile: no ACK owed, no response owed but those the
+  // pacer holds (its time is a timer), no resend range, and a
   // requester that ended waiting for those (not for a transmit buffer, which nothing announces).
   bool waiting() const {
-    if (rx.ack_pending || rx.res_pending || tx.sr_next != tx.sr_end) return false;
+    if (rx.ack_pending || (rx.res_pending && !rx.res_paced) || tx.sr_next != tx.sr_end) return false;
     switch (tx.req_state) {
       case ReqState::Idle: case ReqState::Drained: case ReqState::WaitRnr: case ReqState::WaitRdAtomic:
       case ReqState::WaitFence: case ReqState::WaitWindow: case ReqState::WaitRate: return true;

@@ -310,7 +310,8 @@ void probe(Device& dev, Qp& qp) {
 uint64_t next_timer_ns(const Device& dev, const Qp& qp) {
   const SendSide& t = qp.tx;
   // The pacer holds the next packet until its time (congestion control, engine/cc.hpp).
-  const uint64_t paced = t.req_state == ReqState::WaitRate && qp.cc ? qp.cc->send_at() : UINT64_MAX;
+  // So are READ responses (responder::send_responses).
+  const uint64_t paced = (t.req_state == ReqState::WaitRate || qp.rx.res_paced) && qp.cc ? qp.cc->send_at() : UINT64_MAX;
   if (t.rnr_until_ns) return std::min(paced, t.rnr_until_ns);  // requester::run ends the wait then
   if (t.sq.empty() || !qp.reliable()) return paced;
   const SendWqe& head = t.sq.front();

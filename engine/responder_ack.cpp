@@ -117,6 +117,7 @@ bool flush_ack(Device& dev, Qp& qp) {
 // goes to ERR.
 void send_responses(Device& dev, Qp& qp) {
   RecvSide& rs = qp.rx;
+  rs.res_paced = false;
   if (rs.res_pending == 0) return;  // the common case: nothing owed, no walk of the ring
   const uint32_t n = rs.res_n;
   const MrTable& mrs = dev.mrs();
@@ -164,7 +165,14 @@ void send_responses(Device& dev, Qp& qp) {
       p.psn = psn_add(r.psn, k);
       p.aeth = {Syndrome::ack().encode(), r.msn};
       p.payload = {r.host ? r.host + off : nullptr, len};
+      // Congestion control paces READ responses as it paces requests: the QP's one rate covers
+      // every packet it sends (a CNP for marked responses comes to this QP, their sender).
+      if (qp.cc && !qp.cc->may_send(dev.step_ns())) {
+        rs.res_paced = true;  // progress() parks the QP until the pacer's time (next_timer_ns)
+        return;
+      }
       if (!dev.tx().emit(qp, p)) return;
+      if (qp.cc) qp.cc->sent(dev.step_ns(), uint32_t(proto::frame_len(p)));
       ++r.sent;
       --budget;
       if (r.replay) ++qp.ctr.replayed_responses;

@@ -477,6 +477,62 @@ TEST(CcPair, ACnpPacesTheQpAtItsNewRate) {
   EXPECT_GT(pr.a.qp->counters().cnp_rcvd, 0u);
 }
 
+// READ responses are paced too: B's QP sends them, so a CNP for marked responses comes to B's
+// QP (their sender), and B's one rate covers them as it covers its requests. A's READ of 64 KiB
+// from B: back to back before the CNP, at B's new rate after it, the bytes intact.
+TEST(CcPair, ACnpPacesTheResponderSReadResponses) {
+  PairOptions o;
+  o.config_b = [](Device::Config& c) {
+    c.cc.algo = cc::Algo::Dcqcn;
+    c.cc.dcqcn.rate_to_set_on_first_cnp = 2'000;  // cut to about 1 Gbit/s
+    c.cc.dcqcn.rpg_time_reset = 1'000'000;        // no increase during the test
+    c.cc.dcqcn.rpg_byte_reset = 0;
+    c.cc.burst_bytes = 1;
+  };
+  Pair pr(o);
+  ASSERT_NE(pr.b.qp->cc, nullptr);
+  const uint32_t len = 64 * 1024;
+  for (uint32_t i = 0; i < len; ++i) pr.b.buf()[i] = uint8_t(i * 13 + 5);
+  std::vector<uint8_t> dst(len);
+  Mr* mr = pr.a.dev->reg_mr(pr.a.pd, dst.data(), dst.size(), kLocalWrite);
+  auto read_and_time = [&] {
+    Sent at;
+    pr.wire.b().tap = [&](const uint8_t*, uint32_t n) {
+      at.at.push_back(pr.wire.clock().now_ns());
+      at.len.push_back(n);
+    };
+    std::fill(dst.begin(), dst.end(), 0);
+    Sge sg{reinterpret_cast<uintptr_t>(dst.data()), len, mr->lkey};
+    EXPECT_EQ(pr.a.dev->post_send(pr.a.qp, wr_to(pr.b, 1, WrOpcode::RdmaRead, &sg)), 0);
+    Wc wc;
+    EXPECT_TRUE(pr.next_wc(pr.a.scq, wc));
+    EXPECT_EQ(wc.status, WcStatus::Success);
+    EXPECT_EQ(std::memcmp(dst.data(), pr.b.buf(), len), 0);
+    pr.wire.b().tap = nullptr;
+    return at;
+  };
+  const Sent fast = read_and_time();
+  ASSERT_EQ(fast.at.size(), 64u);  // 64 responses of 1 KiB
+  EXPECT_EQ(fast.at.back() - fast.at.front(), 0u) << "no pacing before the first CNP";
+  proto::Packet c = forge(pr.a, pr.b, op::kCnp, 0);  // as A's QP sends it to B's
+  c.ack_req = false;
+  c.becn = true;
+  inject(pr.wire.b(), c);
+  pr.b.dev->progress();
+  ASSERT_TRUE(pr.b.qp->cc->limited());
+  const double rate = pr.b.qp->cc->rate_bps();
+  EXPECT_NEAR(rate, 1 * kGbps, 0.01 * kGbps);
+  const Sent slow = read_and_time();
+  ASSERT_EQ(slow.at.size(), fast.at.size()) << "resent " << pr.a.qp->counters().retransmitted;
+  double bytes = 0;
+  for (size_t i = 0; i + 1 < slow.len.size(); ++i) bytes += slow.len[i];
+  const double want_ns = bytes * 8e9 / rate;
+  const double got_ns = double(slow.at.back() - slow.at.front());
+  EXPECT_GE(got_ns, want_ns * 0.99);
+  EXPECT_LE(got_ns, want_ns * 1.05);
+  EXPECT_EQ(pr.a.qp->counters().timeouts, 0u);
+}
+
 // The whole loop: A's frames are ECN-capable, the bottleneck marks them, B answers with CNPs, A's
 // reaction point cuts, and the WRITEs still land whole.
 TEST(CcPair, MarksAtABottleneckComeBackAsCnpsThatCutTheRate) {
