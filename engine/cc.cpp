@@ -89,6 +89,18 @@ bool set_key(Config& c, std::string_view key, std::string_view val, std::string&
     if (!algo_from_name(val, c.algo)) return msg = "cc is off, dcqcn or timely", false;
     return true;
   }
+  if (key == "cc_per_qp") {
+    std::vector<Algo> v;
+    for (size_t a = 0; a <= val.size();) {
+      const size_t b = std::min(val.find(',', a), val.size());
+      Algo x;
+      if (!algo_from_name(val.substr(a, b - a), x)) return msg = "cc_per_qp is a list of off, dcqcn and timely (dcqcn,off)", false;
+      v.push_back(x);
+      a = b + 1;
+    }
+    c.per_qp = std::move(v);
+    return true;
+  }
   if (key == "cc_line_rate") {
     if (!parse_u32(val, u) || u < 1) return msg = "bad cc_line_rate (Mbit/s, 1..)", false;
     c.line_rate_mbps = u;
@@ -114,7 +126,7 @@ bool set_key(Config& c, std::string_view key, std::string_view val, std::string&
 }
 
 std::vector<std::string> keys() {
-  std::vector<std::string> v = {"cc", "cc_line_rate", "clamp_tgt_rate", "clamp_tgt_rate_after_time_inc"};
+  std::vector<std::string> v = {"cc", "cc_per_qp", "cc_line_rate", "clamp_tgt_rate", "clamp_tgt_rate_after_time_inc"};
   for (const Key& k : kKeys) v.emplace_back(k.name);
   return v;
 }
@@ -157,7 +169,16 @@ void ReactionPoint::release(uint64_t ns) {
   if (log) log->push_back(last_);
 }
 
-std::unique_ptr<ReactionPoint> make(const Config& c) {
+std::unique_ptr<ReactionPoint> make(const Config& c, uint32_t qp_index) {
+  if (!c.per_qp.empty()) {
+    const Algo a = c.per_qp[qp_index % c.per_qp.size()];
+    if (a != c.algo) {
+      Config one = c;
+      one.algo = a;
+      one.per_qp.clear();
+      return make(one);
+    }
+  }
   switch (c.algo) {
     case Algo::Dcqcn: return make_dcqcn(c);
     case Algo::Timely: return make_timely(c);

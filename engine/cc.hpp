@@ -79,6 +79,10 @@ struct Config {
   uint32_t burst_bytes = param::kPaceBurstBytes;
   DcqcnParams dcqcn;
   TimelyParams timely;
+  // Per QP, for experiments (key cc_per_qp = dcqcn,timely,...): the device's QPs take these in
+  // turn, in the order they were made (the first QP the first, ...; round again after the
+  // last), instead of `algo`. Empty: every QP `algo`.
+  std::vector<Algo> per_qp;
 };
 
 // Sets one key of `c` ("cc", "cc_line_rate", a DCQCN key by its mlx5 name, "timely_*"). False
@@ -151,6 +155,7 @@ class ReactionPoint {
 };
 
 // The QP's reaction point for `c`; nullptr when c.algo is Off.
-std::unique_ptr<ReactionPoint> make(const Config& c);
+// `qp_index`: the QP's place in the order the device made its QPs (Config::per_qp).
+std::unique_ptr<ReactionPoint> make(const Config& c, uint32_t qp_index = 0);
 
 }  // namespace uroce::engine::cc

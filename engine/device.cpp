@@ -331,7 +331,8 @@ Qp* Device::create_qp(const QpInitAttr& init) {
   qps_.push_back(std::make_unique<Qp>(*this, qpn, init));
   Qp* raw = qps_.back().get();
   raw->slot = uint32_t(qps_.size() - 1);
-  raw->cc = cc::make(cfg_.cc);
+  raw->made = qps_made_++;
+  raw->cc = cc::make(cfg_.cc, raw->made);
   qp_table_.insert(qpn, raw);
   if (init.send_cq) ++init.send_cq->qp_refs;
   if (init.recv_cq) ++init.recv_cq->qp_refs;

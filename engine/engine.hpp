@@ -263,6 +263,7 @@ class Device {
   IdMap<Srq*> xrc_srqs_;                   // XRC SRQ number -> SRQ
   std::vector<std::unique_ptr<Ah>> ahs_;
   std::vector<std::unique_ptr<Qp>> qps_;   // owned, any order
+  uint32_t qps_made_ = 0;                 // QPs made so far (Qp::made)
   std::vector<Qp*> active_;                // the QPs progress() visits (kick)
   // QPs off the list that are only waiting, by when their timers are next due (Qp::timer_due):
   // progress() kicks each when its time comes. An entry names the QP by number (a destroyed

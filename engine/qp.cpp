@@ -166,7 +166,7 @@ void reset(Qp& qp) {
   for (auto& b : t.rd_held) b = 0;
   t.req_state = ReqState::Idle;
   t.comp_state = CompState::Idle;
-  qp.cc = cc::make(qp.dev.config().cc);  // a new connection starts unlimited
+  qp.cc = cc::make(qp.dev.config().cc, qp.made);  // a new connection starts unlimited
   RecvSide& r = qp.rx;
   r.state = RespState::Idle;
   r.msg = RespMsg::None;

@@ -392,6 +392,7 @@ class Qp {
   bool active = false;        // in the device's active list: progress() visits it (Device::kick)
   uint64_t timer_due = 0;     // parked: the due time of its entry in the device's timer heap (0: none)
   uint32_t slot = 0;          // where the device holds it (Device::qps_): destroy_qp takes it in O(1)
+  uint32_t made = 0;          // the device's QPs made before it (congestion control's cc_per_qp)
   uint16_t mcast_groups = 0;  // multicast groups it is attached to (destroy_qp detaches it)
   // Nothing for progress() to do until a verb or a frame gives it work: no send WQE (so no timer
   // either), no resend range, no RNR wait, no ACK or READ/atomic response owed.

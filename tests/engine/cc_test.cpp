@@ -62,7 +62,53 @@ TEST(CcConfig, KeysTakeMlx5NamesAndRefuseBadValues) {
   EXPECT_FALSE(cc::set_key(c, "cc", "cubic", msg, unknown));
   EXPECT_FALSE(cc::set_key(c, "rpg_no_such_key", "1", msg, unknown));
   EXPECT_TRUE(unknown);
-  EXPECT_EQ(cc::keys().size(), 25u);
+  EXPECT_EQ(cc::keys().size(), 26u);
+}
+
+// cc_per_qp: a device's QPs take the list's algorithms in turn, in the order they were made,
+// over `cc` (to compare algorithms on the same traffic in one process); a QP reset to a new
+// connection keeps its own.
+TEST(CcConfig, PerQpTakesTheListInTurn) {
+  cc::Config c;
+  std::string msg;
+  bool unknown = false;
+  EXPECT_TRUE(cc::set_key(c, "cc", "dcqcn", msg, unknown));
+  EXPECT_TRUE(cc::set_key(c, "cc_per_qp", "timely,off,dcqcn", msg, unknown)) << msg;
+  ASSERT_EQ(c.per_qp.size(), 3u);
+  for (const char* bad : {"timely,", "dcqcn,cubic", ""}) {
+    EXPECT_FALSE(cc::set_key(c, "cc_per_qp", bad, msg, unknown)) << bad;
+    EXPECT_NE(msg.find("cc_per_qp"), std::string::npos) << msg;
+  }
+  PairOptions o;
+  o.endpoints = false;
+  o.config_a = [&](Device::Config& d) { d.cc = c; };
+  Pair pr(o);
+  Device& dev = *pr.a.dev;
+  Pd* pd = dev.alloc_pd();
+  Cq* cq = dev.create_cq(16);
+  QpInitAttr ia;
+  ia.pd = pd;
+  ia.send_cq = ia.recv_cq = cq;
+  ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+  ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+  const cc::Algo want[] = {cc::Algo::Timely, cc::Algo::Off, cc::Algo::Dcqcn, cc::Algo::Timely};
+  std::vector<Qp*> qps;
+  for (cc::Algo a : want) {
+    Qp* q = dev.create_qp(ia);
+    ASSERT_NE(q, nullptr);
+    qps.push_back(q);
+    if (a == cc::Algo::Off) {
+      EXPECT_EQ(q->cc, nullptr);
+    } else {
+      ASSERT_NE(q->cc, nullptr);
+      EXPECT_EQ(q->cc->algo(), a);
+    }
+  }
+  QpAttr reset;
+  reset.qp_state = QpState::Reset;
+  ASSERT_EQ(dev.modify_qp(qps[0], reset, kAttrState), 0);
+  ASSERT_NE(qps[0]->cc, nullptr);
+  EXPECT_EQ(qps[0]->cc->algo(), cc::Algo::Timely) << "a reset keeps the QP's own algorithm";
 }
 
 // ---- DCQCN, rule by rule -----------------------------------------------------------------------
