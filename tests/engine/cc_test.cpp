@@ -482,15 +482,28 @@ Sent write_and_time(Pair& pr, uint32_t len) {
   return at;
 }
 
+// DCQCN whose first CNP cuts to about 1 Gbit/s and stays there (no increase, no burst).
+void dcqcn_cut_to_1g(Device::Config& c) {
+  c.cc.algo = cc::Algo::Dcqcn;
+  c.cc.dcqcn.rate_to_set_on_first_cnp = 2'000;
+  c.cc.dcqcn.rpg_time_reset = 1'000'000;
+  c.cc.dcqcn.rpg_byte_reset = 0;
+  c.cc.burst_bytes = 1;
+}
+
+// Each frame waited until the ones before it had gone at `rate` (the first went at once).
+void expect_paced(const Sent& s, double rate) {
+  double bytes = 0;
+  for (size_t i = 0; i + 1 < s.len.size(); ++i) bytes += s.len[i];
+  const double want_ns = bytes * 8e9 / rate;
+  const double got_ns = double(s.at.back() - s.at.front());
+  EXPECT_GE(got_ns, want_ns * 0.99);
+  EXPECT_LE(got_ns, want_ns * 1.05);
+}
+
 TEST(CcPair, ACnpPacesTheQpAtItsNewRate) {
   PairOptions o;
-  o.config_a = [](Device::Config& c) {
-    c.cc.algo = cc::Algo::Dcqcn;
-    c.cc.dcqcn.rate_to_set_on_first_cnp = 2'000;  // cut to about 1 Gbit/s
-    c.cc.dcqcn.rpg_time_reset = 1'000'000;        // no increase during the test
-    c.cc.dcqcn.rpg_byte_reset = 0;
-    c.cc.burst_bytes = 1;
-  };
+  o.config_a = dcqcn_cut_to_1g;
   Pair pr(o);
   ASSERT_NE(pr.a.qp->cc, nullptr);
   // Unlimited: the WRITE's frames leave back to back.
@@ -513,13 +526,7 @@ TEST(CcPair, ACnpPacesTheQpAtItsNewRate) {
   ASSERT_EQ(slow.at.size(), fast.at.size()) << "resent " << qc.retransmitted << " probes " << qc.probes
                                             << " timeouts " << qc.timeouts;
 
-  // Each frame waits until the ones before it have gone at the rate (the first goes at once).
-  double bytes = 0;
-  for (size_t i = 0; i + 1 < slow.len.size(); ++i) bytes += slow.len[i];
-  const double want_ns = bytes * 8e9 / rate;
-  const double got_ns = double(slow.at.back() - slow.at.front());
-  EXPECT_GE(got_ns, want_ns * 0.99);
-  EXPECT_LE(got_ns, want_ns * 1.05);
+  expect_paced(slow, rate);
   EXPECT_GT(pr.a.qp->counters().cnp_rcvd, 0u);
 }
 
@@ -528,13 +535,7 @@ TEST(CcPair, ACnpPacesTheQpAtItsNewRate) {
 // from B: back to back before the CNP, at B's new rate after it, the bytes intact.
 TEST(CcPair, ACnpPacesTheResponderSReadResponses) {
   PairOptions o;
-  o.config_b = [](Device::Config& c) {
-    c.cc.algo = cc::Algo::Dcqcn;
-    c.cc.dcqcn.rate_to_set_on_first_cnp = 2'000;  // cut to about 1 Gbit/s
-    c.cc.dcqcn.rpg_time_reset = 1'000'000;        // no increase during the test
-    c.cc.dcqcn.rpg_byte_reset = 0;
-    c.cc.burst_bytes = 1;
-  };
+  o.config_b = dcqcn_cut_to_1g;
   Pair pr(o);
   ASSERT_NE(pr.b.qp->cc, nullptr);
   const uint32_t len = 64 * 1024;
@@ -570,12 +571,7 @@ TEST(CcPair, ACnpPacesTheResponderSReadResponses) {
   EXPECT_NEAR(rate, 1 * kGbps, 0.01 * kGbps);
   const Sent slow = read_and_time();
   ASSERT_EQ(slow.at.size(), fast.at.size()) << "resent " << pr.a.qp->counters().retransmitted;
-  double bytes = 0;
-  for (size_t i = 0; i + 1 < slow.len.size(); ++i) bytes += slow.len[i];
-  const double want_ns = bytes * 8e9 / rate;
-  const double got_ns = double(slow.at.back() - slow.at.front());
-  EXPECT_GE(got_ns, want_ns * 0.99);
-  EXPECT_LE(got_ns, want_ns * 1.05);
+  expect_paced(slow, rate);
   EXPECT_EQ(pr.a.qp->counters().timeouts, 0u);
 }
 
