@@ -211,56 +211,13 @@ Run run(const Options& o, const std::string& cc) {
   return r;
 }
 
-// Per-flow rate (top) and the queue (bottom) over time.
+// Per-flow rate (top) and the queue (bottom) over time (bench/flows.hpp).
 void write_svg(const Options& o, const Run& r, const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "w");
-  if (!f) {
-    std::perror(path.c_str());
-    return;
-  }
-  const double W = 720, H1 = 220, H2 = 140, L = 60, T = 30, G = 50;
-  const double ms = o.ms;
-  const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f"};
-  std::fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" font-size=\"12\">\n",
-               L + W + 20, T + H1 + G + H2 + 40);
-  std::fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
-  std::fprintf(f, "<text x=\"%.0f\" y=\"18\">cc=%s: %u flows of %u-byte WRITEs, %.0f Gbit/s bottleneck, K %u KiB%s, queue %u KiB, CNPs %u us apart</text>\n",
-               L, r.cc.c_str(), o.flows, o.msg, o.gbps, o.k_kb, o.kmax_kb > o.k_kb ? " (RED)" : "", o.queue_kb, o.cnp_us);
-  const double ymax = o.gbps * 1.1;
-  auto x = [&](double t) { return L + W * t / ms; };
-  auto y1 = [&](double g) { return T + H1 - H1 * std::min(g, ymax) / ymax; };
-  std::fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"#888\"/>\n", L, T, W, H1);
-  for (double g = 0; g <= o.gbps; g += o.gbps / 4)
-    std::fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%.1f</text>\n", L - 4, y1(g) + 4, g);
-  std::fprintf(f, "<text x=\"12\" y=\"%.0f\" transform=\"rotate(-90 12 %.0f)\" text-anchor=\"middle\">Gbit/s per flow</text>\n", T + H1 / 2, T + H1 / 2);
-  for (uint32_t i = 0; i < o.flows; ++i) {
-    std::fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", colors[i % 8]);
-    for (size_t w = 0; w < r.rate.size(); ++w) std::fprintf(f, "%.1f,%.1f ", x(double(w + 1)), y1(r.rate[w][i]));
-    std::fprintf(f, "\"/>\n<text x=\"%.0f\" y=\"%.0f\" fill=\"%s\">flow %u</text>\n", L + W - 60, T + 16 + 14 * i, colors[i % 8], i);
-  }
-  const double T2 = T + H1 + G;
-  double qmax = double(o.queue_kb);
-  auto y2 = [&](double kb) { return T2 + H2 - H2 * std::min(kb, qmax) / qmax; };
-  std::fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"#888\"/>\n", L, T2, W, H2);
-  std::fprintf(f, "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#999\" stroke-dasharray=\"4 3\"/><text x=\"%.0f\" y=\"%.1f\">K</text>\n",
-               L, L + W, y2(o.k_kb), y2(o.k_kb), L + W + 4, y2(o.k_kb) + 4);
-  for (double kb = 0; kb <= qmax; kb += qmax / 4)
-    std::fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%.0f</text>\n", L - 4, y2(kb) + 4, kb);
-  std::fprintf(f, "<text x=\"12\" y=\"%.0f\" transform=\"rotate(-90 12 %.0f)\" text-anchor=\"middle\">queue KiB</text>\n", T2 + H2 / 2, T2 + H2 / 2);
-  // The queue: the largest value each frame found within each 0.1 ms column.
-  std::vector<double> col(size_t(ms * 10) + 1, -1);
-  for (auto& [t, q] : r.queue) {
-    const size_t c = std::min(col.size() - 1, size_t(t * 10));
-    col[c] = std::max(col[c], double(q) / 1024);
-  }
-  std::fprintf(f, "<polyline fill=\"none\" stroke=\"#333\" stroke-width=\"1\" points=\"");
-  for (size_t c = 0; c < col.size(); ++c)
-    if (col[c] >= 0) std::fprintf(f, "%.1f,%.1f ", x(double(c) / 10), y2(col[c]));
-  std::fprintf(f, "\"/>\n");
-  for (double t = 0; t <= ms; t += ms / 10)
-    std::fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">%.0f</text>\n", x(t), T2 + H2 + 16, t);
-  std::fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">time (ms)</text>\n</svg>\n", L + W / 2, T2 + H2 + 34);
-  std::fclose(f);
+  char title[256];
+  std::snprintf(title, sizeof title, "cc=%s: %u flows of %u-byte WRITEs, %.0f Gbit/s bottleneck, K %u KiB%s, queue %u KiB, CNPs %u us apart",
+                r.cc.c_str(), o.flows, o.msg, o.gbps, o.k_kb, o.kmax_kb > o.k_kb ? " (RED)" : "", o.queue_kb, o.cnp_us);
+  bench::FlowPlot p{title, o.gbps, double(kWindowNs) / 1e6, double(o.ms), o.queue_kb, o.k_kb};
+  if (!bench::write_flow_svg(path, p, r.rate, r.queue)) std::perror(path.c_str());
 }
 
 std::vector<std::string> split(const std::string& s) {

@@ -197,11 +197,11 @@ size_t DpdkLink::rx_faults(void** ms, size_t fresh, size_t first, size_t cap) {
   return out;
 }
 
-// send() with a transmit fault stage: each frame is dropped, corrupted, duplicated, held back
-// or sent as the stage decides. Everything to send goes behind the backlog (so a held frame
-// released later keeps its place); takes as many frames as the backlog has room for.
-// With faults or a bottleneck on the transmit side: each frame through the fault stage, then
-// through the bottleneck (egress).
+// send() with a transmit fault stage or a congestion point (keys fault_tx_*, bottleneck_*): each
+// frame is dropped, corrupted, duplicated, held back or sent as the fault stage decides, then
+// goes through the congestion point (egress: queued, marked or dropped there). Everything to
+// send goes behind the backlog (so a held frame released later keeps its place); takes as many
+// frames as the backlog has room for.
 size_t DpdkLink::send_with_faults(engine::PacketBuf* bufs, size_t n) {
   drain_backlog();
   release_tx_held();

@@ -11,7 +11,8 @@
 #
 #   scripts/bench-cc-memif.sh [BUILD_DIR]   (default build-bench; needs root; about 1 minute)
 # Environment: ROUNDS (default 3), GBPS (default 10), MSGS (messages per QP, default 4000),
-# PLACE=pinned (server on CPU 0, client on CPU 1; default: as a user starts them).
+# PLACE=pinned (server on CPU 0, client on CPU 1; default: as a user starts them), SVG=DIR (the
+# first round's pictures of each QP's rate and the queue: DIR/memif-CC.svg).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/bench-lib.sh
@@ -19,7 +20,7 @@ cd "$(dirname "$0")/.."
 BUILD=${1:-build-bench}
 bench_build "$BUILD"
 PERF=$BUILD/bench/uroce-perf
-ROUNDS=${ROUNDS:-3} GBPS=${GBPS:-10} MSGS=${MSGS:-4000} PLACE=${PLACE:-user}
+ROUNDS=${ROUNDS:-3} GBPS=${GBPS:-10} MSGS=${MSGS:-4000} PLACE=${PLACE:-user} SVG=${SVG:-}
 [ -x "$PERF" ] || { echo "build first: $PERF" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "needs root" >&2; exit 1; }
 bench_log bench-cc-memif
@@ -58,7 +59,9 @@ run() {
   track $!
   local srv=$!
   wait_memif || fail "$LOG/srv"
-  on cli "$PERF" --config "$LOG/$1.conf" --stats "${OPTS[@]}" --flow-log "$LOG/$1.csv" 127.0.0.1 > "$LOG/cli" 2>&1 ||
+  local svg=()
+  [ -n "$SVG" ] && [ ! -e "$SVG/memif-$1.svg" ] && svg=(--flow-svg "$SVG/memif-$1.svg")
+  on cli "$PERF" --config "$LOG/$1.conf" --stats "${OPTS[@]}" --flow-log "$LOG/$1.csv" "${svg[@]}" 127.0.0.1 > "$LOG/cli" 2>&1 ||
     { echo "uroce-perf ($1) failed:" >&2; fail "$LOG/cli" "$LOG/srv"; }
   timeout 20 tail --pid=$srv -f /dev/null || kill $srv 2>/dev/null || true
   python3 - "$1" "$GBPS" "$LOG/cli" "$LOG/srv" <<'PY'

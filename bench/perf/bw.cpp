@@ -59,7 +59,7 @@ BwResult run_bw_client(Ctx& c, uint64_t size) {
   }
   const uint64_t t1 = rte_get_tsc_cycles();
   BwResult r;
-  if (flows) r.flows = flows->finish(c.o.flow_log, c.o.stagger_ms * double(c.q.size() - 1), c.o.flow_ms);
+  if (flows) r.flows = flows->finish(size);
   const double secs = double(t1 - t0) / double(c.hz);
   r.avg = double(total) * double(size) * 8 / secs / 1e9;
   r.mpps = double(total) / secs / 1e6;

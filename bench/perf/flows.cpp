@@ -20,7 +20,10 @@ void FlowLog::completed(uint64_t now, size_t qp, uint64_t msgs, uint64_t size) {
 
 void FlowLog::one_done(uint64_t now) { end_ = std::min(end_, now); }
 
-std::string FlowLog::finish(const std::string& path, double last_start_ms, uint32_t window_ms) {
+std::string FlowLog::finish(uint64_t size) {
+  const std::string& path = c_.o.flow_log;
+  const double last_start_ms = c_.o.stagger_ms * double(c_.q.size() - 1);
+  const uint32_t window_ms = c_.o.flow_ms;
   // Whole windows while every QP ran, of window_ms milliseconds each.
   const size_t ms_n = std::min(bytes_.size(), end_ == UINT64_MAX ? bytes_.size() : size_t((end_ - t0_) / win_));
   const size_t per = std::max<uint32_t>(window_ms, 1), n = ms_n / per;
@@ -63,6 +66,18 @@ std::string FlowLog::finish(const std::string& path, double last_start_ms, uint3
     std::fclose(f);
   } else {
     std::fprintf(stderr, "uroce-perf: cannot write %s\n", path.c_str());
+  }
+  if (!c_.o.flow_svg.empty()) {
+    const engine::BottleneckConfig& b = c_.cfg.bottleneck;
+    char title[256];
+    std::snprintf(title, sizeof title, "uroce-perf: %zu QPs of %llu-byte WRITEs, %.1f Gbit/s bottleneck, K %u KiB%s, queue %u KiB, cc=%s",
+                  c_.q.size(), (unsigned long long)size, double(b.rate_bps) / 1e9, b.mark_bytes / 1024,
+                  b.mark_max_bytes > b.mark_bytes ? " (RED)" : "", b.queue_bytes / 1024,
+                  std::string(engine::cc::algo_name(c_.cfg.cc.algo)).c_str());
+    bench::FlowPlot p{title, b.rate_bps ? double(b.rate_bps) / 1e9 : 10, double(per), double(n * per),
+                      b.queue_bytes / 1024, b.mark_bytes / 1024};
+    if (!bench::write_flow_svg(c_.o.flow_svg, p, rate, queue))
+      std::fprintf(stderr, "uroce-perf: cannot write %s\n", c_.o.flow_svg.c_str());
   }
   char conv[32] = "never", q99c[16] = "-", dc[24] = "-";
   if (r.converged_ms >= 0) {

@@ -2,7 +2,8 @@
 // link's congestion point (keys bottleneck_*) as the frames found it, summed up as cc_bench sums
 // up its flows (bench/flows.hpp): goodput, Jain's fairness index and when it reached 0.95 for
 // good, the queue's 99th percentile, drops. The file: one row per window (--flow-ms; each QP's
-// Gbit/s, the largest queue in KiB); the summary: one line after the result row ("flows: ...").
+// Gbit/s, the largest queue in KiB); the summary: one line after the result row ("flows: ...");
+// --flow-svg FILE: each QP's rate and the queue over time, as cc_bench draws them.
 // Windows of 10 ms by default: a 64 KiB message is 0.5 Gbit/s of a 1 ms window, too coarse.
 #pragma once
 #include <cstdint>
@@ -21,9 +22,10 @@ class FlowLog {
   void completed(uint64_t now, size_t qp, uint64_t msgs, uint64_t size);
   // A QP posted its last message's completion at `now`: the span where all run ends here.
   void one_done(uint64_t now);
-  // Writes the file and returns the summary line; `last_start_ms`: when the last QP started
-  // posting; `window_ms`: the windows the rates and Jain's index are taken over.
-  std::string finish(const std::string& path, double last_start_ms, uint32_t window_ms);
+  // Writes the file (--flow-log; --flow-svg: the picture too) and returns the summary line for
+  // messages of `size` bytes; the windows are --flow-ms long, the last QP started at
+  // --stagger-ms x (QPs - 1).
+  std::string finish(uint64_t size);
 
  private:
   Ctx& c_;

@@ -33,6 +33,7 @@ void usage(bool help = false) {
                "  --flow-log FILE                 bw client: each QP's rate per ms and the link's bottleneck\n"
                "                                  queue into FILE, and their summary (a \"flows:\" line)\n"
                "  --flow-ms MS                    --flow-log's window (default 10)\n"
+               "  --flow-svg FILE                 with --flow-log: each QP's rate and the queue over time\n"
                "without a peer address this side is the server.\n"
                "Config files: key = value lines (share/uroce/examples/README.md, config/README.md).\n");
   std::exit(help ? 0 : 2);
@@ -87,6 +88,7 @@ Opts parse_args(int argc, char** argv) {
     else if (a == "--stagger-ms") o.stagger_ms = std::stod(val());
     else if (a == "--flow-log") o.flow_log = val();
     else if (a == "--flow-ms") o.flow_ms = uint32_t(std::stoul(val()));
+    else if (a == "--flow-svg") o.flow_svg = val();
     else if (a == "-h" || a == "--help") usage(true);
     else if (!a.empty() && a[0] != '-' && o.peer.empty()) o.peer = a;
     else usage();

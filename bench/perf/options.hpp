@@ -35,6 +35,7 @@ struct Opts {
   double stagger_ms = 0;      // bw client: QP i starts posting i x this after the first
   std::string flow_log;       // bw client: each QP's rate per window and the bottleneck's queue (bench/perf/flows.hpp)
   uint32_t flow_ms = 10;      // --flow-log's window
+  std::string flow_svg;       // with --flow-log: the rates and the queue drawn
 };
 
 
