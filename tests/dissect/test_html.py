@@ -21,7 +21,12 @@ python3-selenium, in scripts/install-deps.sh); without them it says so and exits
    resend, #focus=loss and #f<N> select the frame they name, the filters hide what they should.
 4. 50,000 frames: ready within the bounded wait, a few hundred row elements at most, the last
    frame can be jumped to (and the first event found with n).
-5. With SCREENSHOT_DIR: go-back-n.png (the capture after the loss at #focus=loss) and
+5. The pages kept in docs/ (the lessons' docs/learn/html and the reference captures'
+   docs/captures/html): each self-contained, ready, its frames in its script, the story's first
+   frame selected, n finds an event where the page has one, nothing loaded from elsewhere, no
+   error logged. (Their captures are not kept: the dissector's pages of the captures above are
+   the ones checked field by field.)
+6. With SCREENSHOT_DIR: go-back-n.png (the capture after the loss at #focus=loss) and
    write-small.png (rxe/write_small.pcap), at 1600x1000.
 
 No timing is asserted. The browser (chromedriver's whole process group) is killed at the end
@@ -50,6 +55,7 @@ FAILURES, check, log = driver.failures, driver.check, driver.log
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 READY_WAIT = 30       # seconds a page may take to get ready
+DOCS = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs"))
 SMALL = 70            # captures up to this many frames are clicked through whole
 FIRST, SAMPLE = 30, 12
 # The test command clicks through every fourth golden page (and write_small) as above and, on
@@ -626,6 +632,32 @@ def screenshots(b, shots, after_page, write_small_page):
 
 # ---- main -----------------------------------------------------------------------------------
 
+def check_kept_page(b, path, stats):
+    """A page kept in docs/ (made by learn.py or capture-pages.sh from a capture not kept)."""
+    name = os.path.relpath(path, DOCS)
+    with open(path, encoding="utf-8") as f:
+        data = self_contained(name, f.read())
+    if not data or not check(b.load(path), "%s: not ready within %d s" % (name, READY_WAIT)):
+        return
+    F = data["frames"]
+    nframes = b.js("return window.uroce.frames ? window.uroce.frames() : null")
+    check(F and nframes in (None, len(F)), "%s: %d frames in the page, %s in its script" % (name, len(F), nframes))
+    if F:
+        first = F[story_order(data)[0]]["n"]
+        check(b.selected() == first, "%s: at load frame %s is selected, want %d" % (name, b.selected(), first))
+        order = story_order(data)
+        nxt = [i for i in order[1:] if F[i]["ev"]]
+        if nxt:
+            b.key("n")
+            check(b.selected() == F[nxt[0]]["n"], "%s: n selects %s, want the first event %d" % (
+                name, b.selected(), F[nxt[0]]["n"]))
+    res = b.js("return performance.getEntriesByType('resource').map(function (e) { return e.name; })")
+    check(all(r.startswith(("file:", "data:", "blob:", "about:")) for r in res), "%s: loaded %s" % (name, res[:5]))
+    errs = b.errors()
+    check(not errs, "%s: browser errors: %s" % (name, errs[:3]))
+    stats["kept"] += 1
+
+
 def main():
     if len(sys.argv) not in (5, 6):
         print(__doc__.split("\n\n")[1], file=sys.stderr)
@@ -676,7 +708,7 @@ def main():
 
     # 2-5 in the browser.
     b = None
-    stats = {"frames": 0, "hovers": 0}
+    stats = {"frames": 0, "hovers": 0, "kept": 0}
     try:
         b = Browser(sel)
         b.start()
@@ -697,6 +729,13 @@ def main():
             t = time.time()
             big_checks(b, "big", big_html, big_data, big, exe)
             log("html: big checked (%.0f s)" % (time.time() - t))
+        t = time.time()
+        kept = sorted(glob.glob(os.path.join(DOCS, "learn", "html", "*.html")) +
+                      glob.glob(os.path.join(DOCS, "captures", "html", "*.html")))
+        check(len(kept) >= 10, "%d pages kept in docs/, want the lessons' and the reference captures'" % len(kept))
+        for path in kept:
+            check_kept_page(b, path, stats)
+        log("html: %d pages kept in docs/ loaded and checked (%.0f s)" % (stats["kept"], time.time() - t))
         if shots:
             ws = next((out for name, out, _, _ in pages if name == "rxe/write_small.pcap"), None)
             screenshots(b, shots, next((out for name, out, *_ in story if name == "lossy-after"), None), ws)
