@@ -37,6 +37,7 @@ class Dcqcn final : public ReactionPoint {
 
   void on_cnp(uint64_t now) override {
     ++cnps_;
+    advance(now);  // the timers up to now first: they may have released the limiter meanwhile
     if (!limited_) {
       const double first = p_.rate_to_set_on_first_cnp ? double(p_.rate_to_set_on_first_cnp) * 1e6 : max_;
       rate_ = std::min(first, max_);
@@ -47,7 +48,6 @@ class Dcqcn final : public ReactionPoint {
       cut(now, Rule::FirstCnp);
       return;
     }
-    advance(now);
     cnp_in_period_ = true;
     if (now >= cut_ns_ + period_ns(p_.rate_reduce_monitor_period)) cut(now, Rule::Cut);
     else cut_pending_ = true;

@@ -325,6 +325,20 @@ TEST(Dcqcn, TheLimiterIsReleasedAtTheMaximum) {
   EXPECT_EQ(rp->last().rule, Rule::FirstCnp);
 }
 
+// The timers release the limiter while no packet asks the pacer (nothing is sent): a CNP that
+// comes after that is a first CNP again, from the line rate, not a cut of the released rate
+// (which is none: it used to fall to rpg_min_rate). Seen in a capture's notes (memif-bottleneck).
+TEST(Dcqcn, ACnpAfterTheTimersReleasedTheLimiterIsAFirstCnp) {
+  auto rp = cc::make(dcqcn(0));
+  rp->on_cnp(0);
+  ASSERT_TRUE(rp->limited());
+  rp->on_cnp(20'000 * kUs);  // no may_send since the first: the timers catch up here first
+  EXPECT_EQ(rp->changes(Rule::Release), 1u);
+  EXPECT_EQ(rp->last().rule, Rule::FirstCnp);
+  EXPECT_DOUBLE_EQ(rp->rate_bps(), after_cut(100 * kGbps, 1023.0 / 1024));
+  EXPECT_DOUBLE_EQ(rp->target_bps(), 100 * kGbps);
+}
+
 TEST(Dcqcn, RpgMaxRateCapsTheTarget) {
   cc::Config c = dcqcn(0);
   c.dcqcn.rpg_max_rate = 25'000;
