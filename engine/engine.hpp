@@ -244,6 +244,7 @@ class Device {
   void rx_multicast(proto::Packet& p, PacketBuf& b);
   void rx_to_qp(Qp& qp, proto::Packet& p, PacketBuf& b, proto::Transport tr, bool reserved_rc);
   void send_cnp(Qp& qp, const proto::Packet& p);  // to the sender of the CE-marked frame `p`
+  void note_cnp(const Qp& qp, double before_bps);  // what a CNP did to the QP's rate, for a capture (Link::note)
   bool xrc_target_srq(Qp& qp, const proto::Packet& p);  // false: no SRQ of the QP's domain
   bool to_us(const proto::Packet& p) const;
 

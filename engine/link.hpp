@@ -5,6 +5,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 namespace uroce::engine {
 
@@ -34,6 +35,12 @@ class Link {
   // interface (IGMP or MLD report, the group's MAC let in), as rdma_cm does for rxe; others
   // need nothing. 0 or an errno, which ibv_attach_mcast returns.
   virtual int join_group(const std::array<uint8_t, 16>& /*group*/, bool /*join*/) { return 0; }
+  // Notes for a capture, of what no frame shows: the rate a CNP made a QP's sender take. A link
+  // that keeps a capture (key capture) wants them, and the next frame it writes to the capture
+  // carries the text as its comment (pcapng opt_comment), which tshark shows as frame.comment
+  // and uroce-dissect beside the frame. Others keep nothing, and the engine writes no text.
+  virtual bool wants_notes() const { return false; }
+  virtual void note(std::string_view /*text*/) {}
 };
 
 class Clock {

@@ -2,6 +2,7 @@
 // completer (responses), then let every QP send what it owes (responses, a coalesced ACK,
 // new requests), then hand the batch to the link.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "engine/cm.hpp"
@@ -216,7 +217,11 @@ void Device::rx_to_qp(Qp& qp, proto::Packet& p, PacketBuf& b, proto::Transport t
   // no state change.
   if (cnp) {
     ++qp.ctr.cnp_rcvd;
-    if (qp.cc) qp.cc->on_cnp(step_ns_);
+    if (qp.cc) {
+      const double before = qp.cc->rate_bps();
+      qp.cc->on_cnp(step_ns_);
+      if (link_.wants_notes()) note_cnp(qp, before);
+    }
     return;
   }
   // Congestion experienced on the way: tell the sender (notification point).
@@ -261,6 +266,22 @@ bool Device::xrc_target_srq(Qp& qp, const proto::Packet& p) {
 // CE-marked frame `p`, at most one per QP per cnp_interval_ns. A connected QP's CNP goes to
 // its peer QP on its own address pair and UDP source port; a UD QP's to the datagram's source
 // (DETH source QP, the frame's addresses). The IP header carries cnp_dscp and the device's ECN.
+// The rate a CNP left the QP's sender at, for the capture (Link::note):
+//   "QP 0x0000e1 cc=dcqcn: CNP 1: rate 40.00 -> 20.00 Gbit/s (cut), alpha 1.00, target 40.00 Gbit/s"
+void Device::note_cnp(const Qp& qp, double before_bps) {
+  const cc::ReactionPoint& r = *qp.cc;
+  const bool changed = r.rate_bps() != before_bps;  // by the CNP, or by the timers it caught up first
+  char t[200];
+  int n = std::snprintf(t, sizeof t, "QP 0x%06x cc=%.*s: CNP %llu: rate %.2f -> %.2f Gbit/s (%.*s)", qp.qpn(),
+                        int(cc::algo_name(r.algo()).size()), cc::algo_name(r.algo()).data(),
+                        (unsigned long long)r.cnps(), before_bps / 1e9, r.rate_bps() / 1e9,
+                        changed ? int(cc::rule_name(r.last().rule).size()) : 9,
+                        changed ? cc::rule_name(r.last().rule).data() : "unchanged");
+  if (r.algo() == cc::Algo::Dcqcn && n > 0 && size_t(n) < sizeof t)
+    std::snprintf(t + n, sizeof t - size_t(n), ", alpha %.2f, target %.2f Gbit/s", r.alpha(), r.target_bps() / 1e9);
+  link_.note(t);
+}
+
 void Device::send_cnp(Qp& qp, const proto::Packet& p) {
   const uint64_t now = step_ns();
   if (now < qp.cnp_next_ns) return;

@@ -162,9 +162,16 @@ size_t DpdkLink::take_received(void** ms, size_t n, engine::PacketBuf* out) {
 // ---- Capture and fault injection -----------------------------------------------------------------
 void DpdkLink::capture(const uint8_t* f, uint32_t len, Capture::Dir dir) {
   if (!cap_all_ && !proto::locate({f, len}).roce_v2()) return;
-  cap_.write(f, len, dir);
+  cap_.write(f, len, dir, note_);
+  note_.clear();
   ctr_.capture_frames = cap_.written();
   ctr_.capture_skipped = cap_.skipped();
+}
+
+void DpdkLink::note(std::string_view text) {
+  if (note_.size() >= param::kCaptureNoteMax) return;  // the frame's comment is full: cut here
+  if (!note_.empty()) note_ += "; ";
+  note_.append(text.substr(0, param::kCaptureNoteMax - std::min<size_t>(note_.size(), param::kCaptureNoteMax)));
 }
 
 // The receive fault stage on the `fresh` frames at ms[first..]: drops, corrupts, duplicates

@@ -20,7 +20,8 @@ namespace {
 // pcapng block types and option codes (draft-ietf-opsawg-pcapng).
 constexpr uint32_t kShb = 0x0A0D0D0A, kIdb = 1, kEpb = 6;
 constexpr uint32_t kByteOrderMagic = 0x1A2B3C4D;
-constexpr uint16_t kOptEnd = 0, kShbUserAppl = 4, kIfName = 2, kIfTsresol = 9, kEpbFlags = 2;
+constexpr uint16_t kOptEnd = 0, kShbUserAppl = 4, kIfName = 2, kIfTsresol = 9, kEpbFlags = 2,
+                   kOptComment = 1;
 constexpr uint16_t kLinktypeEthernet = 1;
 
 constexpr uint32_t pad4(uint32_t n) { return (n + 3) & ~3u; }
@@ -111,18 +112,19 @@ bool Capture::open(const std::string& path, const CaptureOptions& opt, std::stri
   return true;
 }
 
-void Capture::write(const uint8_t* frame, uint32_t len, Dir dir) {
+void Capture::write(const uint8_t* frame, uint32_t len, Dir dir, std::string_view comment) {
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
-  write_at(frame, len, dir, uint64_t(ts.tv_sec) * 1'000'000'000 + uint64_t(ts.tv_nsec));
+  write_at(frame, len, dir, uint64_t(ts.tv_sec) * 1'000'000'000 + uint64_t(ts.tv_nsec), comment);
 }
 
-void Capture::write_at(const uint8_t* frame, uint32_t len, Dir dir, uint64_t time_ns) {
+void Capture::write_at(const uint8_t* frame, uint32_t len, Dir dir, uint64_t time_ns, std::string_view comment) {
   if (fd_ < 0) return;
   last_time_ns_ = time_ns;
   const uint32_t keep = snaplen_ ? snaplen_ : header_bytes({frame, len}) + param::kCaptureSnapPayload;
   const uint32_t incl = std::min(len, keep);
-  const uint32_t total = 28 + pad4(incl) + 12 + 4;
+  const uint32_t clen = uint32_t(std::min<size_t>(comment.size(), param::kCaptureNoteMax));
+  const uint32_t total = 28 + pad4(incl) + (clen ? 4 + pad4(clen) : 0) + 12 + 4;
   if (file_bytes_ + total > max_bytes_) {
     ++skipped_;
     return;
@@ -141,6 +143,12 @@ void Capture::write_at(const uint8_t* frame, uint32_t len, Dir dir, uint64_t tim
   put(h.b, h.n);
   put(frame, incl);
   put(zeros, pad4(incl) - incl);
+  if (clen) {  // opt_comment: UTF-8 text, padded to 32 bits
+    const uint16_t o[2] = {kOptComment, uint16_t(clen)};
+    put(o, 4);
+    put(comment.data(), clen);
+    put(zeros, pad4(clen) - clen);
+  }
   put(t.b, t.n);
   file_bytes_ += total;
   ++written_;

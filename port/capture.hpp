@@ -9,7 +9,9 @@
 //   Interface Description  LINKTYPE_ETHERNET, the snap length, if_name (the device name),
 //                          if_tsresol 9 (timestamps in nanoseconds)
 //   Enhanced Packet Block  per frame: interface 0, the time (CLOCK_REALTIME, ns), the bytes kept
-//                          and the frame's length, epb_flags inbound (1) or outbound (2)
+//                          and the frame's length, epb_flags inbound (1) or outbound (2), and
+//                          opt_comment when the engine left a note (engine::Link::note: the rate a
+//                          CNP left a QP at) since the frame before
 //
 // What is kept of each frame: `snaplen` bytes, or by default (snaplen 0) its headers and
 // param::kCaptureSnapPayload bytes after them. The headers are found by the one header walker
@@ -24,6 +26,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace uroce::port {
 
@@ -56,9 +59,10 @@ class Capture {
   // False and `err` on failure.
   bool open(const std::string& path, const CaptureOptions& opt, std::string& err);
   bool on() const { return fd_ >= 0; }
-  // One frame, timestamped now (or at `time_ns`, nanoseconds since the epoch).
-  void write(const uint8_t* frame, uint32_t len, Dir dir);
-  void write_at(const uint8_t* frame, uint32_t len, Dir dir, uint64_t time_ns);
+  // One frame, timestamped now (or at `time_ns`, nanoseconds since the epoch), with `comment`
+  // as its opt_comment if not empty (at most param::kCaptureNoteMax bytes of it).
+  void write(const uint8_t* frame, uint32_t len, Dir dir, std::string_view comment = {});
+  void write_at(const uint8_t* frame, uint32_t len, Dir dir, uint64_t time_ns, std::string_view comment = {});
   // Writes the buffer when param::kCaptureFlushNs has passed since the last write.
   void maybe_flush() {
     if (used_ && last_time_ns_ - flushed_at_ns_ >= flush_every_ns_) flush();

@@ -106,6 +106,10 @@ class DpdkLink : public PortLink {
   // Writes what the capture buffer holds to its file. For programs that end without closing
   // the link (the verbs shim at exit); the destructor does it too.
   void flush_capture() override { cap_.flush(); }
+  // The engine's notes (engine::Link::note) go on the next frame the capture keeps, as its
+  // comment; without a capture there are none.
+  bool wants_notes() const override { return cap_.on(); }
+  void note(std::string_view text) override;
   // A netdev shared with the kernel: removes our XDP program, so that the kernel gets back every
   // frame, for programs that end without closing the link (the verbs shim at exit; closing does
   // it too). Nothing may poll the link afterwards.
@@ -171,6 +175,7 @@ class DpdkLink : public PortLink {
   // and sent (after the transmit one). RoCE only unless capture_all.
   Capture cap_;
   bool cap_all_ = false;
+  std::string note_;  // notes for the next frame captured (at most param::kCaptureNoteMax bytes)
   void capture(const uint8_t* f, uint32_t len, Capture::Dir dir);
   // Fault injection (keys fault_*): one stage per direction, off unless configured.
   FaultStage rx_fault_, tx_fault_;

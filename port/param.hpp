@@ -23,6 +23,7 @@ inline constexpr uint32_t kCaptureSnapPayload = 64;  // default snap: the frame'
 inline constexpr uint32_t kCaptureSnapMin = 64;      // the smallest capture_snaplen a config may set
 inline constexpr uint32_t kCaptureMaxMb = 1024;      // the file stops growing at this size (key capture_max_mb)
 inline constexpr uint32_t kCaptureMaxMbLimit = 1u << 20;  // the largest capture_max_mb (1 TiB)
+inline constexpr uint32_t kCaptureNoteMax = 8192;  // bytes of the engine's notes one frame carries as its comment (a receive burst of CNPs fits; more are cut)
 inline constexpr uint32_t kCaptureBuffer = 1u << 20; // bytes of blocks gathered before one write(2)
 inline constexpr uint64_t kCaptureFlushNs = 100'000'000;  // and written at least this often (when frames come)
 // Fault injection (port/fault_stage.hpp, engine/fault.hpp; keys fault_*).

@@ -60,7 +60,8 @@ def write_pcap(path, frames):
             f.write(fr)
 
 
-def write_pcapng(path, frames):
+def write_pcapng(path, frames, comments=None):
+    """frames as Enhanced Packet Blocks; comments: {index: text}, each an opt_comment."""
     def block(btype, body):
         body += b"\0" * ((4 - len(body) % 4) % 4)
         n = 12 + len(body)
@@ -70,7 +71,13 @@ def write_pcapng(path, frames):
     out += block(1, struct.pack("<HHI", 1, 0, 65535))                    # interface: Ethernet
     for i, fr in enumerate(frames):
         ts = 1700000000 * 1000000 + i
-        out += block(6, struct.pack("<IIIII", 0, ts >> 32, ts & 0xFFFFFFFF, len(fr), len(fr)) + fr)
+        body = struct.pack("<IIIII", 0, ts >> 32, ts & 0xFFFFFFFF, len(fr), len(fr)) + fr
+        text = (comments or {}).get(i)
+        if text is not None:
+            c = text.encode()
+            body += b"\0" * ((4 - len(body) % 4) % 4)
+            body += struct.pack("<HH", 1, len(c)) + c + b"\0" * ((4 - len(c) % 4) % 4) + struct.pack("<HH", 0, 0)
+        out += block(6, body)
     with open(path, "wb") as f:
         f.write(out)
 
@@ -211,6 +218,31 @@ def line_view(exe, path):
     """{frame number: line} of the line view."""
     _, out, _ = run(exe, path)
     return {int(l.split()[0]): l for l in out if l[:1] == " " and l.split()[0].isdigit()}
+
+
+def note_tests(exe, work, lossy, lines):
+    """A capture's comments (pcapng opt_comment; uroce's port writes there the rate a CNP left a
+    QP at): shown at the end of the frame's line, beside its arrow in the ladder (never folded
+    away), found by --focus note; control bytes in a comment are not printed."""
+    frames = read_pcap(lossy)
+    nums = sorted(lines)
+    k = nums[len(nums) // 2]      # a frame in the middle of a quiet run, most likely
+    text = "QP 0x000011 cc=dcqcn: CNP 1: rate 40.00 -> 20.00 Gbit/s (first CNP)"
+    noted = os.path.join(work, "noted.pcapng")
+    write_pcapng(noted, frames, {k - 1: text, k: "two\nlines\x1b[31m"})
+    rc, out, _ = run(exe, noted)
+    got = {n: l for l in out for m in [re.match(r"^ *(\d+) ", l)] if m for n in [int(m.group(1))]}
+    check(rc == 0 and got.get(k, "").endswith("  [note: %s]" % text), "note: frame %d's line %r" % (k, got.get(k)))
+    check(got.get(k + 1, "").endswith("  [note: two lines [31m]"), "note: control bytes: %r" % got.get(k + 1))
+    check(sum("[note:" in l for l in out) == 2, "note: %d lines with a note, want 2" % sum("[note:" in l for l in out))
+    rc, _, _, res = ladder(exe, work, "--focus", "note", noted, fold=True)
+    check(rc == 0 and res is not None and k in res[1], "ladder --focus note: frame %d drawn: %s" % (
+        k, sorted(res[1])[:10] if res else None))
+    if res:
+        texts = [t.text or "" for t in res[0].iter(SVG + "text")]
+        check(any(("note: " + text) in t for t in texts), "ladder: the note beside its frame")
+    rc, _, err, _ = ladder(exe, work, "--focus", "note", lossy, fold=True)
+    check(rc == 2 and "no such event" in err, "--focus note without a comment: rc %d %r" % (rc, err))
 
 
 def story_tests(exe, work, lossy, lines, dropped):
@@ -430,6 +462,7 @@ def ladder_tests(exe, golden, work, make_lossy):
                     d, psn, again[:1], sorted(retx)[:5]))
 
         story_tests(exe, work, lossy, lines, dropped)
+        note_tests(exe, work, lossy, lines)
 
     # Bad input: a clean error, exit 2, no SVG claimed.
     garbage = os.path.join(work, "garbage.pcap")

@@ -544,6 +544,39 @@ TEST(CcPair, ACnpPacesTheQpAtItsNewRate) {
   EXPECT_GT(pr.a.qp->counters().cnp_rcvd, 0u);
 }
 
+// A capture's note of each CNP (Link::note): the QP, the rate before and after, the rule. Only a
+// link that wants notes gets text; a second CNP within rate_reduce_monitor_period leaves the
+// rate as it is, and says so.
+TEST(CcPair, EachCnpIsNotedForTheCaptureWithTheRateItLeft) {
+  PairOptions o;
+  o.config_a = [](Device::Config& c) {
+    dcqcn_cut_to_1g(c);
+    c.cc.dcqcn.rate_reduce_monitor_period = 1'000;
+  };
+  Pair pr(o);
+  inject(pr.wire.a(), cnp_to_a(pr));
+  pr.a.dev->progress();
+  EXPECT_TRUE(pr.wire.a().notes.empty()) << "no notes for a link that does not want them";
+  pr.wire.a().keep_notes = true;
+  inject(pr.wire.a(), cnp_to_a(pr));
+  pr.a.dev->progress();
+  ASSERT_EQ(pr.wire.a().notes.size(), 1u);
+  char qp[16];
+  std::snprintf(qp, sizeof qp, "QP 0x%06x", pr.a.qp->qpn());
+  EXPECT_EQ(pr.wire.a().notes[0].rfind(std::string(qp) + " cc=dcqcn: CNP 2: rate 1.00 -> 1.00 Gbit/s (unchanged)", 0), 0u)
+      << pr.wire.a().notes[0];
+  pr.wire.clock().advance(2'000'000);  // past the monitor period: the next CNP cuts
+  inject(pr.wire.a(), cnp_to_a(pr));
+  pr.a.dev->progress();
+  ASSERT_EQ(pr.wire.a().notes.size(), 2u);
+  char want[128];
+  std::snprintf(want, sizeof want, "%s cc=dcqcn: CNP 3: rate 1.00 -> %.2f Gbit/s (cut), alpha ", qp,
+                pr.a.qp->cc->rate_bps() / 1e9);
+  EXPECT_LT(pr.a.qp->cc->rate_bps(), 1 * kGbps);
+  EXPECT_EQ(pr.a.qp->cc->last().rule, Rule::Cut);
+  EXPECT_EQ(pr.wire.a().notes[1].rfind(want, 0), 0u) << pr.wire.a().notes[1] << "\n want " << want;
+}
+
 // READ responses are paced too: B's QP sends them, so a CNP for marked responses comes to B's
 // QP (their sender), and B's one rate covers them as it covers its requests. A's READ of 64 KiB
 // from B: back to back before the CNP, at B's new rate after it, the bytes intact.

@@ -473,6 +473,44 @@ TEST(Capture, WritesEnhancedPacketBlocksWithDirectionAndSnapLength) {
   EXPECT_NE(err.find("capture"), std::string::npos);
 }
 
+// A frame with a comment (the engine's note, engine::Link::note): opt_comment (code 1) before
+// epb_flags, the text padded to 4; what the tools read (tools/pcap/pcapio) gives it back, and a
+// frame without one has none.
+TEST(Capture, ANoteGoesOnTheFrameAsItsComment) {
+  const std::string path = testing::TempDir() + "uroce-capture-comment.pcapng";
+  const std::vector<uint8_t> f = pcapng::write_only(64);
+  const std::string note = "QP 0x0000e1 cc=dcqcn: CNP 1: rate 40.00 -> 20.00 Gbit/s (cut)";
+  {
+    port::Capture cap;
+    std::string err;
+    port::CaptureOptions o;
+    o.snaplen = 4096;
+    ASSERT_TRUE(cap.open(path, o, err)) << err;
+    cap.write_at(f.data(), uint32_t(f.size()), port::Capture::Dir::In, 1000, note);
+    cap.write_at(f.data(), uint32_t(f.size()), port::Capture::Dir::Out, 2000);
+  }
+  const std::vector<uint8_t> d = pcapng::read_all(path);
+  const size_t e1 = 44 + 44, opts = e1 + 28 + ((f.size() + 3) & ~size_t(3));
+  using pcapng::u32;
+  EXPECT_EQ(u32(d, opts), 1u | uint32_t(note.size()) << 16);  // opt_comment, its length
+  EXPECT_EQ(std::string(d.begin() + long(opts + 4), d.begin() + long(opts + 4 + note.size())), note);
+  const size_t flags = opts + 4 + ((note.size() + 3) & ~size_t(3));
+  EXPECT_EQ(u32(d, flags), 2u | 4u << 16);
+  EXPECT_EQ(u32(d, flags + 4), 1u);
+  EXPECT_EQ(u32(d, flags + 8), 0u);
+  EXPECT_EQ(u32(d, e1 + 4), flags + 16 - e1);  // the block's length counts the comment
+  pcapio::Capture c;
+  std::string err;
+  ASSERT_TRUE(pcapio::read_file(path, c, err)) << err;
+  std::remove(path.c_str());
+  ASSERT_EQ(c.frames.size(), 2u);
+  EXPECT_EQ(c.frames[0].comment, note);
+  EXPECT_EQ(c.frames[0].dir, pcapio::Frame::Dir::In);
+  EXPECT_EQ(c.frames[0].bytes, f);
+  EXPECT_EQ(c.frames[1].comment, "");
+  EXPECT_EQ(c.frames[1].dir, pcapio::Frame::Dir::Out);
+}
+
 // The default snap length: the headers (proto::locate, the opcode's extension headers) and 64
 // bytes after them.
 TEST(Capture, DefaultSnapLengthIsTheHeadersAndSixtyFourBytes) {

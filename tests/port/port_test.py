@@ -577,6 +577,27 @@ def scenario_memif_bottleneck():
           f"dcqcn: CNPs sent and received ({dc[2].get('cnp_sent', 0)}, {dc[1].get('cnp_rcvd', 0)})")
     check(dc[0]["bottleneck_dropped"] <= off[0]["bottleneck_dropped"],
           f"dcqcn drops no more than off ({dc[0]['bottleneck_dropped']} against {off[0]['bottleneck_dropped']})")
+    # The client's capture (a shorter run): each CNP noted on the next frame it captured (the rate
+    # it left the QP at, engine::Link::note), as tshark and uroce-dissect read the comments.
+    d = "/tmp/uroce-port-capture"
+    subprocess.run(["rm", "-rf", d], check=False)
+    os.makedirs(d)
+    pcap = f"{d}/bottleneck-c.pcapng"
+    c = with_keys(cfg("memif-client.conf"), bn + DCQCN_KEYS + f"capture = {pcap}\n", "bottleneck-capture.conf")
+    _, ct = perf_pair([], [], cfg("memif-server.conf"), c, "127.0.0.1",
+                      ["--test", "write", "-s", "65536", "-n", "300", "-q", "4"], "memif-bottleneck-capture", timeout=60)
+    cnps = counters(ct, "engine").get("cnp_rcvd", 0)
+    comments = [r[0] for r in tshark_rows(pcap, ["frame.comment"]) if r and r[0]]
+    noted = sum(len(re.findall(r"QP 0x[0-9a-f]{6} cc=dcqcn: CNP \d+: rate [0-9.]+ -> [0-9.]+ Gbit/s \(", x))
+                for x in comments)
+    dis = subprocess.run([args.dissect, pcap], capture_output=True, text=True, timeout=60).stdout
+    shown = len(re.findall(r"cc=dcqcn: CNP \d+: rate ", dis))
+    cuts = len(re.findall(r"cc=dcqcn: CNP \d+: rate [0-9.]+ -> [0-9.]+ Gbit/s \((?:cut|first CNP)\)", dis))
+    log(f"capture: {cnps} CNPs received, {noted} noted in {len(comments)} frame comments (tshark), {shown} shown "
+        f"by uroce-dissect, {cuts} of them cuts")
+    # Every CNP noted; the last may find no frame after it before the capture closes.
+    check(cnps > 0 and cnps - 1 <= noted <= cnps, f"capture: {noted} CNPs noted, {cnps} received")
+    check(shown == noted and cuts > 0, f"capture: uroce-dissect shows {shown} notes ({cuts} cuts), tshark {noted}")
 
 
 SCENARIOS = {

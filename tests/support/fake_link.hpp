@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <utility>
+#include <string>
 #include <vector>
 
 #include "engine/bottleneck.hpp"
@@ -57,6 +58,12 @@ class FakeLink : public Link {
     group_calls.emplace_back(g, join);
     return join ? group_error : 0;
   }
+
+  // With keep_notes, the engine's notes for a capture (Link::note) are kept here, in order.
+  bool keep_notes = false;
+  std::vector<std::string> notes;
+  bool wants_notes() const override { return keep_notes; }
+  void note(std::string_view text) override { notes.emplace_back(text); }
 
   // Every frame this end sends is also handed to `tap` (for protocol tests that inspect what
   // an engine emits). Return false from a filter to drop the frame (scripted faults).

@@ -80,8 +80,9 @@ constexpr const char* kUsage =
     "    --count N  draw at most N RoCE frames\n"
     "    --focus KIND  the window around the first event of KIND: loss (a PSN gap), nak,\n"
     "               rnr, cnp (or a CE mark), error (bad ICRC or malformed), retx (a resend\n"
-    "               that answers a NAK), timeout (a resend no NAK asked for): from a few\n"
-    "               frames before it (--from and --count override)\n"
+    "               that answers a NAK), timeout (a resend no NAK asked for), note (a frame\n"
+    "               the capture commented: uroce notes what a CNP did to its QP's rate):\n"
+    "               from a few frames before it (--from and --count override)\n"
     "    --no-fold  draw every frame (by default runs of quiet frames are folded into one\n"
     "               band, \"52 x RC_RDMA_WRITE_MIDDLE psn 176..227\", a few frames are drawn\n"
     "               either side of every event)\n"
@@ -540,12 +541,16 @@ int main(int argc, char** argv) {
       if (fr.orig_len > fr.bytes.size())
         line += fmt(" (capture snapped: %zu of %u bytes)", fr.bytes.size(), unsigned(fr.orig_len));
     }
+    // The capture's comment (pcapng opt_comment): uroce's port notes there the rate a CNP left
+    // its QP's sender at (engine::Link::note), on the next frame it captured.
+    if (!fr.comment.empty()) line += "  [note: " + fr.comment + "]";
     std::string verdict;  // the ICRC row's ending in --bytes
     if (snapped) verdict = ", not checked (snapped)";
     else if (r.ok()) verdict = ", ok";
     else if (r.error == ParseError::BadIcrc) verdict = fmt(", BAD: computed 0x%08" PRIx32, p.icrc_computed);
     if (ladder || html) {
       ladder_frames.push_back(ladder_frame(i + 1, fr.time - t0, f, o, p, r, line));
+      ladder_frames.back().comment = fr.comment;
       if (html) {
         uroce::dissect::PageFrame pf;
         pf.fields = uroce::dissect::layout_rows(f, o, verdict, &pf.spans);

@@ -45,6 +45,7 @@ struct LadderFrame {
   uint32_t imm = 0;         // immediate data, if the opcode has it
   uint32_t src_qp = 0;      // DETH source QP (UD), if the opcode has one
   size_t payload = 0;       // payload bytes
+  std::string comment;      // the capture's comment on the frame (uroce: the rate a CNP left its QP at)
 };
 
 // How the ladder reads one frame in its conversation (indexes match the LadderFrame vector).
@@ -97,8 +98,9 @@ struct Conversation {
 };
 
 // The events a reader looks for, each a --focus kind and a step of the page's "next event".
-enum class Event : uint8_t { Loss, Nak, Rnr, Cnp, Error, Retx, Timeout };
-inline constexpr const char* kEventNames[] = {"loss", "nak", "rnr", "cnp", "error", "retx", "timeout"};
+// Note: a frame the capture commented (uroce's port notes there what a CNP did to its QP's rate).
+enum class Event : uint8_t { Loss, Nak, Rnr, Cnp, Error, Retx, Timeout, Note };
+inline constexpr const char* kEventNames[] = {"loss", "nak", "rnr", "cnp", "error", "retx", "timeout", "note"};
 // The events of one frame (a bit per Event).
 unsigned events_of(const LadderFrame& f, const FrameMarks& m);
 

@@ -290,6 +290,7 @@ unsigned events_of(const LadderFrame& f, const FrameMarks& m) {
   if (m.cnp || m.ce) e |= bit(Event::Cnp);
   if (f.status == LadderFrame::Status::BadIcrc || f.status == LadderFrame::Status::Malformed) e |= bit(Event::Error);
   if (m.resend_start) e |= bit(m.timeout_resend ? Event::Timeout : Event::Retx);
+  if (!f.comment.empty()) e |= bit(Event::Note);
   return e;
 }
 

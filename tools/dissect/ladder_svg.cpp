@@ -153,6 +153,7 @@ std::string frame_notes(const LadderFrame& f, const FrameMarks& m) {
                                             : fmt("psn %u..%u not seen before it", m.lost_first, m.lost_last));
   if (m.resend_start) n.push_back(m.run);
   if (m.ce) n.push_back("CE");
+  if (!f.comment.empty()) n.push_back("note: " + f.comment);
   std::string s;
   for (const std::string& x : n) s += (s.empty() ? "" : ", ") + x;
   return s;

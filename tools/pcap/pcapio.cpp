@@ -10,12 +10,14 @@ namespace uroce::pcapio {
 
 namespace {
 
-// libpcap reads pcapng but says nothing of an Enhanced Packet Block's interface and flags: this
+// libpcap reads pcapng but says nothing of an Enhanced Packet Block's interface, flags and
+// comments: this
 // walks the blocks once more for them, in the order libpcap returns the packets (Enhanced,
 // Simple and the old Packet blocks). Empty when the file is not pcapng or does not parse.
 struct PacketMeta {
   uint32_t interface_id = 0;
   Frame::Dir dir = Frame::Dir::Unknown;
+  std::string comment;
 };
 
 std::vector<PacketMeta> pcapng_meta(const std::string& path) {
@@ -56,13 +58,20 @@ std::vector<PacketMeta> pcapng_meta(const std::string& path) {
           const uint32_t dir = u32(opt + 4) & 3;
           m.dir = dir == 1 ? Frame::Dir::In : dir == 2 ? Frame::Dir::Out : Frame::Dir::Unknown;
         }
+        if (code == 1 && opt + 4 + olen <= at + len - 4) {  // opt_comment
+          std::string c(reinterpret_cast<const char*>(&d[opt + 4]), olen);
+          c.resize(std::strlen(c.c_str()));  // a writer may end it with a NUL
+          for (char& ch : c)
+            if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = ' ';  // one line, no control bytes
+          if (!c.empty()) m.comment += (m.comment.empty() ? "" : "; ") + c;
+        }
         opt += 4 + ((olen + 3u) & ~3u);
       }
       out.push_back(m);
     } else if (type == 3) {  // Simple Packet Block: interface 0
       out.push_back({});
     } else if (type == 2 && len >= 28) {  // Packet Block (obsolete): a 16-bit interface id
-      out.push_back({u16(at + 8), Frame::Dir::Unknown});
+      out.push_back({u16(at + 8), Frame::Dir::Unknown, {}});
     }
     at += len;
   }
@@ -99,6 +108,7 @@ bool read_file(const std::string& path, Capture& out, std::string& error) {
       for (size_t i = 0; i < meta.size(); ++i) {
         out.frames[i].interface_id = meta[i].interface_id;
         out.frames[i].dir = meta[i].dir;
+        out.frames[i].comment = std::move(meta[i].comment);
       }
   }
   return ok;

@@ -15,6 +15,9 @@ struct Frame {
   // direction from epb_flags (uroce's own captures set it for every frame).
   uint32_t interface_id = 0;
   enum class Dir : uint8_t { Unknown = 0, In = 1, Out = 2 } dir = Dir::Unknown;
+  // pcapng only: the frame's opt_comment (uroce's captures: the engine's note of what a CNP did
+  // to its QP's rate; Wireshark: a comment a user added). Several comments joined with "; ".
+  std::string comment;
 };
 
 struct Capture {
