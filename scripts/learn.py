@@ -405,6 +405,15 @@ def congestion(tmp):
     v["cnp_bytes"] = bytes_of(cap, {cnp}) if cnp else ""
     v["summary"] = lines.strip().splitlines()[-1] if lines.strip() else ""
     v["summary_cc"] = next((l for l in lines.strip().splitlines() if re.match(r"^\(\d+ CNP, ECN", l)), "")
+    # What each CNP did to the rate: the engine's notes, the comments of the capture's frames.
+    notes = [n for l in lines.splitlines() for m in [re.search(r"\[note: (.*)\]$", l)] if m
+             for n in m.group(1).split("; ")]
+    expect(notes and all(re.match(r"QP 0x[0-9a-f]{6} cc=dcqcn: CNP \d+: rate ", n) for n in notes),
+           "congestion: the capture notes what each CNP did to the rate")
+    note_at = next((n for n, l in f if "[note: " in l), None)
+    v["note_frame"] = str(note_at)
+    v["notes"] = "\n".join(notes[:6])
+    v["notes_count"] = str(len(notes))
     v["ladder"] = ladder(cap, "congestion", focus="cnp")
     # The same algorithm in virtual time (bench/cc_bench.cpp), four flows on 10 Gbit/s.
     table = ""

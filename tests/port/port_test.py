@@ -600,9 +600,48 @@ def scenario_memif_bottleneck():
     check(shown == noted and cuts > 0, f"capture: uroce-dissect shows {shown} notes ({cuts} cuts), tshark {noted}")
 
 
+def scenario_veth_bottleneck():
+    """The congestion point on the veth pair (af_packet): 500 Mbit/s on the client's transmit
+    side, a 256 KiB queue, RED from 16 to 64 KiB, every frame ECT(0); four QPs of 64 KiB WRITEs,
+    without congestion control and with DCQCN (the paper's timers, rpg_min_rate 50 Mbit/s: four
+    QPs at 500 would be above the bottleneck). Both: every byte checked, every frame through the
+    stage, the goodput not above its rate, the marks arriving as CE. Off: the queue fills and
+    drops. DCQCN: CNPs come back, and it drops fewer frames than no congestion control."""
+    ns_up()
+    bn = "bottleneck_mbps = 500\nbottleneck_queue_kb = 256\nbottleneck_k_kb = 16\nbottleneck_kmax_kb = 64\n" \
+         "bottleneck_pmax = 1\necn = ect0\n"
+    dcqcn = DCQCN_KEYS.replace("rpg_min_rate = 500", "rpg_min_rate = 50")
+    b = with_keys(cfg("veth-b.conf"), "ecn = ect0", "bottleneck-b.conf")
+    got = {}
+    for name, extra in (("off", "cc = off\n"), ("dcqcn", dcqcn)):
+        a = with_keys(cfg("veth-a.conf"), bn + extra, f"bottleneck-a-{name}.conf")
+        st, ct = perf_pair(NSB, NSA, b, a, "198.18.0.2", ["--test", "write", "-s", "65536", "-n", "150", "-q", "4"],
+                           f"veth-bottleneck-{name}", timeout=60)
+        link, eng, seng = counters(ct), counters(ct, "engine"), counters(st, "engine")
+        row = [l.split() for l in ct.splitlines() if re.match(r"^ 65536 ", l)]
+        bw = float(row[-1][3]) if row else -1
+        got[name] = (link, eng, seng, bw)
+        log(f"{name}: {bw:.3f} Gbit/s; bottleneck frames {link.get('bottleneck_frames')} marked "
+            f"{link.get('bottleneck_marked')} dropped {link.get('bottleneck_dropped')} max queue "
+            f"{link.get('bottleneck_max_queue')} B; retransmitted {eng.get('retransmitted', 0)}; server CE "
+            f"{seng.get('ecn_ce_rcvd', 0)} CNPs {seng.get('cnp_sent', 0)}; client CNPs {eng.get('cnp_rcvd', 0)}")
+        check(link.get("bottleneck_frames", 0) >= 150 * 4 * 16, f"{name}: every frame through the bottleneck: {link}")
+        check(0 < bw <= 0.5, f"{name}: goodput {bw} Gbit/s, not above the bottleneck's 0.5 Gbit/s")
+        check(link.get("bottleneck_marked", 0) > 0 and seng.get("ecn_ce_rcvd", 0) == link["bottleneck_marked"],
+              f"{name}: frames marked CE at the bottleneck arrive marked ({link.get('bottleneck_marked')} marked, "
+              f"server saw {seng.get('ecn_ce_rcvd', 0)})")
+    off, dc = got["off"], got["dcqcn"]
+    check(off[0].get("bottleneck_dropped", 0) > 0, f"off: the queue overflows ({off[0]})")
+    check(dc[1].get("cnp_rcvd", 0) > 0 and dc[1].get("cnp_rcvd", 0) == dc[2].get("cnp_sent", 0),
+          f"dcqcn: the CNPs sent reach the client ({dc[2].get('cnp_sent', 0)}, {dc[1].get('cnp_rcvd', 0)})")
+    check(dc[0]["bottleneck_dropped"] < off[0]["bottleneck_dropped"],
+          f"dcqcn drops fewer than off ({dc[0]['bottleneck_dropped']} against {off[0]['bottleneck_dropped']})")
+
+
 SCENARIOS = {
     "memif-client-first": scenario_memif_client_first,
     "memif-bottleneck": scenario_memif_bottleneck,
+    "veth-bottleneck": scenario_veth_bottleneck,
     "memif-ops": scenario_memif_ops,
     "veth-ops": scenario_veth_ops,
     "veth-ipv6": scenario_veth_ipv6,
