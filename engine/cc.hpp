@@ -116,6 +116,9 @@ class ReactionPoint {
     return !limited_ || now >= next_ns_;
   }
   void sent(uint64_t now, uint32_t bytes);
+  // Catches the algorithm's timers up to `now` (what may_send and the events do first): the
+  // rate a CNP finds, for a note of what it did.
+  void catch_up(uint64_t now) { advance(now); }
   uint64_t send_at() const { return limited_ ? next_ns_ : 0; }
 
   bool limited() const { return limited_; }

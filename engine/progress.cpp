@@ -218,9 +218,11 @@ void Device::rx_to_qp(Qp& qp, proto::Packet& p, PacketBuf& b, proto::Transport t
   if (cnp) {
     ++qp.ctr.cnp_rcvd;
     if (qp.cc) {
+      const bool notes = link_.wants_notes();
+      if (notes) qp.cc->catch_up(step_ns_);  // the rate the CNP finds, after the timers' raises
       const double before = qp.cc->rate_bps();
       qp.cc->on_cnp(step_ns_);
-      if (link_.wants_notes()) note_cnp(qp, before);
+      if (notes) note_cnp(qp, before);
     }
     return;
   }
@@ -270,7 +272,7 @@ bool Device::xrc_target_srq(Qp& qp, const proto::Packet& p) {
 //   "QP 0x0000e1 cc=dcqcn: CNP 1: rate 40.00 -> 20.00 Gbit/s (cut), alpha 1.00, target 40.00 Gbit/s"
 void Device::note_cnp(const Qp& qp, double before_bps) {
   const cc::ReactionPoint& r = *qp.cc;
-  const bool changed = r.rate_bps() != before_bps;  // by the CNP, or by the timers it caught up first
+  const bool changed = r.rate_bps() != before_bps;
   char t[200];
   int n = std::snprintf(t, sizeof t, "QP 0x%06x cc=%.*s: CNP %llu: rate %.2f -> %.2f Gbit/s (%.*s)", qp.qpn(),
                         int(cc::algo_name(r.algo()).size()), cc::algo_name(r.algo()).data(),

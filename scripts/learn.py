@@ -412,7 +412,9 @@ def congestion(tmp):
            "congestion: the capture notes what each CNP did to the rate")
     note_at = next((n for n, l in f if "[note: " in l), None)
     v["note_frame"] = str(note_at)
-    v["notes"] = "\n".join(notes[:6])
+    cuts = [n for n in notes[4:] if "(cut)" in n]
+    expect(cuts, "congestion: a note of a cut")
+    v["notes"] = "\n".join(notes[:4] + ["..."] + cuts[:3])
     v["notes_count"] = str(len(notes))
     v["ladder"] = ladder(cap, "congestion", focus="cnp")
     # The same algorithm in virtual time (bench/cc_bench.cpp), four flows on 10 Gbit/s.
