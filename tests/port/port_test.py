@@ -544,6 +544,27 @@ DCQCN_KEYS = ("cc = dcqcn\ncc_line_rate = 40000\nrpg_time_reset = 55\nrpg_byte_r
               "dce_tcp_rtt = 55\nrpg_min_rate = 500\n")
 
 
+def bottleneck_run(name, prefixes, scfg, ccfg, peer, n, gbps, tag):
+    """Four QPs of n 64 KiB WRITEs through the client's congestion point (its rate gbps): every
+    frame through it, the goodput not above its rate, every CE mark arriving as one. Returns
+    (the client's link counters, its engine's, the server's engine's, the goodput)."""
+    st, ct = perf_pair(prefixes[0], prefixes[1], scfg, ccfg, peer,
+                       ["--test", "write", "-s", "65536", "-n", str(n), "-q", "4"], tag, timeout=60)
+    link, eng, seng = counters(ct), counters(ct, "engine"), counters(st, "engine")
+    row = [l.split() for l in ct.splitlines() if re.match(r"^ 65536 ", l)]
+    bw = float(row[-1][3]) if row else -1
+    log(f"{name}: {bw:.3f} Gbit/s; bottleneck frames {link.get('bottleneck_frames')} marked "
+        f"{link.get('bottleneck_marked')} dropped {link.get('bottleneck_dropped')} max queue "
+        f"{link.get('bottleneck_max_queue')} B; retransmitted {eng.get('retransmitted', 0)}; server CE "
+        f"{seng.get('ecn_ce_rcvd', 0)} CNPs {seng.get('cnp_sent', 0)}; client CNPs {eng.get('cnp_rcvd', 0)}")
+    check(link.get("bottleneck_frames", 0) >= n * 4 * 16, f"{name}: every frame through the bottleneck: {link}")
+    check(0 < bw <= gbps, f"{name}: goodput {bw} Gbit/s, not above the bottleneck's {gbps} Gbit/s")
+    check(link.get("bottleneck_marked", 0) > 0 and seng.get("ecn_ce_rcvd", 0) == link["bottleneck_marked"],
+          f"{name}: frames marked CE at the bottleneck arrive marked ({link.get('bottleneck_marked')} marked, "
+          f"server saw {seng.get('ecn_ce_rcvd', 0)})")
+    return link, eng, seng, bw
+
+
 def scenario_memif_bottleneck():
     """A congestion point on the client's transmit side (keys bottleneck_*: 4 Gbit/s, a 512 KiB
     queue, RED marking from 32 to 128 KiB), every frame ECT(0): four QPs of 64 KiB WRITEs through
@@ -555,22 +576,8 @@ def scenario_memif_bottleneck():
     got = {}
     for name, extra in (("off", "cc = off\n"), ("dcqcn", DCQCN_KEYS)):
         c = with_keys(cfg("memif-client.conf"), bn + extra, f"bottleneck-{name}.conf")
-        st, ct = perf_pair([], [], cfg("memif-server.conf"), c, "127.0.0.1",
-                           ["--test", "write", "-s", "65536", "-n", "2000", "-q", "4"], f"memif-bottleneck-{name}",
-                           timeout=60)
-        link, eng, seng = counters(ct), counters(ct, "engine"), counters(st, "engine")
-        row = [l.split() for l in ct.splitlines() if re.match(r"^ 65536 ", l)]
-        bw = float(row[-1][3]) if row else -1
-        got[name] = (link, eng, seng, bw)
-        log(f"{name}: {bw:.2f} Gbit/s; bottleneck frames {link.get('bottleneck_frames')} marked "
-            f"{link.get('bottleneck_marked')} dropped {link.get('bottleneck_dropped')} max queue "
-            f"{link.get('bottleneck_max_queue')} B; retransmitted {eng.get('retransmitted', 0)}; server CE "
-            f"{seng.get('ecn_ce_rcvd', 0)} CNPs {seng.get('cnp_sent', 0)}; client CNPs {eng.get('cnp_rcvd', 0)}")
-        check(link.get("bottleneck_frames", 0) >= 2000 * 4 * 16, f"{name}: every frame through the bottleneck: {link}")
-        check(0 < bw <= 4.0, f"{name}: goodput {bw} Gbit/s, not above the bottleneck's 4 Gbit/s")
-        check(link.get("bottleneck_marked", 0) > 0 and seng.get("ecn_ce_rcvd", 0) == link["bottleneck_marked"],
-              f"{name}: frames marked CE at the bottleneck arrive marked ({link.get('bottleneck_marked')} marked, "
-              f"server saw {seng.get('ecn_ce_rcvd', 0)})")
+        got[name] = bottleneck_run(name, ([], []), cfg("memif-server.conf"), c, "127.0.0.1", 2000, 4.0,
+                                   f"memif-bottleneck-{name}")
     off, dc = got["off"], got["dcqcn"]
     check(off[0]["bottleneck_max_queue"] > 256 * 1024, f"off: the queue fills ({off[0]['bottleneck_max_queue']} B)")
     check(dc[1].get("cnp_rcvd", 0) > 0 and dc[2].get("cnp_sent", 0) > 0,
@@ -615,21 +622,7 @@ def scenario_veth_bottleneck():
     got = {}
     for name, extra in (("off", "cc = off\n"), ("dcqcn", dcqcn)):
         a = with_keys(cfg("veth-a.conf"), bn + extra, f"bottleneck-a-{name}.conf")
-        st, ct = perf_pair(NSB, NSA, b, a, "198.18.0.2", ["--test", "write", "-s", "65536", "-n", "150", "-q", "4"],
-                           f"veth-bottleneck-{name}", timeout=60)
-        link, eng, seng = counters(ct), counters(ct, "engine"), counters(st, "engine")
-        row = [l.split() for l in ct.splitlines() if re.match(r"^ 65536 ", l)]
-        bw = float(row[-1][3]) if row else -1
-        got[name] = (link, eng, seng, bw)
-        log(f"{name}: {bw:.3f} Gbit/s; bottleneck frames {link.get('bottleneck_frames')} marked "
-            f"{link.get('bottleneck_marked')} dropped {link.get('bottleneck_dropped')} max queue "
-            f"{link.get('bottleneck_max_queue')} B; retransmitted {eng.get('retransmitted', 0)}; server CE "
-            f"{seng.get('ecn_ce_rcvd', 0)} CNPs {seng.get('cnp_sent', 0)}; client CNPs {eng.get('cnp_rcvd', 0)}")
-        check(link.get("bottleneck_frames", 0) >= 150 * 4 * 16, f"{name}: every frame through the bottleneck: {link}")
-        check(0 < bw <= 0.5, f"{name}: goodput {bw} Gbit/s, not above the bottleneck's 0.5 Gbit/s")
-        check(link.get("bottleneck_marked", 0) > 0 and seng.get("ecn_ce_rcvd", 0) == link["bottleneck_marked"],
-              f"{name}: frames marked CE at the bottleneck arrive marked ({link.get('bottleneck_marked')} marked, "
-              f"server saw {seng.get('ecn_ce_rcvd', 0)})")
+        got[name] = bottleneck_run(name, (NSB, NSA), b, a, "198.18.0.2", 150, 0.5, f"veth-bottleneck-{name}")
     off, dc = got["off"], got["dcqcn"]
     check(off[0].get("bottleneck_dropped", 0) > 0, f"off: the queue overflows ({off[0]})")
     check(dc[1].get("cnp_rcvd", 0) > 0 and dc[1].get("cnp_rcvd", 0) == dc[2].get("cnp_sent", 0),
