@@ -116,7 +116,29 @@ def wait_port(link, port, server, t=20):
     return driver.wait_listening(link, port, server, t)
 
 
-FINAL = re.compile(r"^Final:\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s+(\d+)", re.M)
+# The averages of the last report interval can be "inf" and 0.00 when that interval was empty
+# (a slow run, as under ThreadSanitizer: "Final: 1000 870.632 inf 1003.379 0.00 62.29 0 997").
+NUM = r"([\d.]+|inf|-?nan)"
+FINAL = re.compile(r"^Final:\s+(\d+)\s+" + r"\s+".join([NUM] * 5) + r"\s+(\d+)\s+(\d+)", re.M)
+
+
+def finite(x):
+    """A Final column as a number, or None for inf and nan."""
+    v = float(x)
+    return v if v == v and v not in (float("inf"), float("-inf")) else None
+
+
+def final_figures(m):
+    """The figures of a Final line's match (None: no match)."""
+    if not m:
+        return None
+    return {"lat_p50_us": finite(m.group(2)), "lat_avg_us": finite(m.group(3)), "bw_MBps": finite(m.group(6)),
+            "rate_msgps": int(m.group(8))}
+
+
+def num(v, spec):
+    """A figure for a table: formatted, or '-' when there is none (an inf or nan)."""
+    return format(v, spec) if v is not None else "-"
 LANES = re.compile(r"ep_cfg\[\d+\]: (.*)$", re.M)
 
 
@@ -142,10 +164,7 @@ def perftest_once(link, test, size, iters, tls, uroce=True, extra=None, port=133
     stext = open("/tmp/uroce-ucx-server.log").read()
     kill_procs()
     m = FINAL.search(text)
-    fig = None
-    if m:
-        fig = {"lat_p50_us": float(m.group(2)), "lat_avg_us": float(m.group(3)), "bw_MBps": float(m.group(6)),
-               "rate_msgps": int(m.group(8))}
+    fig = final_figures(m)
     lanes = LANES.findall(text) + LANES.findall(stext)
     ok = cli.returncode == 0 and rc_s == 0 and m is not None
     return ok, fig, lanes, text + "\n--- server\n" + stext
@@ -360,10 +379,7 @@ def rxe_row(host, tname, tls, test, size, iters, direction, port):
         exits = f"guest client exit {grc}, uroce server exit {rc_h}"
     kill_procs()
     m = FINAL.search(ctext)
-    fig = None
-    if m:
-        fig = {"lat_p50_us": float(m.group(2)), "lat_avg_us": float(m.group(3)),
-               "bw_MBps": float(m.group(6)), "rate_msgps": int(m.group(8))}
+    fig = final_figures(m)
     lanes = LANES.findall(text) + LANES.findall(gout)
     lmsg = "lanes " + " ".join(sorted({p for l in lanes for p in re.findall(r"[a-z_]+/[\w:.-]+", l)}))
     want = tls.split(",")[0]
@@ -428,8 +444,8 @@ def scenario_table():
     log("|---|---|---|---:|---|---:|---:|---:|---|")
     for r in rows:
         f = r.get("figures") or {}
-        lat = f"{f['lat_p50_us']:.2f}" if f and r["test"].endswith("lat") else ""
-        bw = f"{f['bw_MBps']:.1f}" if f and not r["test"].endswith("lat") else ""
+        lat = num(f["lat_p50_us"], ".2f") if f and r["test"].endswith("lat") else ""
+        bw = num(f["bw_MBps"], ".1f") if f and not r["test"].endswith("lat") else ""
         rate = f"{f['rate_msgps']}" if f else ""
         log(f"| {r['link']} | {r['transports']} | {r['test']} | {r['size']} | {'ok' if r['ok'] else 'FAILED'} | "
             f"{lat} | {bw} | {rate} | {r['lanes']} |")
@@ -467,7 +483,8 @@ def scenario_bench():
     log("|---|---|---:|---:|---:|---:|---|")
     for label, test, size, fig, lanes in rows:
         if fig:
-            log(f"| {label} | {test} | {size} | {fig['bw_MBps']:.1f} | {fig['lat_p50_us']:.2f} | {fig['lat_avg_us']:.2f} | {lanes} |")
+            log(f"| {label} | {test} | {size} | {num(fig['bw_MBps'], '.1f')} | {num(fig['lat_p50_us'], '.2f')} | "
+                f"{num(fig['lat_avg_us'], '.2f')} | {lanes} |")
         else:
             log(f"| {label} | {test} | {size} | failed | | | |")
     return []
