@@ -264,10 +264,6 @@ bool Device::xrc_target_srq(Qp& qp, const proto::Packet& p) {
   return true;
 }
 
-// A CNP (opcode 0x81, BECN set, PSN 0, 16 reserved zero bytes) to the QP that sent the
-// CE-marked frame `p`, at most one per QP per cnp_interval_ns. A connected QP's CNP goes to
-// its peer QP on its own address pair and UDP source port; a UD QP's to the datagram's source
-// (DETH source QP, the frame's addresses). The IP header carries cnp_dscp and the device's ECN.
 // The rate a CNP left the QP's sender at, for the capture (Link::note):
 //   "QP 0x0000e1 cc=dcqcn: CNP 1: rate 40.00 -> 20.00 Gbit/s (cut), alpha 1.00, target 40.00 Gbit/s"
 void Device::note_cnp(const Qp& qp, double before_bps) {
@@ -284,6 +280,11 @@ void Device::note_cnp(const Qp& qp, double before_bps) {
   link_.note(t);
 }
 
+
+// A CNP (opcode 0x81, BECN set, PSN 0, 16 reserved zero bytes) to the QP that sent the
+// CE-marked frame `p`, at most one per QP per cnp_interval_ns. A connected QP's CNP goes to
+// its peer QP on its own address pair and UDP source port; a UD QP's to the datagram's source
+// (DETH source QP, the frame's addresses). The IP header carries cnp_dscp and the device's ECN.
 void Device::send_cnp(Qp& qp, const proto::Packet& p) {
   const uint64_t now = step_ns();
   if (now < qp.cnp_next_ns) return;
