@@ -18,6 +18,8 @@
 // scripts/bench-scale.sh runs it.
 //
 //   scale_bench [--qps N] [--many N] [--idle N] [--msgs N] [--srq-qps N] [--reads N]
+//   scale_bench --rate-only K [--msgs N]   table 3's traffic over 1 pair and over K pairs only
+//                                          (for a profile: scripts/profile-engine.sh's callgrind)
 #include <malloc.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -380,7 +382,7 @@ bool rate_row(const char* what, uint32_t active, uint32_t idle, uint64_t msgs, d
 int main(int argc, char** argv) {
   uint32_t n = 2000, many = 262144, idle = 65536;
   uint64_t msgs = 300000;
-  uint32_t srq_qps = 10000, reads = 16384;
+  uint32_t srq_qps = 10000, reads = 16384, rate_only = 0;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--qps") && i + 1 < argc) n = uint32_t(std::atoi(argv[++i])) & ~1u;
     else if (!std::strcmp(argv[i], "--many") && i + 1 < argc) many = uint32_t(std::atoi(argv[++i])) & ~1u;
@@ -388,12 +390,22 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--msgs") && i + 1 < argc) msgs = uint64_t(std::atoll(argv[++i]));
     else if (!std::strcmp(argv[i], "--srq-qps") && i + 1 < argc) srq_qps = uint32_t(std::atoi(argv[++i]));
     else if (!std::strcmp(argv[i], "--reads") && i + 1 < argc) reads = uint32_t(std::atoi(argv[++i]));
+    else if (!std::strcmp(argv[i], "--rate-only") && i + 1 < argc) rate_only = uint32_t(std::atoi(argv[++i]));
     else {
-      std::fprintf(stderr, "usage: scale_bench [--qps N] [--many N] [--idle N] [--msgs N] [--srq-qps N] [--reads N]\n");
+      std::fprintf(stderr, "usage: scale_bench [--qps N] [--many N] [--idle N] [--msgs N] [--srq-qps N] [--reads N]\n"
+                           "       scale_bench --rate-only K [--msgs N]\n");
       return 2;
     }
   }
   bool ok = true;
+  if (rate_only) {
+    std::printf("| %-44s | %12s | %6s |\n|---|---:|---:|\n", "QPs", "messages/s", "ratio");
+    double base = 0;
+    char what[96];
+    std::snprintf(what, sizeof what, "traffic over %u pairs", rate_only);
+    ok = rate_row("traffic over 1 pair", 1, 0, msgs, &base) && rate_row(what, rate_only, 0, msgs, &base);
+    return ok ? 0 : 1;
+  }
   std::printf("1. Memory per RC QP + its CQ: %u of them per row, connected in pairs (loopback);\n"
               "max_send_sge = max_recv_sge = 1, max_dest_rd_atomic 16. Bytes: the engine's heap (mallinfo2), resident.\n\n",
               n);
