@@ -30,7 +30,7 @@ void usage(bool help = false) {
                "  --timeout S                     give up after S seconds (default 120)\n"
                "  --eal ARG                       extra EAL argument (repeatable)\n"
                "  --stagger-ms MS                 bw client: QP i starts MS x i after the first\n"
-               "  --flow-log FILE                 bw client: each QP's rate per ms and the link's bottleneck\n"
+               "  --flow-log FILE                 bw client: each QP's rate per window and the link's bottleneck\n"
                "                                  queue into FILE, and their summary (a \"flows:\" line)\n"
                "  --flow-ms MS                    --flow-log's window (default 10)\n"
                "  --flow-svg FILE                 with --flow-log: each QP's rate and the queue over time\n"
