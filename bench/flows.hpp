@@ -82,17 +82,18 @@ inline bool write_flow_svg(const std::string& path, const FlowPlot& p, const std
   FILE* f = std::fopen(path.c_str(), "w");
   if (!f) return false;
   const double W = 720, H1 = 220, H2 = 140, L = 60, T = 30, G = 50;
-  const double ms = p.ms;
+  const double ms = std::max(p.ms, 1.0);  // axes of at least 1 ms, 0.1 Gbit/s and 1 KiB
+  const double gbps = std::max(p.gbps, 0.1);
   const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f"};
   std::fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" font-size=\"12\">\n",
                L + W + 20, T + H1 + G + H2 + 40);
   std::fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
   std::fprintf(f, "<text x=\"%.0f\" y=\"18\">%s</text>\n", L, p.title.c_str());
-  const double ymax = p.gbps * 1.1;
+  const double ymax = gbps * 1.1;
   auto x = [&](double t) { return L + W * t / ms; };
   auto y1 = [&](double g) { return T + H1 - H1 * std::min(g, ymax) / ymax; };
   std::fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"#888\"/>\n", L, T, W, H1);
-  for (double g = 0; g <= p.gbps; g += p.gbps / 4)
+  for (double g = 0; g <= gbps; g += gbps / 4)
     std::fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%.1f</text>\n", L - 4, y1(g) + 4, g);
   std::fprintf(f, "<text x=\"12\" y=\"%.0f\" transform=\"rotate(-90 12 %.0f)\" text-anchor=\"middle\">Gbit/s per flow</text>\n",
                T + H1 / 2, T + H1 / 2);
@@ -104,7 +105,7 @@ inline bool write_flow_svg(const std::string& path, const FlowPlot& p, const std
                  colors[i % 8], i);
   }
   const double T2 = T + H1 + G;
-  const double qmax = double(p.queue_kb);
+  const double qmax = std::max(double(p.queue_kb), 1.0);  // no queue configured: an empty panel, not a loop
   auto y2 = [&](double kb) { return T2 + H2 - H2 * std::min(kb, qmax) / qmax; };
   std::fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"#888\"/>\n", L, T2, W, H2);
   std::fprintf(f, "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#999\" stroke-dasharray=\"4 3\"/><text x=\"%.0f\" y=\"%.1f\">K</text>\n",
