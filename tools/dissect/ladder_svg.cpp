@@ -153,7 +153,16 @@ std::string frame_notes(const LadderFrame& f, const FrameMarks& m) {
                                             : fmt("psn %u..%u not seen before it", m.lost_first, m.lost_last));
   if (m.resend_start) n.push_back(m.run);
   if (m.ce) n.push_back("CE");
-  if (!f.comment.empty()) n.push_back("note: " + f.comment);
+  if (!f.comment.empty()) {
+    // The first of the comment's notes (uroce joins a burst's with "; "), at most 160 characters:
+    // the whole comment is in the frame's line.
+    const size_t cut = f.comment.find("; ");
+    std::string first = f.comment.substr(0, std::min<size_t>(cut, 160));
+    if (first.size() < f.comment.size() && cut > 160) first += "...";
+    size_t more = 0;
+    for (size_t at = cut; at != std::string::npos; at = f.comment.find("; ", at + 2)) ++more;
+    n.push_back("note: " + first + (more ? fmt(" (and %zu more)", more) : ""));
+  }
   std::string s;
   for (const std::string& x : n) s += (s.empty() ? "" : ", ") + x;
   return s;
