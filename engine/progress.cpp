@@ -268,13 +268,12 @@ bool Device::xrc_target_srq(Qp& qp, const proto::Packet& p) {
 //   "QP 0x0000e1 cc=dcqcn: CNP 1: rate 40.00 -> 20.00 Gbit/s (cut), alpha 1.00, target 40.00 Gbit/s"
 void Device::note_cnp(const Qp& qp, double before_bps) {
   const cc::ReactionPoint& r = *qp.cc;
-  const bool changed = r.rate_bps() != before_bps;
+  const std::string_view algo = cc::algo_name(r.algo());
+  const std::string_view rule = r.rate_bps() != before_bps ? cc::rule_name(r.last().rule) : "unchanged";
   char t[200];
   int n = std::snprintf(t, sizeof t, "QP 0x%06x cc=%.*s: CNP %llu: rate %.2f -> %.2f Gbit/s (%.*s)", qp.qpn(),
-                        int(cc::algo_name(r.algo()).size()), cc::algo_name(r.algo()).data(),
-                        (unsigned long long)r.cnps(), before_bps / 1e9, r.rate_bps() / 1e9,
-                        changed ? int(cc::rule_name(r.last().rule).size()) : 9,
-                        changed ? cc::rule_name(r.last().rule).data() : "unchanged");
+                        int(algo.size()), algo.data(), (unsigned long long)r.cnps(), before_bps / 1e9,
+                        r.rate_bps() / 1e9, int(rule.size()), rule.data());
   if (r.algo() == cc::Algo::Dcqcn && n > 0 && size_t(n) < sizeof t)
     std::snprintf(t + n, sizeof t - size_t(n), ", alpha %.2f, target %.2f Gbit/s", r.alpha(), r.target_bps() / 1e9);
   link_.note(t);
