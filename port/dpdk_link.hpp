@@ -137,6 +137,7 @@ class DpdkLink : public PortLink {
   bool setup(std::string& err);
   bool pick_port(std::string& err);
   bool create_pool(std::string& err);
+  void touch_pool();
   bool configure_port(const rte_eth_dev_info& info, std::string& err);
   void set_mtu(const rte_eth_dev_info& info);
   bool start_port(std::string& err);
