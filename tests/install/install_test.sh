@@ -67,7 +67,7 @@ locked() {  # locked LOCKFILE COMMAND...: COMMAND under flock LOCKFILE when LOCK
   local l=$1; shift
   if [ -n "$l" ]; then flock "$l" "$@"; else "$@"; fi
 }
-if ! (cd "$src" && locked "${UROCE_BUILD_LOCK:-}" timeout 1200 dpkg-buildpackage -us -uc -b) > "$work/build.log" 2>&1; then
+if ! (cd "$src" && locked "${UROCE_BUILD_LOCK:-}" timeout 1200 dpkg-buildpackage -us -uc -b -Jauto) > "$work/build.log" 2>&1; then
   tail -40 "$work/build.log"
   echo "FAIL: dpkg-buildpackage"
   exit 1
