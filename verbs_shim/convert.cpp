@@ -38,6 +38,15 @@ uint64_t guid_from_mac(const proto::Mac& m) {
   return v;
 }
 
+// Memory windows of type 1 and 2B, as rxe announces them; XRC (verbs_shim/xrc.cpp).
+uint64_t device_cap_flags() {
+  return IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_MEM_WINDOW |
+         IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_XRC;
+}
+
+// IP-based GIDs (RoCE); no CM: IBV_PORT_CM_SUP is not advertised.
+uint32_t port_cap_flags() { return IBV_PORT_IP_BASED_GIDS; }
+
 void fill_device_attr(ibv_device_attr* a) {
   Runtime& r = rt();
   std::memset(a, 0, sizeof *a);
@@ -51,9 +60,7 @@ void fill_device_attr(ibv_device_attr* a) {
   a->hw_ver = 0;
   a->max_qp = int(r.dcfg.max_qp);
   a->max_qp_wr = int(r.dcfg.max_qp_wr);
-  // Memory windows of type 1 and 2B, as rxe announces them; XRC (verbs_shim/xrc.cpp).
-  a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_SYS_IMAGE_GUID |
-                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_XRC;
+  a->device_cap_flags = unsigned(device_cap_flags());
   a->max_sge = int(E::kMaxSge);
   a->max_sge_rd = int(E::kMaxSge);
   a->max_cq = int(r.dcfg.max_cq);
@@ -94,7 +101,7 @@ void fill_port_attr(ibv_port_attr* a) {
   a->max_mtu = mtu_limit_enum();
   a->active_mtu = ibv_mtu(r.identity.cfg.path_mtu);
   a->gid_tbl_len = int(r.identity.gids.size());
-  a->port_cap_flags = IBV_PORT_IP_BASED_GIDS;   // no CM: IBV_PORT_CM_SUP is not advertised
+  a->port_cap_flags = port_cap_flags();
   a->max_msg_sz = uint32_t(param::kMaxMessage);
   a->pkey_tbl_len = 1;
   a->lid = 0;

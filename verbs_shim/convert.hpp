@@ -13,6 +13,8 @@ namespace uroce::shim {
 // The attribute tables of ibv_query_device and ibv_query_port (runtime started).
 void fill_device_attr(ibv_device_attr* a);
 void fill_port_attr(ibv_port_attr* a);
+uint64_t device_cap_flags();                  // device_cap_flags, also over RDMA netlink
+uint32_t port_cap_flags();                    // port_cap_flags, also over RDMA netlink
 enum ibv_mtu mtu_limit_enum();                // the largest path MTU the link carries
 uint64_t guid_from_mac(const proto::Mac& m);  // node GUID: EUI-64, network byte order
 

@@ -3,6 +3,7 @@
 // liburoce-rdmacm's QP values. Same namespace as the engine's and the port's limits (which it
 // includes), so a shim file names every limit as param::k...; each is defined in one place.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "engine/param.hpp"
@@ -21,6 +22,11 @@ inline constexpr uint32_t kShimMaxPd = 65536;            // max_pd reported
 inline constexpr uint8_t kShimLocalCaAckDelay = 15;      // local_ca_ack_delay reported (4.096 us * 2^15)
 inline constexpr uint8_t kShimPortActiveWidth = 1;       // 1X
 inline constexpr uint8_t kShimPortActiveSpeed = 32;      // EDR, 25 Gb/s; the real rate depends on the link
+// The device over RDMA netlink (verbs_shim/device_netlink.cpp: `rdma dev`, `rdma link`): its index
+// (the kernel numbers its devices from 0) and how many NETLINK_RDMA sockets a program may hold
+// open at once (iproute2's rdma opens one per request and closes it).
+inline constexpr uint32_t kShimNetlinkDevIndex = 0;
+inline constexpr size_t kShimNetlinkSockets = 16;
 // Progress (verbs_shim/progress.hpp, docs/verbs_shim.md). The application called a data-path
 // verb (poll_cq, post_send, post_recv) within this many ns: it is driving the engine, and the
 // poller leaves it alone (UROCE_SHIM_APP_ACTIVE_NS). Also the post_send rule: a post runs

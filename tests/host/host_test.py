@@ -294,7 +294,7 @@ def tools(link="af_xdp"):
     check(nop == 1, f"control: a UDP datagram to 4791 without uroce attached counted {nop} UdpNoPorts, want 1")
     log(f"control: without uroce, one datagram to {addr['b']}:4791 moved UdpNoPorts by {nop}")
     # The device view: the GIDs are the kernel's addresses, each naming the netdev (as rxe's).
-    view = start("a", ["sh", "-c", "ibv_devinfo -v; for i in 0 1; do printf 'gid %s %s %s\\n' $i "
+    view = start("a", ["sh", "-c", "ibv_devinfo -v; rdma link show; rdma dev show; for i in 0 1; do printf 'gid %s %s %s\\n' $i "
                        "$(cat /sys/class/infiniband/uroce_ha/ports/1/gids/$i) "
                        "$(cat /sys/class/infiniband/uroce_ha/ports/1/gid_attrs/ndevs/$i); done"], "view")
     rc = suite.children.finish(view, 30)
@@ -307,6 +307,18 @@ def tools(link="af_xdp"):
     check(re.search(r"^gid 0 fe80:\S+ uh-a$", out, re.M) and re.search(r"^gid 1 \S+:c612:0401 uh-a$", out, re.M),
           f"the device view names netdev uh-a for GIDs 0 and 1: {[l for l in out.splitlines() if l.startswith('gid ')]}")
     check(re.search(r"active_mtu:\s+1024", out) is not None, "active_mtu 1024 on an interface of MTU 1500 (as rxe)")
+    # RDMA netlink (verbs_shim/device_netlink.cpp): iproute2's rdma lists the device as it lists rxe's,
+    # with the interface it sits on, and the node GUID libibverbs gives.
+    link = re.search(r"^link uroce_ha/1 state ACTIVE physical_state LINK_UP netdev uh-a\s*$", out, re.M)
+    check(link is not None, f"rdma link show: 'link uroce_ha/1 state ACTIVE physical_state LINK_UP netdev uh-a': "
+          f"{[l for l in out.splitlines() if l.startswith('link')]}")
+    guid = re.search(r"node_guid:\s+([0-9a-f:]{19})", out)
+    dev = re.search(r"^0: uroce_ha: node_type ca fw (.+) node_guid ([0-9a-f:]{19}) ", out, re.M)
+    check(guid is not None and dev is not None and dev.group(2) == guid.group(1),
+          f"rdma dev show: device 0 uroce_ha, a CA, with ibv_devinfo's node_guid "
+          f"({guid.group(1) if guid else None}): {dev.group(0) if dev else [l for l in out.splitlines() if l.startswith('0:')]}")
+    if link and dev:
+        log(f"rdma link show: {link.group(0).strip()}; rdma dev show: {dev.group(0).strip()}")
 
 
 def gateway():
