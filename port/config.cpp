@@ -199,6 +199,9 @@ bool set_key(EndpointConfig& c, const std::string& key, const std::string& val, 
   } else if (key == "service_drive") {
     if (val != "on" && val != "off") return fail("service_drive is on or off");
     c.service_drive = val == "on";
+  } else if (key == "service_group") {
+    if (val.empty() || val.size() > 64 || val.find_first_of(" /:") != std::string::npos) return fail("bad group name");
+    c.service_group = val;
   } else if (key == "netdev_link") {
     if (val != "af_xdp" && val != "af_packet") return fail("netdev_link is af_xdp or af_packet");
     c.netdev_link = val;

@@ -42,6 +42,9 @@ struct EndpointConfig {
   // uroced's: attached processes may drive the port themselves where a DPDK secondary can poll it
   // (memif), so that a busy device needs no busy daemon (port/service/pump.hpp).
   bool service_drive = true;
+  // uroced's: a group whose members may attach besides root and the daemon's user (a name or a
+  // number; empty: none), as /dev/infiniband/uverbs* may be a group's (port/service/access.hpp).
+  std::string service_group;
   bool have_link_local = false;        // the netdev's own link-local address (else made from the MAC)
   proto::Ip6 link_local{};
   int port = -1;                       // DPDK port id; -1: the first available

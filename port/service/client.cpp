@@ -39,6 +39,36 @@ namespace uroce::port::service {
 
 namespace {
 
+// While it lives, a process that is not root sees XDG_RUNTIME_DIR = the directory two levels above
+// the daemon's runtime directory (RUN/dpdk/PREFIX), so its EAL finds RUN/dpdk/PREFIX; the old
+// value comes back after.
+class RuntimeDirFor {
+ public:
+  explicit RuntimeDirFor(const char* daemon_dir) {
+    const std::string d(daemon_dir, strnlen(daemon_dir, 108));
+    const size_t a = d.find_last_of('/');
+    const size_t b = a == std::string::npos || a == 0 ? std::string::npos : d.find_last_of('/', a - 1);
+    if (::getuid() == 0 || b == std::string::npos || d.compare(b, a - b, "/dpdk") != 0) return;
+    const char* old = std::getenv("XDG_RUNTIME_DIR");
+    had_ = old != nullptr;
+    if (old) old_ = old;
+    ::setenv("XDG_RUNTIME_DIR", d.substr(0, b).c_str(), 1);
+    set_ = true;
+  }
+  ~RuntimeDirFor() {
+    if (!set_) return;
+    if (had_) ::setenv("XDG_RUNTIME_DIR", old_.c_str(), 1);
+    else ::unsetenv("XDG_RUNTIME_DIR");
+  }
+  RuntimeDirFor(const RuntimeDirFor&) = delete;
+  RuntimeDirFor& operator=(const RuntimeDirFor&) = delete;
+
+ private:
+  bool set_ = false, had_ = false;
+  std::string old_;
+};
+
+
 int connect_to(const std::string& device) {
   const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
@@ -108,6 +138,9 @@ std::unique_ptr<ServiceLink> ServiceLink::attach(const EndpointConfig& cfg, std:
                                   "--no-pci", "--no-telemetry", lcores_of_affinity(w.lcore)};
   for (const std::string& a : cfg.eal)
     if (a.rfind("--log-level", 0) == 0) eal.push_back(a);
+  // DPDK looks for a primary's files under /var/run/dpdk when run by root, else under
+  // $XDG_RUNTIME_DIR/dpdk: a process of another user (uroced --group) is pointed at the daemon's.
+  const RuntimeDirFor dir_for(w.runtime_dir);
   if (!detail::start_eal(eal, {}, err)) {
     err = "attaching to uroced's memory: " + err;
     return nullptr;

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_memzone.h>
 #include <rte_mbuf.h>
@@ -126,8 +127,11 @@ std::unique_ptr<Daemon> Daemon::open(const EndpointConfig& cfg_in, std::string& 
   eal.push_back(std::to_string(mem_mb));
   cfg.eal = eal;
   if (!ensure_hugepages(std::max(mem_mb + 32, param::kServiceHugepagesMb), err)) return nullptr;
+  if (!resolve_group(cfg.service_group, d->access_, err)) return nullptr;
   d->link_ = DpdkLink::open(cfg, err);
   if (!d->link_) return nullptr;
+  d->runtime_dir_ = rte_eal_get_runtime_dir();
+  share_files(d->access_, d->runtime_dir_, d->prefix_);
   d->drive_allowed_ = cfg.service_drive;
   d->doorbell_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (!d->make_rings(err)) return nullptr;
@@ -399,6 +403,7 @@ void Daemon::fill_welcome(uint32_t i, Welcome& w) const {
   w.netdev_ifindex = uint32_t(link_->config().netdev_ifindex);
   std::memcpy(w.mac, link_->mac().data(), 6);
   copy_str(w.file_prefix, sizeof w.file_prefix, prefix_);
+  copy_str(w.runtime_dir, sizeof w.runtime_dir, runtime_dir_);
   copy_str(w.netdev, sizeof w.netdev, link_->config().netdev);
   copy_str(w.describe, sizeof w.describe, link_->describe());
   copy_str(w.pool, sizeof w.pool, link_->mempool()->name);
@@ -422,16 +427,16 @@ void Daemon::accept_one() {
     (void)::send(fd, &r, sizeof r, MSG_NOSIGNAL);
     ::close(fd);
   };
-  // The device's users: root and the daemon's own user (as /dev/infiniband/uverbs* is root's).
-  ucred cred{};
-  socklen_t cl = sizeof cred;
-  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || (cred.uid != 0 && cred.uid != ::geteuid()))
-    return refuse("permission denied: the device is root's and uroced's user's");
   Hello h;
   pollfd p{fd, POLLIN, 0};
   if (::poll(&p, 1, int(param::kServiceReplyWaitMs)) != 1 || ::recv(fd, &h, sizeof h, 0) != ssize_t(sizeof h) ||
       h.type != Msg::Hello)
     return refuse("no hello");
+  // The device's users: root, the daemon's own user and its group if it has one (access.hpp).
+  // Asked after the hello is read: a socket closed with a message unread resets its peer, which
+  // would then not read why it was refused.
+  std::string why;
+  if (!peer_allowed(fd, access_, why)) return refuse(why);
   if (h.version != kVersion) return refuse("protocol version " + std::to_string(h.version) + ", uroced speaks " +
                                            std::to_string(kVersion));
   uint32_t i = 0;
@@ -445,6 +450,8 @@ void Daemon::accept_one() {
   Hold hold(*this);
   pump_->drain(i);
   pump_->refill(i);
+  // Memory DPDK mapped since the last attach has page files of its own: the group's too.
+  share_files(access_, runtime_dir_, prefix_);
   Welcome w;
   fill_welcome(i, w);
   if (send_with_fd(fd, &w, sizeof w, doorbell_) != ssize_t(sizeof w)) {

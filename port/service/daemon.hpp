@@ -27,6 +27,7 @@
 #include "port/config.hpp"
 #include "port/dpdk_link.hpp"
 #include "port/param.hpp"
+#include "port/service/access.hpp"
 #include "port/service/pump.hpp"
 
 struct rte_ring;
@@ -108,6 +109,8 @@ class Daemon {
 
   std::unique_ptr<DpdkLink> link_;
   std::string prefix_;
+  Access access_;                     // who may attach besides root and our user (access.hpp)
+  std::string runtime_dir_;           // our EAL's runtime directory (sent to processes)
   int listen_fd_ = -1;
   int doorbell_ = -1;                 // eventfd: drivers ring it when they hand us frames
   std::vector<Slot> slots_ = std::vector<Slot>(param::kServiceMaxProcs);

@@ -14,7 +14,7 @@
 
 namespace uroce::port::service {
 
-inline constexpr uint32_t kVersion = 3;
+inline constexpr uint32_t kVersion = 4;
 inline constexpr uint32_t kMaxGids = param::kGidTableMax;
 
 // The abstract socket the daemon of device `name` listens on (per network namespace, as the
@@ -57,6 +57,7 @@ struct Welcome {
   uint32_t netdev_ifindex = 0;
   uint8_t mac[6] = {};
   char file_prefix[64] = {};  // the daemon's EAL --file-prefix (the secondary's must match)
+  char runtime_dir[108] = {}; // the daemon's EAL runtime directory (a process of another user finds it so)
   char netdev[16] = {};
   char describe[128] = {};
   char pool[32] = {};         // (the slot's rings: pump.hpp slot_ring_names)         // the mbuf pool (a process that drives the port takes from it)

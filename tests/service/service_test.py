@@ -18,6 +18,9 @@ run through scripts/uroce-run, which attaches to the namespace's daemon. Scenari
   fatal  uroced stopped under a running program: ibv_asyncwatch gets IBV_EVENT_DEVICE_FATAL,
          ib_write_bw ends with an error instead of hanging; a second uroced for the same device
          is refused; a new uroced serves new processes.
+  group  uroced --group G: two processes of another user in group G use the device (a pingpong,
+         every byte checked), one outside the group is refused with the reason; the daemon's DPDK
+         runtime directory and hugepage files are the group's (2770 and 0660), no one else's.
   crowd  sixteen idle processes on device a (pingpong servers waiting, a QP each) take only their
          share of its buffer pool: a pingpong pair beside them runs, every byte checked.
   drive  two devices on the two ends of a memif link (no namespaces: memif is a unix socket),
@@ -31,6 +34,7 @@ Every run is bounded; daemons, namespaces, hugepage files and processes are remo
 """
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -42,7 +46,7 @@ import driver  # noqa: E402  (tests/support/driver.py)
 
 suite = driver.Suite(options=[(["--uroced"], {"required": True}), (["--xdp-prog"], {"required": True}),
                               (["--hold-and-die"], {"required": True})],
-                     scenarios=["share", "loop", "fatal", "drive", "crowd"], grace=2.0)
+                     scenarios=["share", "loop", "fatal", "drive", "crowd", "group"], grace=2.0)
 log, check = driver.log, driver.check
 NS = {"a": "uroce-sa", "b": "uroce-sb"}
 IF = {"a": "us-a", "b": "us-b"}
@@ -90,9 +94,9 @@ def env():
     return e
 
 
-def daemon_up(side, name=None):
+def daemon_up(side, name=None, extra=()):
     name = name or f"uroced-{side}"
-    p = suite.children.start(ns(side) + ["stdbuf", "-oL", "-eL", suite.args.uroced, "--netdev", IF[side]],
+    p = suite.children.start(ns(side) + ["stdbuf", "-oL", "-eL", suite.args.uroced, "--netdev", IF[side]] + list(extra),
                              out=os.path.join(tmp, name + ".log"), env=env())
     t0 = time.time()
     while time.time() - t0 < 20 and p.poll() is None and "uroced: serving" not in output(name):
@@ -505,6 +509,74 @@ def crowd():
             check(int(m.group(3)) == 0, f"device {side}: no fill ring left short of buffers ({m.group(0)})")
 
 
+GROUP = 4791        # a group number with no name: the test adds nothing to /etc/group
+NOBODY = 65534
+
+
+def group():
+    """uroced --group: processes of another user in the group attach and work; one outside it is
+    refused with the reason; the daemon's DPDK files are the group's and nobody else's."""
+    topology_up()
+    hugepages_up()
+    if not daemon_up("a", extra=["--group", str(GROUP)]):
+        return
+    # What a process of another user runs: a copy of uroce-run and the libraries in a directory
+    # every user may read (the source tree may be in one only root enters).
+    pub = tempfile.mkdtemp(prefix="uroce-group-")
+    os.chmod(pub, 0o755)
+    for d in ("scripts", "lib"):
+        os.makedirs(os.path.join(pub, d))
+    shutil.copy2(suite.run, os.path.join(pub, "scripts", "uroce-run"))
+    lib = os.path.join(pub, "lib", "liburoce-verbs.so")
+    shutil.copy2(suite.args.lib, lib)
+    cm = os.path.join(os.path.dirname(suite.args.lib), "rdmacm", "liburoce-rdmacm.so")
+    if os.path.exists(cm):
+        shutil.copy2(cm, os.path.join(pub, "lib", "liburoce-rdmacm.so"))
+    for root, dirs, files in os.walk(pub):
+        for f in dirs + files:
+            os.chmod(os.path.join(root, f), 0o755)
+
+    def start_as(groups, args, name):
+        who = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}"] + ([f"--groups={groups}"] if groups else ["--clear-groups"])
+        cmd = ns("a") + who + ["env", "HOME=/tmp", "stdbuf", "-oL", "-eL", os.path.join(pub, "scripts", "uroce-run"),
+                                "--lib", lib, "--netdev", IF["a"], "--"] + args
+        return suite.children.start(cmd, out=os.path.join(tmp, name + ".log"), env=env())
+
+    try:
+        run_dir = "/var/run/dpdk/uroced-uroce_" + IF["a"]
+        st = os.stat(run_dir)
+        parent = os.stat(os.path.dirname(run_dir)).st_mode
+        pages = [os.path.join(d, n) for d in ("/dev/hugepages",) if os.path.isdir(d) for n in os.listdir(d)
+                 if n.startswith("uroced-uroce_" + IF["a"] + "map_")]
+        bad = [p for p in pages if os.stat(p).st_gid != GROUP or os.stat(p).st_mode & 0o777 != 0o660]
+        log(f"{run_dir}: group {st.st_gid}, mode {oct(st.st_mode & 0o7777)}; its parent {oct(parent & 0o777)}; "
+            f"{len(pages)} hugepage files, {len(bad)} not the group's 0660")
+        check(st.st_gid == GROUP and st.st_mode & 0o7777 == 0o2770, f"the runtime directory is the group's, 2770: {oct(st.st_mode)}")
+        check(parent & 0o011 == 0o011 and parent & 0o004 == 0, f"its parent may be crossed, not listed, by others: {oct(parent)}")
+        check(pages and not bad, f"the hugepage files are the group's, 0660: {bad[:3]} of {len(pages)}")
+        out_p = start_as(None, ["ibv_devinfo"], "outsider")
+        rc = suite.children.finish(out_p, 30)
+        why = re.search(r"uroced refused: (.*)", output("outsider"))
+        log(f"a process of user {NOBODY} outside group {GROUP}: ibv_devinfo exit {rc}: {why.group(0) if why else output('outsider')[-200:]}")
+        check(rc != 0 and why is not None and "permission denied" in why.group(1),
+              f"a process outside the group is refused with the reason: {output('outsider')[-300:]}")
+        pp = ["ibv_rc_pingpong", "-g", "1", "-s", "4096", "-n", "300", "--chk"]
+        srv = start_as(GROUP, pp, "member-server")
+        check(wait_port("a", 18515, srv), f"member's pingpong server listening: {output('member-server')[-300:]}")
+        cli = start_as(GROUP, pp + [ADDR["a"]], "member-client")
+        crc, src = suite.children.finish(cli, 60), suite.children.finish(srv, 20)
+        ok, why = pingpong_ok("group", output("member-server"), output("member-client"), 300)
+        members = pids_of("ibv_rc_pingpong", "uroced-a")
+        log(f"two processes of user {NOBODY} in group {GROUP} on one device: ibv_rc_pingpong --chk exits {src}/{crc}: "
+            f"{why}; attached: {len(members)}")
+        check(src == 0 and crc == 0 and ok and len(members) == 2,
+              f"members of the group use the device: {src}/{crc} {why}\n{output('member-client')[-400:]}")
+    finally:
+        shutil.rmtree(pub, ignore_errors=True)
+    rc = daemon_down("a")
+    check(rc == 0, f"uroced-a stopped cleanly: {rc} {output('uroced-a')[-300:]}")
+
+
 def cleanup():
     suite.cleanup()
     topology_down()
@@ -513,4 +585,4 @@ def cleanup():
 
 
 driver.on_signals(cleanup)
-driver.run_scenario({"share": share, "loop": loop, "fatal": fatal, "drive": drive, "crowd": crowd}, suite.args.scenario, cleanup)
+driver.run_scenario({"share": share, "loop": loop, "fatal": fatal, "drive": drive, "crowd": crowd, "group": group}, suite.args.scenario, cleanup)

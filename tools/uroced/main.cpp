@@ -5,6 +5,8 @@
 //   uroced --config FILE     the device of a uroce config file (memif, af_packet, a PCI NIC, a netdev)
 //   uroced --netdev IFACE    the host's interface IFACE beside the kernel, device uroce_IFACE (the
 //                            same two-line config uroce-run --netdev writes)
+//   --group G                processes of group G (a name or a number) may attach too, besides
+//                            root and uroced's user (config key service_group; docs/service.md)
 // Runs in the foreground until SIGINT or SIGTERM; "uroced: serving" on stdout says it is ready.
 #include <signal.h>
 #include <unistd.h>
@@ -25,18 +27,19 @@ std::atomic<bool> g_stop{false};
 void on_signal(int) { g_stop = true; }
 
 int usage() {
-  std::fprintf(stderr, "usage: uroced --config FILE | --netdev IFACE\n");
+  std::fprintf(stderr, "usage: uroced --config FILE | --netdev IFACE [--group G]\n");
   return 2;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string config, netdev;
+  std::string config, netdev, group;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--config" && i + 1 < argc) config = argv[++i];
     else if (a == "--netdev" && i + 1 < argc) netdev = argv[++i];
+    else if (a == "--group" && i + 1 < argc) group = argv[++i];
     else if (a == "-h" || a == "--help") {
       usage();
       return 0;
@@ -62,6 +65,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   cfg->service = "off";  // the daemon's link is its own
+  if (!group.empty()) cfg->service_group = group;
   auto d = uroce::port::service::Daemon::open(*cfg, err);
   if (!d) {
     std::fprintf(stderr, "uroced: %s: %s\n", cfg->name.c_str(), err.c_str());
