@@ -22,7 +22,9 @@ run through scripts/uroce-run, which attaches to the namespace's daemon. Scenari
          every byte checked), one outside the group is refused with the reason; the daemon's DPDK
          runtime directory and hugepage files are the group's (2770 and 0660), no one else's.
   crowd  sixteen idle processes on device a (pingpong servers waiting, a QP each) take only their
-         share of its buffer pool: a pingpong pair beside them runs, every byte checked.
+         share of its buffer pool: a pingpong pair beside them runs, every byte checked. Then a
+         process stopped with SIGSTOP while a peer writes to it: its frames past its share are
+         dropped and counted, another pair runs meanwhile, the writer ends with an error.
   drive  two devices on the two ends of a memif link (no namespaces: memif is a unix socket),
          where the attached processes drive the port themselves (port/service/pump.hpp): two
          ibv_rc_pingpong pairs across the link and one inside device a (--chk), an rping across
@@ -495,6 +497,27 @@ def crowd():
     src, crc, ok, why = pingpong_pair("b", "a", ["ibv_rc_pingpong", "-g", "1", "-s", "4096", "-n", "500", "--chk"], 500, "crowd")
     log(f"ibv_rc_pingpong --chk beside them: exits {src}/{crc}: {why}")
     check(crc == 0 and src == 0 and ok, f"pingpong beside 16 idle processes: {src}/{crc} {why}\n{output('pp-client')[-500:]}")
+    # A process stopped (SIGSTOP) while a peer writes to it: the frames for it fill its rx ring up
+    # to its share, the rest are dropped and counted (uroced's "ring full"), as a NIC queue nobody
+    # reads; the device's other processes go on. The writer's retries then run out, as toward any
+    # peer that stops answering (the responder is the stopped process's engine).
+    bw = ["ib_write_bw", "-x", "1", "-s", "65536", "-D", "20", "-p", "18600"]
+    victim = start("a", bw, "victim")
+    check(wait_port("a", 18600, victim), f"ib_write_bw server listening: {output('victim')[-300:]}")
+    writer = start("b", bw + [ADDR["a"]], "writer")
+    check(wait_for(lambda: "#bytes" in output("writer"), 20), f"the writer started: {output('writer')[-300:]}")
+    time.sleep(1.0)
+    driver.kill_group(victim, signal.SIGSTOP)
+    t_stop = time.time()
+    src, crc, ok, why = pingpong_pair("b", "a", ["ibv_rc_pingpong", "-g", "1", "-s", "4096", "-n", "300", "--chk"], 300, "stopped")
+    log(f"ibv_rc_pingpong --chk beside a stopped process that is being written to: exits {src}/{crc}: {why}")
+    check(crc == 0 and src == 0 and ok, f"pingpong beside a stopped process: {src}/{crc} {why}\n{output('pp-client')[-500:]}")
+    wrc = suite.children.finish(writer, 30)
+    log(f"the writer to the stopped process ended {time.time() - t_stop:.1f} s after the stop, exit {wrc}: "
+        f"{' '.join(l.strip() for l in output('writer').splitlines() if 'error' in l.lower())[:200]}")
+    check(wrc is not None and wrc != 0, f"the writer to a stopped process ends with an error, not a hang: {wrc}")
+    driver.kill_group(victim, signal.SIGKILL)
+    suite.children.finish(victim, 10)
     for p in idle:
         driver.kill_group(p, signal.SIGTERM)
     for p in idle:
@@ -507,6 +530,10 @@ def crowd():
         check(rc == 0 and m is not None, f"uroced-{side} stopped cleanly with its pool's figures: {rc} {line}")
         if m:
             check(int(m.group(3)) == 0, f"device {side}: no fill ring left short of buffers ({m.group(0)})")
+        full = re.search(r"ring full (\d+)", line)
+        if side == "a":
+            check(full is not None and int(full.group(1)) > 0,
+                  f"device a dropped and counted the frames past the stopped process's share: {full.group(0) if full else line}")
 
 
 GROUP = 4791        # a group number with no name: the test adds nothing to /etc/group
