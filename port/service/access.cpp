@@ -77,18 +77,6 @@ void give(const std::string& path, gid_t g, mode_t mode) {
   if ((st.st_mode & 07777) != mode && ::chmod(path.c_str(), mode) != 0) say_once("chmod " + path);
 }
 
-// Every hugetlbfs mount's directory (DPDK puts its page files in the one of its page size).
-std::vector<std::string> hugetlbfs_dirs() {
-  std::vector<std::string> out;
-  std::ifstream m("/proc/mounts");
-  std::string dev, dir, type, rest;
-  while (m >> dev >> dir >> type) {
-    std::getline(m, rest);
-    if (type == "hugetlbfs") out.push_back(dir);
-  }
-  return out;
-}
-
 template <typename F>
 void each_entry(const std::string& dir, F f) {
   DIR* d = ::opendir(dir.c_str());
@@ -101,6 +89,17 @@ void each_entry(const std::string& dir, F f) {
 }
 
 }  // namespace
+
+std::vector<std::string> hugetlbfs_dirs() {
+  std::vector<std::string> out;
+  std::ifstream m("/proc/mounts");
+  std::string dev, dir, type, rest;
+  while (m >> dev >> dir >> type) {
+    std::getline(m, rest);
+    if (type == "hugetlbfs") out.push_back(dir);
+  }
+  return out;
+}
 
 void share_files(const Access& a, const std::string& runtime_dir, const std::string& prefix) {
   if (!a.have_group || runtime_dir.empty()) return;

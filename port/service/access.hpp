@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <vector>
 
 namespace uroce::port::service {
 
@@ -29,5 +30,8 @@ bool peer_allowed(int fd, const Access& a, std::string& why);
 // The daemon's DPDK files (runtime directory `runtime_dir`, hugepage files named `prefix`...)
 // opened to the device's group. Nothing without a group. Failures are said on stderr once.
 void share_files(const Access& a, const std::string& runtime_dir, const std::string& prefix);
+
+// Every hugetlbfs mount's directory (DPDK puts its page files in the one of its page size).
+std::vector<std::string> hugetlbfs_dirs();
 
 }  // namespace uroce::port::service

@@ -39,16 +39,7 @@ long read_long(const std::string& path) {
   return f ? v : -1;
 }
 
-bool hugetlbfs_mounted() {
-  std::ifstream m("/proc/mounts");
-  std::string dev, dir, type;
-  std::string rest;
-  while (m >> dev >> dir >> type) {
-    std::getline(m, rest);
-    if (type == "hugetlbfs") return true;
-  }
-  return false;
-}
+bool hugetlbfs_mounted() { return !hugetlbfs_dirs().empty(); }
 
 // An abstract unix socket address: "\0name".
 socklen_t abstract_addr(const std::string& name, sockaddr_un& a) {
