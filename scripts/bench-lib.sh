@@ -1,5 +1,5 @@
 # Helpers the memif benchmarks share (sourced by scripts/bench-side.sh, bench-qps.sh,
-# bench-capture.sh, from the source tree's top).
+# bench-capture.sh, bench-port.sh and bench-service.sh, from the source tree's top).
 
 # The build the bench runs: build-bench, a release build, made here if missing and brought up
 # to date; any other directory is used as it is.

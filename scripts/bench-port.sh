@@ -42,9 +42,8 @@ setup_link() {
   if [ "$1" != memif ] && [ $NETNS = 0 ]; then scripts/netns-pair up; NETNS=1; fi
 }
 
-wait_memif() {  # the memif server's abstract socket is listening
-  for _ in $(seq 100); do grep -q "@/tmp/uroce-memif.sock" /proc/net/unix && return; sleep 0.05; done
-}
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh  # wait_memif
 
 raw_rate() {
   "${SRV_NS[@]}" "$GEN" --config "$SRV_CFG" rx -t "$SECS" > /tmp/uroce-bench-rx.log 2>&1 & PIDS+=($!)

@@ -45,9 +45,8 @@ for s in server client; do
 done
 { cat "$TMPD/server.conf"; echo "service_drive = off"; } > "$TMPD/server-nodrive.conf"
 
-wait_memif() {
-  for _ in $(seq 200); do grep -q "@/tmp/uroce-memif.sock" /proc/net/unix && return; sleep 0.05; done
-}
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh  # wait_memif
 
 # run MODE SIZE ITERS -> the client's result line
 run() {
