@@ -380,8 +380,13 @@ SHIM_EXPORT ssize_t sendmsg(int fd, const msghdr* m, int flags) {
 SHIM_EXPORT ssize_t recvmsg(int fd, msghdr* m, int flags) {
   Fake f;
   if (!find_fake(fd, f)) return LIBC(recvmsg)(fd, m, flags);
+  // The room the caller gave for the address (the unix socket's recvmsg sets it to 0: no name).
+  socklen_t room = m->msg_namelen;
   const ssize_t n = LIBC(recvmsg)(fd, m, flags);
-  if (n >= 0 && m->msg_name) uroce::shim::kernel_address(static_cast<sockaddr*>(m->msg_name), &m->msg_namelen);
+  if (n >= 0 && m->msg_name) {
+    uroce::shim::kernel_address(static_cast<sockaddr*>(m->msg_name), &room);
+    m->msg_namelen = room;
+  }
   return n;
 }
 
