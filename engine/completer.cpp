@@ -86,6 +86,12 @@ void complete_acked(Device& dev, Qp& qp, uint32_t psn, bool inclusive) {
   // still waiting for its responses complete as soon as it does.
   const uint32_t covered = inclusive ? psn : psn_add(psn, -1);
   if (!t.acked_valid || proto::psn_after(covered, t.acked_psn)) {
+    // The responder has PSNs it had not acknowledged before: progress, for retry_cnt too, even
+    // while the oldest WQE (a READ or atomic waiting for its responses) cannot complete. Its
+    // answers were lost; without this, each gap NAKed behind it took a retry that nothing gave
+    // back, and seven gaps ended a QP whose peer was answering (retry_cnt counts consecutive
+    // failures to progress, as a ConnectX counts them).
+    t.retries_left = qp.attrs.retry_cnt;
     t.acked_psn = covered;
     t.acked_valid = true;
   }
@@ -99,13 +105,18 @@ void complete_acked(Device& dev, Qp& qp, uint32_t psn, bool inclusive) {
       continue;
     }
     int32_t d = psn_diff(psn, w.first_psn);  // how far the ACK reaches into this WQE
-    if (!inclusive) --d;
-    if (d < 0) break;
     if (w.is_read_or_atomic()) {
-      // An ACK beyond a READ or atomic whose responses never came: they were lost.
-      if (uint32_t(d) >= w.npkts && inclusive) reissue(dev, qp, w);
+      // An ACK or a sequence NAK beyond a READ or atomic whose responses never came: the
+      // responder has it (a NAK names the PSN it expects, so it has everything before), its
+      // responses were lost. Asked again at once: left waiting for the QP timer, every later gap
+      // NAKed meanwhile would take a retry with nothing to reset them (the oldest WQE does not
+      // complete), and seven such gaps ended the QP (the soak's CMP_SWAP, RETRY_EXC_ERR after
+      // 19 minutes of 1% faults).
+      if (d >= 0 && uint32_t(d) >= w.npkts) reissue(dev, qp, w);
       break;
     }
+    if (!inclusive) --d;
+    if (d < 0) break;
     // Packets sent before a restart count as sent (sent_max): a responder may acknowledge a
     // copy that went out before an RNR NAK or a NAK rewound the send point (a probe that reached
     // it after its receive was posted), before the resend goes out.

@@ -807,6 +807,63 @@ TEST_F(Recovery, SelectiveResendSkipsAnAnsweredAtomic) {
   EXPECT_EQ(v, 41u) << "the kept answer is in place";
 }
 
+// An atomic's answer lost, and a sequence NAK for a later gap: the NAK names the PSN the
+// responder expects, so it has the atomic; the atomic is asked again at once, beside the resend
+// from the gap. Before, only an ACK beyond it did that: NAKs for gaps behind it each took a
+// retry, none was given back while it waited, and the soak's CMP_SWAP ended with RETRY_EXC_ERR.
+TEST_F(Recovery, ANakBeyondAnUnansweredAtomicAsksItAgain) {
+  make(16);
+  Sge s{pr->a.addr(), 8, pr->a.mr->lkey};
+  SendWr w = wr_to(pr->b, 1, WrOpcode::AtomicCmpSwp, &s);
+  w.compare_add = 0;
+  w.swap = 7;
+  ASSERT_EQ(pr->a.dev->post_send(pr->a.qp, w), 0);
+  post_write(8 * 256, 2);
+  turn();
+  ASSERT_EQ(psns(0), (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7, 8}));
+  const uint8_t retries = pr->a.qp->attrs.retry_cnt;
+  answer(0x60, proto::psn_add(first, 4));  // the atomic and +1..+3 arrived; its answer did not
+  turn();
+  bool atomic_again = false;
+  for (size_t i = 9; i < sent.size(); ++i)
+    if (sent[i].opcode == op::kCmpSwap && sent[i].psn == first) atomic_again = true;
+  EXPECT_TRUE(atomic_again) << "the atomic asked again: " << ::testing::PrintToString(psns(9));
+  proto::Packet ack = forge(pr->b, pr->a, op::kAtomicAck, first);  // its answer, replayed
+  ack.ack_req = false;
+  ack.aeth = {0x1F, 1};
+  ack.atomic_ack_orig = 0;
+  inject(pr->wire.a(), ack);
+  turn();
+  Wc wc;
+  ASSERT_EQ(pr->a.dev->poll_cq(pr->a.scq, 1, &wc), 1);
+  EXPECT_EQ(wc.wr_id, 1u);
+  EXPECT_EQ(wc.status, WcStatus::Success);
+  EXPECT_EQ(pr->a.qp->tx.retries_left, retries) << "its answer is progress: every retry given back";
+}
+
+// Gaps NAKed one after another behind an atomic whose answer is lost (and lost again when asked
+// again): each NAK names a PSN the responder had not acknowledged before, which is progress,
+// so none of them ends the QP. Before, each took a retry and nothing gave one back while the
+// atomic waited: the eighth gap ended the QP with RETRY_EXC_ERR.
+TEST_F(Recovery, GapsBehindAWaitingAtomicEndNothing) {
+  make(64);
+  Sge s{pr->a.addr(), 8, pr->a.mr->lkey};
+  SendWr w = wr_to(pr->b, 1, WrOpcode::AtomicFetchAdd, &s);
+  w.compare_add = 1;
+  ASSERT_EQ(pr->a.dev->post_send(pr->a.qp, w), 0);
+  post_write(32 * 256, 2);
+  turn();
+  ASSERT_EQ(sent.size(), 33u);
+  const uint8_t retries = pr->a.qp->attrs.retry_cnt;
+  for (uint32_t gap = 2; gap <= 32; gap += 3) {  // eleven gaps, each past the one before
+    answer(0x60, proto::psn_add(first, gap));
+    turn();
+    ASSERT_EQ(pr->a.qp->state(), QpState::Rts) << "after the NAK at +" << gap;
+  }
+  EXPECT_EQ(pr->a.qp->tx.retries_left, retries - 1) << "the last gap's retry only";
+  EXPECT_EQ(pr->a.qp->counters().retry_exceeded_err, 0u);
+}
+
 // With a round trip measured, the probe comes after a few of them (at least the floor).
 TEST_F(Recovery, ProbeTimeFollowsTheMeasuredRtt) {
   make();
