@@ -68,7 +68,6 @@ class RuntimeDirFor {
   std::string old_;
 };
 
-
 int connect_to(const std::string& device) {
   const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
@@ -111,10 +110,9 @@ std::unique_ptr<ServiceLink> ServiceLink::attach(const EndpointConfig& cfg, std:
   Hello h;
   h.pid = int32_t(::getpid());
   copy_str(h.comm, sizeof h.comm, own_comm());
-  if (::send(l->fd_, &h, sizeof h, MSG_NOSIGNAL) != ssize_t(sizeof h)) {
-    err = std::string("uroced: ") + std::strerror(errno);
-    return nullptr;
-  }
+  // A daemon that refuses us may have answered and closed before our hello arrived: the send
+  // fails then, and its answer is still to be read.
+  const int sent_errno = ::send(l->fd_, &h, sizeof h, MSG_NOSIGNAL) == ssize_t(sizeof h) ? 0 : errno;
   alignas(8) uint8_t buf[sizeof(Welcome) + sizeof(Refused)];
   pollfd p{l->fd_, POLLIN, 0};
   const ssize_t got =
@@ -125,6 +123,10 @@ std::unique_ptr<ServiceLink> ServiceLink::attach(const EndpointConfig& cfg, std:
     Refused r;
     std::memcpy(&r, buf, sizeof r);
     err = "uroced refused: " + std::string(r.why, strnlen(r.why, sizeof r.why));
+    return nullptr;
+  }
+  if (sent_errno) {
+    err = std::string("uroced: ") + std::strerror(sent_errno);
     return nullptr;
   }
   Welcome w;

@@ -413,21 +413,25 @@ void Daemon::accept_one() {
   const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
   if (fd < 0) return;
   auto refuse = [fd](const std::string& why) {
+    // What the process sent is read first (without waiting): a unix socket closed with a
+    // message unread resets its peer, which would then not read why it was refused.
+    Hello unread;
+    while (::recv(fd, &unread, sizeof unread, MSG_DONTWAIT) > 0) {
+    }
     Refused r;
     copy_str(r.why, sizeof r.why, why);
     (void)::send(fd, &r, sizeof r, MSG_NOSIGNAL);
     ::close(fd);
   };
+  // The device's users: root, the daemon's own user and its group if it has one (access.hpp).
+  // Asked before anything is awaited from the process: anyone else cannot hold the daemon.
+  std::string why;
+  if (!peer_allowed(fd, access_, why)) return refuse(why);
   Hello h;
   pollfd p{fd, POLLIN, 0};
   if (::poll(&p, 1, int(param::kServiceReplyWaitMs)) != 1 || ::recv(fd, &h, sizeof h, 0) != ssize_t(sizeof h) ||
       h.type != Msg::Hello)
     return refuse("no hello");
-  // The device's users: root, the daemon's own user and its group if it has one (access.hpp).
-  // Asked after the hello is read: a socket closed with a message unread resets its peer, which
-  // would then not read why it was refused.
-  std::string why;
-  if (!peer_allowed(fd, access_, why)) return refuse(why);
   if (h.version != kVersion) return refuse("protocol version " + std::to_string(h.version) + ", uroced speaks " +
                                            std::to_string(kVersion));
   uint32_t i = 0;
