@@ -587,6 +587,16 @@ def group():
         log(f"a process of user {NOBODY} outside group {GROUP}: ibv_devinfo exit {rc}: {why.group(0) if why else output('outsider')[-200:]}")
         check(rc != 0 and why is not None and "permission denied" in why.group(1),
               f"a process outside the group is refused with the reason: {output('outsider')[-300:]}")
+        # One outside the group that connects and sends nothing: refused at once, not waited for
+        # (the daemon serves everyone from one thread).
+        silent = ("import socket, sys; s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET); "
+                  f"s.connect('\\0uroced-uroce_{IF['a']}'); s.settimeout(3); "
+                  "m = s.recv(512); sys.stdout.write(m[4:].split(b'\\0')[0].decode())")
+        quiet = subprocess.run(ns("a") + ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+                                          "python3", "-c", silent], capture_output=True, text=True, timeout=20)
+        log(f"a silent connection from outside the group: {quiet.stdout or quiet.stderr.strip()[-200:]}")
+        check(quiet.returncode == 0 and "permission denied" in quiet.stdout,
+              f"a silent process outside the group is refused without a hello: {quiet.stdout} {quiet.stderr[-300:]}")
         pp = ["ibv_rc_pingpong", "-g", "1", "-s", "4096", "-n", "300", "--chk"]
         srv = start_as(GROUP, pp, "member-server")
         check(wait_port("a", 18515, srv), f"member's pingpong server listening: {output('member-server')[-300:]}")
