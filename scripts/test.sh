@@ -92,7 +92,7 @@ UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_EVENTS=no UCX_IB_REG
 phase "fuzz"
 fuzz_results=()
 for t in parse locate cm engine cm_engine; do
-  if bash scripts/fuzz.sh "${UROCE_FUZZ_SECONDS:-10}" "$t"; then fuzz_results+=(0); else fuzz_results+=(1); status=1; fi
+  if bash scripts/fuzz.sh "${UROCE_FUZZ_SECONDS:-5}" "$t"; then fuzz_results+=(0); else fuzz_results+=(1); status=1; fi
 done
 
 phase ""
