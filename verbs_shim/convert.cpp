@@ -109,7 +109,7 @@ void fill_port_attr(ibv_port_attr* a) {
   a->max_vl_num = 1;
   a->active_width = param::kShimPortActiveWidth;
   a->active_speed = param::kShimPortActiveSpeed;
-  a->phys_state = 5;      // LinkUp
+  a->phys_state = param::kShimPortPhysState;
   a->link_layer = IBV_LINK_LAYER_ETHERNET;
 }
 

@@ -131,8 +131,7 @@ uint16_t nldev_type(uint16_t op) { return uint16_t(RDMA_NL_GET_TYPE(RDMA_NL_NLDE
 // An error, or with 0 the acknowledgement, of request `req` (its header only: NLM_F_CAPPED).
 void put_error(std::vector<uint8_t>& out, const nlmsghdr& req, int error, uint32_t portid) {
   Msg m(out, NLMSG_ERROR, NLM_F_CAPPED, req.nlmsg_seq, portid);
-  const int e = error;
-  m.raw(&e, sizeof e);
+  m.raw(&error, sizeof error);
   m.raw(&req, sizeof req);
 }
 
@@ -196,8 +195,8 @@ void put_port(std::vector<uint8_t>& out, const nlmsghdr& req, uint16_t flags, co
   m.u32(RDMA_NLDEV_ATTR_PORT_INDEX, 1);
   m.u64(RDMA_NLDEV_ATTR_CAP_FLAGS, port_cap_flags());
   // The states ibv_query_port gives (convert.cpp fill_port_attr): active, link up.
-  m.u8(RDMA_NLDEV_ATTR_PORT_STATE, 4);        // IB_PORT_ACTIVE
-  m.u8(RDMA_NLDEV_ATTR_PORT_PHYS_STATE, 5);   // LinkUp
+  m.u8(RDMA_NLDEV_ATTR_PORT_STATE, uint8_t(IBV_PORT_ACTIVE));
+  m.u8(RDMA_NLDEV_ATTR_PORT_PHYS_STATE, param::kShimPortPhysState);
   if (!d.netdev.empty() && d.ifindex > 0) {
     m.u32(RDMA_NLDEV_ATTR_NDEV_INDEX, uint32_t(d.ifindex));
     m.str(RDMA_NLDEV_ATTR_NDEV_NAME, d.netdev);

@@ -22,6 +22,7 @@ inline constexpr uint32_t kShimMaxPd = 65536;            // max_pd reported
 inline constexpr uint8_t kShimLocalCaAckDelay = 15;      // local_ca_ack_delay reported (4.096 us * 2^15)
 inline constexpr uint8_t kShimPortActiveWidth = 1;       // 1X
 inline constexpr uint8_t kShimPortActiveSpeed = 32;      // EDR, 25 Gb/s; the real rate depends on the link
+inline constexpr uint8_t kShimPortPhysState = 5;        // LinkUp (ibv_query_port, RDMA netlink)
 // The device over RDMA netlink (verbs_shim/device_netlink.cpp: `rdma dev`, `rdma link`): its index
 // (the kernel numbers its devices from 0) and how many NETLINK_RDMA sockets a program may hold
 // open at once (iproute2's rdma opens one per request and closes it).
