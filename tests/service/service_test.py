@@ -370,11 +370,15 @@ def memif_config(side):
     """Device uroce-drive-SIDE: side a the memif server, b its client."""
     role = "server" if side == "a" else "client"
     path = os.path.join(tmp, f"drive-{side}.conf")
-    with open(path, "w") as f:
-        f.write(f"name = uroce-drive-{side}\n"
-                f"eal = --no-pci --log-level=warning --vdev=net_memif0,role={role},id=0,socket={MEMIF_SOCK},bsize=8192,rsize=11\n"
-                f"ip = {MEMIF[side]}/24\nmac = 02:00:c6:13:09:0{1 if side == 'a' else 2}\nmtu = 4096\nlink_mtu = 8000\n"
-                f"mbufs = 16383\ngid_index = 1\n")
+    # Written once, whole (a rename): processes started back to back read it while the next is
+    # started, and a file rewritten in place was once read empty ("key 'eal' missing").
+    if not os.path.exists(path):
+        with open(path + ".new", "w") as f:
+            f.write(f"name = uroce-drive-{side}\n"
+                    f"eal = --no-pci --log-level=warning --vdev=net_memif0,role={role},id=0,socket={MEMIF_SOCK},bsize=8192,rsize=11\n"
+                    f"ip = {MEMIF[side]}/24\nmac = 02:00:c6:13:09:0{1 if side == 'a' else 2}\nmtu = 4096\nlink_mtu = 8000\n"
+                    f"mbufs = 16383\ngid_index = 1\n")
+        os.replace(path + ".new", path)
     return path
 
 

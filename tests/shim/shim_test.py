@@ -431,11 +431,11 @@ def counters(text, what):
 
 def sc_soak():
     """soak (--cxx-test): two processes over the veth pair (server in uroce-b, client in uroce-a),
-    RC, UC and UD for UROCE_SOAK_SECONDS (120), faults on the client's link in both directions
+    RC, UC and UD for UROCE_SOAK_SECONDS (60), faults on the client's link in both directions
     (SOAK_FAULTS: every frame crosses one fault stage); every byte and completion checked by the
     program, then the counters of both sides (UROCE_SHIM_STATS) against the faults injected."""
     ns_up()
-    secs = os.environ.get("UROCE_SOAK_SECONDS", "120")
+    secs = os.environ.get("UROCE_SOAK_SECONDS", "60")
     port = next_port()
     env = dict(os.environ, UROCE_VERBS_LIB=args.lib, UROCE_SHIM_STATS="1")
     sf = open("/tmp/uroce-soak-server.log", "w+")

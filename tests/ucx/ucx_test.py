@@ -228,21 +228,31 @@ SHORT_UCP = {("default", t) for t, _, _ in UCP_TESTS} | {("ud_verbs", "tag_lat")
 SHORT_UCT = {("rc_verbs", "put_bw"), ("rc_verbs", "get"), ("ud_verbs", "am_lat")}
 
 
+def rows_mode(link):
+    """UCX_TEST_ROWS_<LINK> for one link, else UCX_TEST_ROWS: "short" (the short rows), "rest"
+    (every row but the short ones), else every row. The test command's first run: veth and rxe
+    short, memif the rest; its ThreadSanitizer run: memif short (together memif's whole list)."""
+    return os.environ.get("UCX_TEST_ROWS_" + link.upper()) or os.environ.get("UCX_TEST_ROWS") or "all"
+
+
 def short_rows(link):
-    """UCX_TEST_ROWS=short for every link, or UCX_TEST_ROWS_<LINK>=short for one (the test
-    command's first run: veth and rxe short, memif whole)."""
-    return "short" in (os.environ.get("UCX_TEST_ROWS"), os.environ.get("UCX_TEST_ROWS_" + link.upper()))
+    return rows_mode(link) == "short"
+
+
+def row_skipped(link, in_short):
+    """Is a row (one of the short ones or not) left out on this link?"""
+    mode = rows_mode(link)
+    return (mode == "short" and not in_short) or (mode == "rest" and in_short)
 
 
 def scenario_perftest(link):
     fails = []
-    short = short_rows(link)
     if link == "veth":
         netns.up()
     try:
         for tname, tls in (TLS if not os.environ.get("UCX_TEST_UCT_ONLY") else []):
             for test, size, iters in UCP_TESTS:
-                if short and (tname, test) not in SHORT_UCP:
+                if row_skipped(link, (tname, test) in SHORT_UCP):
                     continue
                 want = {"default": {"rc_verbs", "ud_verbs"}, "rc_verbs": {"rc_verbs", "ud_verbs"},
                         "ud_verbs": {"ud_verbs"}}[tname]
@@ -252,7 +262,7 @@ def scenario_perftest(link):
                     lok, lmsg = False, lmsg + "; no rc_verbs lane"
                 report(fails, link, "ucp " + tname, test, size, iters, tls, ok and lok, fig, lmsg, text)
         for tl, test, size, iters, layout in UCT_TESTS:
-            if short and (tl, test) not in SHORT_UCT:
+            if row_skipped(link, (tl, test) in SHORT_UCT):
                 continue
             # A UCT test names its transport and device: no lanes to choose, none in the log.
             ok, fig, lanes, text = perftest_once(link, test, size, iters, None, uct=tl, layout=layout)
