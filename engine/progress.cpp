@@ -7,6 +7,8 @@
 
 #include "engine/cm.hpp"
 #include "engine/roles.hpp"
+#include "proto/headers.hpp"
+#include "proto/locate.hpp"
 #include "proto/multicast.hpp"
 
 namespace uroce::engine {
@@ -22,6 +24,7 @@ bool Device::progress() {
     link_.release(rx_[i]);
   }
   n = link_.recv(rx_.data(), cfg_.rx_burst);
+  prefetch_qps(rx_.data(), n);
   for (size_t i = 0; i < n; ++i) {
     rx_frame(rx_[i]);
     link_.release(rx_[i]);
@@ -39,11 +42,17 @@ bool Device::progress() {
   // The active QPs (kick): each does its work, and leaves the list once it has none left, or is
   // parked when it is only waiting for answers or a timer (the timer heap brings it back when
   // that timer is due). A QP kicked meanwhile is appended and visited in this pass too.
-  // Fairness when the link runs out of transmit buffers (its back-pressure): the first QP that
-  // found none this pass heads the list in the next, so the QPs behind it are not starved by
-  // those ahead of it taking the buffers first in every pass.
-  size_t keep = 0, starved = SIZE_MAX;
-  for (size_t i = 0; i < active_.size(); ++i) {
+  // When the link runs out of transmit buffers (its back-pressure) the pass ends: the QPs after
+  // the one refused would find none either, and visiting each (its state cold when traffic is
+  // spread over many QPs) would only slow the step down, and with it the receive side that
+  // frees the buffers (issue 30). Fairness: the QP refused heads the list in the next pass,
+  // the QPs not visited behind it, so none is starved by those ahead of it taking the buffers
+  // first in every pass; a QP refused first in its pass (the link took nothing) goes to the end
+  // instead, so that a link that takes nothing for long still has every QP visited in turn (its
+  // timers: a peer that is gone ends in RETRY_EXC_ERR on every QP).
+  size_t keep = 0, starved = SIZE_MAX, i = 0;
+  const uint64_t link_refused = tx_.link_refusals();
+  for (; i < active_.size() && tx_.link_refusals() == link_refused; ++i) {
     Qp& qp = *active_[i];
     const uint64_t refused = tx_.refusals();
     const QpState s = qp.attrs.qp_state;
@@ -76,9 +85,21 @@ bool Device::progress() {
       active_[keep++] = &qp;
     }
   }
-  active_.resize(keep);
-  if (starved != SIZE_MAX && starved != 0) [[unlikely]]
-    std::rotate(active_.begin(), active_.begin() + ptrdiff_t(starved), active_.end());
+  if (tx_.link_refusals() != link_refused) {
+    // The pass ended at the link's refusal, in the visit of QP i - 1 (kept at keep - 1 when it
+    // still has work, as a refused QP has). Next: it, then the QPs not visited, then those served.
+    const bool kept = keep > 0 && active_[keep - 1] == active_[i - 1];
+    const size_t head = kept ? keep - 1 : keep;
+    std::move(active_.begin() + ptrdiff_t(i), active_.end(), active_.begin() + ptrdiff_t(keep));
+    keep += active_.size() - i;
+    active_.resize(keep);
+    if (kept && head == 0) std::rotate(active_.begin(), active_.begin() + 1, active_.end());  // refused first: last
+    else std::rotate(active_.begin(), active_.begin() + ptrdiff_t(head), active_.end());
+  } else {
+    active_.resize(keep);
+    if (starved != SIZE_MAX && starved != 0) [[unlikely]]  // the loopback ring was full
+      std::rotate(active_.begin(), active_.begin() + ptrdiff_t(starved), active_.end());
+  }
   if (cm_) did |= cm_->progress();  // the CM's timers: resends, timeouts, TimeWait
   if (tx_.pending()) tx_.flush();
   // A telemetry snapshot asked for by another thread (engine/telemetry.hpp): one relaxed load
@@ -105,6 +126,25 @@ proto::Transport transport_of(QpType t) {
   }
 }
 }  // namespace
+
+// Before a burst is handled, the QPs its frames are for are looked up and their state fetched
+// toward the core (into L2), so that the cache misses of traffic spread over many QPs (each
+// frame's QP state has left the cache since its last frame, issue 30) overlap instead of
+// following one another. Only a hint: a frame it cannot read, or for no QP, is left to
+// rx_frame, which checks everything.
+void Device::prefetch_qps(const PacketBuf* bufs, size_t n) const {
+  const Qp* last = nullptr;
+  for (size_t i = 0; i < n; ++i) {
+    const PacketBuf& b = bufs[i];
+    const proto::Located l = proto::locate(std::span<const uint8_t>(b.data, b.len));
+    if (!l.roce_v2() || l.bth + proto::BthView<const uint8_t>::kSize > b.len) continue;
+    const Qp* qp = qp_by_num(proto::BthView<const uint8_t>(b.data + l.bth).dest_qp());
+    if (!qp || qp == last) continue;
+    last = qp;
+    const char* p = reinterpret_cast<const char*>(qp);
+    for (size_t off = 0; off < sizeof(Qp); off += 64) __builtin_prefetch(p + off, 1, 2);
+  }
+}
 
 // Is the frame's destination IP one of our GIDs?
 bool Device::to_us(const proto::Packet& p) const {

@@ -307,6 +307,16 @@ void probe(Device& dev, Qp& qp) {
 
 }  // namespace
 
+namespace {
+// Packets of the oldest WQE sent and not yet acknowledged: the QP's timers run. Sent before a
+// restart counts (sent_max): go-back-N moves the send point back, and when the link then takes
+// nothing (its back-pressure, a peer gone behind a full ring) the resend does not go out; the
+// timer must still run out (RETRY_EXC_ERR), not stop as if nothing were outstanding.
+bool unacknowledged(const SendWqe& head) {
+  return head.started && std::max(head.next_pkt, head.sent_max) > head.rcvd_pkts;
+}
+}  // namespace
+
 uint64_t next_timer_ns(const Device& dev, const Qp& qp) {
   const SendSide& t = qp.tx;
   // The pacer holds the next packet until its time (congestion control, engine/cc.hpp).
@@ -315,7 +325,7 @@ uint64_t next_timer_ns(const Device& dev, const Qp& qp) {
   if (t.rnr_until_ns) return std::min(paced, t.rnr_until_ns);  // requester::run ends the wait then
   if (t.sq.empty() || !qp.reliable()) return paced;
   const SendWqe& head = t.sq.front();
-  if (!head.started || head.next_pkt <= head.rcvd_pkts) return paced;
+  if (!unacknowledged(head)) return paced;
   uint64_t due = paced;
   const uint64_t timeout = proto::local_ack_timeout_ns(qp.attrs.timeout);
   if (timeout != 0) due = std::min(due, t.last_progress_ns + timeout);
@@ -328,7 +338,7 @@ void check_timers(Device& dev, Qp& qp) {
   SendSide& t = qp.tx;
   if (t.sq.empty() || !qp.reliable()) return;  // UC and UD never resend
   SendWqe& head = t.sq.front();
-  if (!head.started || head.next_pkt <= head.rcvd_pkts) return;  // nothing in flight
+  if (!unacknowledged(head)) return;  // nothing in flight
   if (t.rnr_until_ns) return;                                     // waiting for an RNR timer
   const uint64_t timeout = proto::local_ack_timeout_ns(qp.attrs.timeout);
   const uint64_t now = dev.step_ns();

@@ -9,7 +9,7 @@ bool Tx::emit(Qp& qp, const proto::Packet& p, bool local) {
   if (local && loop_n_ == loop_.size()) return ++refusals_, false;  // the loopback ring is full: try again later
   PacketBuf& b = local ? loop_[(loop_head_ + loop_n_) % loop_.size()] : bufs_[n_];
   const size_t len = proto::frame_len(qp.hdr, p);
-  if (!link_.alloc(b, uint32_t(len))) return ++refusals_, false;
+  if (!link_.alloc(b, uint32_t(len))) return ++refusals_, ++link_refusals_, false;
   // A connected QP's frames: its prebuilt headers patched (byte for byte what build() writes).
   proto::BuildResult r = proto::build_from(qp.hdr, p, std::span<uint8_t>(b.data, b.cap));
   if (!r.ok()) {

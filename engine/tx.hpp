@@ -24,6 +24,8 @@ class Tx {
   // Frames that found no buffer (or room in the loopback ring) so far: progress() compares it
   // before and after a QP's visit (fairness under the link's back-pressure).
   uint64_t refusals() const { return refusals_; }
+  // Of those, the link's own (no transmit buffer for any QP now: its back-pressure).
+  uint64_t link_refusals() const { return link_refusals_; }
   // Loopback frames waiting to be received (the caller releases each to the link).
   size_t take_loopback(PacketBuf* out, size_t max);
 
@@ -33,7 +35,7 @@ class Tx {
   size_t n_ = 0;
   std::array<PacketBuf, param::kLoopbackRing> loop_{};
   size_t loop_head_ = 0, loop_n_ = 0;
-  uint64_t refusals_ = 0;
+  uint64_t refusals_ = 0, link_refusals_ = 0;
 };
 
 

@@ -297,6 +297,76 @@ TEST(BackPressure, AnAckThatFindsNoTransmitBufferGoesOutLater) {
   EXPECT_EQ(p.a.qp->counters().probes, 0u);
 }
 
+// A WRITE of 64 bytes on each of A's QPs, to its own place in B's memory.
+void post_write_on_each(ManyPairs& m) {
+  for (uint32_t i = 0; i < m.qa.size(); ++i) {
+    fill_pattern(m.ma.data() + i * 64, 64, i + 1);
+    Sge g{uint64_t(uintptr_t(m.ma.data())) + i * 64, 64, m.mra->lkey};
+    SendWr w{};
+    w.wr_id = i;
+    w.opcode = WrOpcode::RdmaWrite;
+    w.sg_list = &g;
+    w.num_sge = 1;
+    w.send_flags = kSendSignaled;
+    w.remote_addr = uint64_t(uintptr_t(m.mb.data())) + i * 64;
+    w.rkey = m.mrb->rkey;
+    ASSERT_EQ(m.a->post_send(m.qa[i], w), 0);
+  }
+}
+
+uint64_t sent_by(const std::vector<Qp*>& qps) {
+  uint64_t n = 0;
+  for (const Qp* q : qps) n += q->counters().sent_pkts;
+  return n;
+}
+
+// A step ends where the link refuses a buffer (issue 30: visiting every other QP, its state
+// cold, only slowed the step down, and with it the receive side that frees the buffers); the
+// next step serves them all, the one refused included.
+TEST(BackPressure, AStepEndsWhereTheLinkRefusesAndTheNextServesEveryQp) {
+  ManyPairs m({.pairs = 16, .send_depth = 4});
+  ASSERT_EQ(m.error, nullptr) << m.error;
+  post_write_on_each(m);
+  if (HasFatalFailure()) return;
+  m.wire.a().refuse_allocs = 1;
+  m.a->progress();
+  EXPECT_EQ(m.wire.a().refuse_allocs, 0u);
+  EXPECT_EQ(sent_by(m.qa), 0u) << "the first QP was refused: nobody else tried";
+  m.a->progress();
+  EXPECT_EQ(sent_by(m.qa), 16u) << "every QP's WRITE in the next step";
+  uint32_t done = 0;
+  ASSERT_TRUE(m.run_until([&] {
+    Wc wc;
+    while (m.a->poll_cq(m.sa, 1, &wc) == 1) done += wc.status == WcStatus::Success;
+    return done == 16;
+  }));
+  for (uint32_t i = 0; i < 16; ++i) EXPECT_EQ(std::memcmp(m.mb.data() + i * 64, m.ma.data() + i * 64, 64), 0) << "QP " << i;
+}
+
+// A link that takes nothing for good (a peer gone behind a full ring): each step visits one QP,
+// in turn, so every QP's timer still runs out and every WRITE ends in RETRY_EXC_ERR, none hangs,
+// and all at once: within 1 s, where the eight timeouts of 67 ms (timeout 14, retry_cnt 7) take
+// 0.54 s. (Before, a QP whose go-back-N resend found no buffer stopped its timer for good; with
+// the step ending at the refusal and the refused QP heading the next, the QPs took turns.)
+TEST(BackPressure, ALinkThatTakesNothingStillEndsEveryQpInRetryExceeded) {
+  ManyPairs m({.pairs = 8, .send_depth = 4});
+  ASSERT_EQ(m.error, nullptr) << m.error;
+  post_write_on_each(m);
+  if (HasFatalFailure()) return;
+  m.a->progress();  // the WRITEs go out; B never answers (it is not polled)
+  ASSERT_EQ(sent_by(m.qa), 8u);
+  m.wire.a().refuse_allocs = UINT32_MAX;
+  uint32_t failed = 0, other = 0;
+  for (uint64_t i = 0; i < 1'000'000 && failed + other < 8; ++i) {  // 1 us a step: 1 s
+    m.a->progress();
+    m.wire.clock().advance(1000);
+    Wc wc;
+    while (m.a->poll_cq(m.sa, 1, &wc) == 1) (wc.status == WcStatus::RetryExcErr ? failed : other) += 1;
+  }
+  EXPECT_EQ(failed, 8u);
+  EXPECT_EQ(other, 0u);
+}
+
 TEST(ActiveList, AQpLeavesItWhenItsWorkIsDoneAndComesBackForAVerbOrAFrame) {
   PairOptions o;
   ConnectedPair p(o);
