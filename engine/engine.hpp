@@ -240,7 +240,6 @@ class Device {
 
  private:
   int check_registration(const Pd* pd, void* addr, uint64_t length, uint32_t access) const;
-  void prefetch_qps(const PacketBuf* bufs, size_t n) const;
   void rx_frame(PacketBuf& b);
   void rx_multicast(proto::Packet& p, PacketBuf& b);
   void rx_to_qp(Qp& qp, proto::Packet& p, PacketBuf& b, proto::Transport tr, bool reserved_rc);

@@ -7,8 +7,6 @@
 
 #include "engine/cm.hpp"
 #include "engine/roles.hpp"
-#include "proto/headers.hpp"
-#include "proto/locate.hpp"
 #include "proto/multicast.hpp"
 
 namespace uroce::engine {
@@ -24,7 +22,6 @@ bool Device::progress() {
     link_.release(rx_[i]);
   }
   n = link_.recv(rx_.data(), cfg_.rx_burst);
-  prefetch_qps(rx_.data(), n);
   for (size_t i = 0; i < n; ++i) {
     rx_frame(rx_[i]);
     link_.release(rx_[i]);
@@ -126,25 +123,6 @@ proto::Transport transport_of(QpType t) {
   }
 }
 }  // namespace
-
-// Before a burst is handled, the QPs its frames are for are looked up and their state fetched
-// toward the core (into L2), so that the cache misses of traffic spread over many QPs (each
-// frame's QP state has left the cache since its last frame, issue 30) overlap instead of
-// following one another. Only a hint: a frame it cannot read, or for no QP, is left to
-// rx_frame, which checks everything.
-void Device::prefetch_qps(const PacketBuf* bufs, size_t n) const {
-  const Qp* last = nullptr;
-  for (size_t i = 0; i < n; ++i) {
-    const PacketBuf& b = bufs[i];
-    const proto::Located l = proto::locate(std::span<const uint8_t>(b.data, b.len));
-    if (!l.roce_v2() || l.bth + proto::BthView<const uint8_t>::kSize > b.len) continue;
-    const Qp* qp = qp_by_num(proto::BthView<const uint8_t>(b.data + l.bth).dest_qp());
-    if (!qp || qp == last) continue;
-    last = qp;
-    const char* p = reinterpret_cast<const char*>(qp);
-    for (size_t off = 0; off < sizeof(Qp); off += 64) __builtin_prefetch(p + off, 1, 2);
-  }
-}
 
 // Is the frame's destination IP one of our GIDs?
 bool Device::to_us(const proto::Packet& p) const {
