@@ -305,9 +305,6 @@ void probe(Device& dev, Qp& qp) {
   t.rtt_timing = false;  // Karn's rule: the ACK that comes may answer the probe, not the timed packet
 }
 
-}  // namespace
-
-namespace {
 // Packets of the oldest WQE sent and not yet acknowledged: the QP's timers run. Sent before a
 // restart counts (sent_max): go-back-N moves the send point back, and when the link then takes
 // nothing (its back-pressure, a peer gone behind a full ring) the resend does not go out; the

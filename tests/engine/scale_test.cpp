@@ -346,8 +346,9 @@ TEST(BackPressure, AStepEndsWhereTheLinkRefusesAndTheNextServesEveryQp) {
 // A link that takes nothing for good (a peer gone behind a full ring): each step visits one QP,
 // in turn, so every QP's timer still runs out and every WRITE ends in RETRY_EXC_ERR, none hangs,
 // and all at once: within 1 s, where the eight timeouts of 67 ms (timeout 14, retry_cnt 7) take
-// 0.54 s. (Before, a QP whose go-back-N resend found no buffer stopped its timer for good; with
-// the step ending at the refusal and the refused QP heading the next, the QPs took turns.)
+// 0.54 s. (Before, a QP whose go-back-N resend found no buffer stopped its timer for good. And
+// without the rule that a QP refused first in its step goes last, one QP would head every step
+// and the others would end one after another, well beyond 1 s.)
 TEST(BackPressure, ALinkThatTakesNothingStillEndsEveryQpInRetryExceeded) {
   ManyPairs m({.pairs = 8, .send_depth = 4});
   ASSERT_EQ(m.error, nullptr) << m.error;
