@@ -25,6 +25,14 @@ uint32_t crc32_bytewise(uint32_t crc, const uint8_t* data, size_t len);
 // Which implementation crc32() uses: "isa-l" or "slice-by-8".
 const char* crc32_backend();
 
+// Copies len bytes from src to dst (which must not overlap) and returns crc32(crc, src, len),
+// reading each byte once (proto/crc32_copy.cpp): the payload of a frame placed and checked in
+// one pass. crc32_copy_portable() is the way without AVX-512 and VPCLMULQDQ (memcpy, then
+// crc32 of the bytes), exposed for tests and the benchmark.
+uint32_t crc32_copy(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t len);
+uint32_t crc32_copy_portable(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t len);
+const char* crc32_copy_backend();
+
 // The ICRC of a RoCEv2 packet. `l3` runs from the first byte of the IP header to the last pad
 // byte (the ICRC itself excluded). The IP version is read from the first nibble; `ip_header_len`
 // is 40 for IPv6 or IHL*4 for IPv4 (20 to 60). The caller has checked that l3 holds at least

@@ -30,7 +30,7 @@ for b in data["benchmarks"]:
         continue
     name, size = b["run_name"].split("/")
     med[(name, int(size))] = b["bytes_per_second"] / 1e9
-    if b.get("label"):
+    if b.get("label") and name == "BM_Icrc":
         label[int(size)] = b["label"]
 def size_name(s):
     if s >= 1 << 20: return "1 MiB data (crc32 only)"
@@ -46,7 +46,17 @@ print(f"CPU: {model}, {ctx.get('num_cpus')} x {ctx.get('mhz_per_cpu')} MHz ({sim
 print()
 print("| size | ICRC (ISA-L) GB/s | slice-by-8 GB/s | bytewise GB/s | ratio ICRC/bytewise |")
 print("|---|---:|---:|---:|---:|")
-for s in sorted({k[1] for k in med}):
+for s in sorted({k[1] for k in med if k[0] == "BM_Icrc"}):
     i, s8, bw = med[("BM_Icrc", s)], med[("BM_Slice8", s)], med[("BM_Bytewise", s)]
     print(f"| {size_name(s)} | {i:.1f} | {s8:.2f} | {bw:.2f} | {i / bw:.0f}x |")
+copy_backend = next((b.get("label") for b in data["benchmarks"] if b["run_name"].startswith("BM_CopyFused") and b.get("label")), "?")
+print()
+print(f"A payload copied with its CRC (crc32_copy: {copy_backend}), against memcpy then crc32 of the copy, and memcpy alone:")
+print()
+print("| size | memcpy GB/s | memcpy, then crc32 GB/s | crc32_copy GB/s | crc32_copy / memcpy | crc32_copy / two passes |")
+print("|---|---:|---:|---:|---:|---:|")
+for s in sorted({k[1] for k in med if k[0] == "BM_CopyFused"}):
+    m, two, f = (med[(n, s)] for n in ("BM_CopyMemcpy", "BM_CopyThenCrc", "BM_CopyFused"))
+    name = "1 MiB" if s >= 1 << 20 else f"{s // 1024} KiB"
+    print(f"| {name} | {m:.1f} | {two:.1f} | {f:.1f} | {f / m:.2f} | {f / two:.2f}x |")
 PY

@@ -1,0 +1,175 @@
+// crc32_copy(): a copy and the CRC-32 of the bytes copied, in one pass over them.
+//
+// A packet's payload is read once instead of twice: once to copy it (into a frame on send, into
+// the application's memory on receive) and once more for the ICRC. With AVX-512 and VPCLMULQDQ,
+// each 64-byte block is loaded into a register, stored at the destination and folded into the
+// CRC from that register (carry-less multiplication, the method of Intel's white paper "Fast CRC
+// Computation for Generic Polynomials Using PCLMULQDQ"). Elsewhere the bytes go in two passes,
+// as before.
+//
+// The folding, in the reflected representation of CRC-32 (bit 0 of the first byte is the
+// highest power). A 16-byte lane X holding the message up to some point stands for
+// X(x) = lo(x)·x^64 + hi(x), lo being its first 8 bytes. Moving it D bits further on (to be
+// added to the lane D bits later) is a multiplication by x^D modulo P. A carry-less product of two
+// reflected 64-bit values is their product times x in the reflected 128-bit frame, so
+//   fold_D(X) = clmul(lo, x^(D+63) mod P) xor clmul(hi, x^(D-1) mod P)
+// is congruent to X·x^D and fits in 128 bits. The constants are computed here, once, from P.
+// At the end the one lane left is, as a 16-byte message, congruent to the whole message so far:
+// its CRC with a zero initial register, chained with the bytes left over, is the result.
+#include <cstring>
+
+#include "proto/icrc.hpp"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define UROCE_CRC_FOLD 1
+#endif
+
+namespace uroce::proto {
+
+namespace {
+
+// Two passes: the copy, then the CRC of the source (the way before crc32_copy). Splitting the
+// bytes into chunks that stay in the L1 cache between the two was tried and was slower on an AMD
+// EPYC with AVX-512: a CRC call costs about 50 ns whatever its length (2 KiB chunks: 13.6 GB/s at
+// 1 MiB against 23.6 GB/s for two whole passes).
+uint32_t crc32_copy_two_pass(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t len) {
+  std::memcpy(dst, src, len);
+  return crc32(crc, src, len);
+}
+
+#ifdef UROCE_CRC_FOLD
+
+// x^n mod P, P = x^32 + 0x04C11DB7 (bit d is the coefficient of x^d), as a reflected 64-bit
+// value (the coefficient of x^d at bit 63 - d), the form a lane's half takes.
+uint64_t xpow_reflected(unsigned n) {
+  uint64_t r = 1;
+  for (unsigned i = 0; i < n; ++i) {
+    r <<= 1;
+    if (r >> 32) r ^= 0x104C11DB7ull;
+  }
+  uint64_t out = 0;
+  for (unsigned d = 0; d < 32; ++d)
+    if (r >> d & 1) out |= uint64_t(1) << (63 - d);
+  return out;
+}
+
+// Each as a 64-byte register's worth: the two constants of a distance in every 16-byte lane.
+struct FoldConstants {
+  alignas(64) uint64_t k256[8];  // 256 bytes on (2048 bits): the four registers of the main loop
+  alignas(64) uint64_t k64[8];   // 64 bytes on: one register onto the next
+  alignas(64) uint64_t lane[8];  // lane j onto lane 3, (3 - j) * 128 bits on; lane 3 zero
+  FoldConstants() {
+    for (int j = 0; j < 4; ++j) {
+      k256[2 * j] = xpow_reflected(2048 + 63);
+      k256[2 * j + 1] = xpow_reflected(2048 - 1);
+      k64[2 * j] = xpow_reflected(512 + 63);
+      k64[2 * j + 1] = xpow_reflected(512 - 1);
+      const unsigned d = (3 - j) * 128;
+      lane[2 * j] = j < 3 ? xpow_reflected(d + 63) : 0;
+      lane[2 * j + 1] = j < 3 ? xpow_reflected(d - 1) : 0;
+    }
+  }
+};
+
+const FoldConstants& fold_constants() {
+  static const FoldConstants c;
+  return c;
+}
+
+#define UROCE_FOLD_TARGET __attribute__((target("avx512f,vpclmulqdq")))
+
+UROCE_FOLD_TARGET inline __m512i fold(__m512i x, __m512i k) {
+  return _mm512_xor_si512(_mm512_clmulepi64_epi128(x, k, 0x00), _mm512_clmulepi64_epi128(x, k, 0x11));
+}
+// fold(x, k) xor d, in one ternary-logic instruction for the two xors.
+UROCE_FOLD_TARGET inline __m512i fold_add(__m512i x, __m512i k, __m512i d) {
+  return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(x, k, 0x00), _mm512_clmulepi64_epi128(x, k, 0x11), d,
+                                   0x96);
+}
+
+// len >= 256.
+UROCE_FOLD_TARGET uint32_t crc32_copy_avx512(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t len) {
+  const FoldConstants& fc = fold_constants();
+  const __m512i k256 = _mm512_load_si512(fc.k256);
+  const __m512i k64 = _mm512_load_si512(fc.k64);
+  __m512i a0 = _mm512_loadu_si512(src);
+  __m512i a1 = _mm512_loadu_si512(src + 64);
+  __m512i a2 = _mm512_loadu_si512(src + 128);
+  __m512i a3 = _mm512_loadu_si512(src + 192);
+  _mm512_storeu_si512(dst, a0);
+  _mm512_storeu_si512(dst + 64, a1);
+  _mm512_storeu_si512(dst + 128, a2);
+  _mm512_storeu_si512(dst + 192, a3);
+  // The initial register (zlib's convention: crc is the complement of it) enters as the first
+  // four bytes' xor.
+  a0 = _mm512_xor_si512(a0, _mm512_maskz_set1_epi32(1, int(~crc)));
+  size_t off = 256;
+  for (; off + 256 <= len; off += 256) {
+    const __m512i d0 = _mm512_loadu_si512(src + off);
+    const __m512i d1 = _mm512_loadu_si512(src + off + 64);
+    const __m512i d2 = _mm512_loadu_si512(src + off + 128);
+    const __m512i d3 = _mm512_loadu_si512(src + off + 192);
+    _mm512_storeu_si512(dst + off, d0);
+    _mm512_storeu_si512(dst + off + 64, d1);
+    _mm512_storeu_si512(dst + off + 128, d2);
+    _mm512_storeu_si512(dst + off + 192, d3);
+    a0 = fold_add(a0, k256, d0);
+    a1 = fold_add(a1, k256, d1);
+    a2 = fold_add(a2, k256, d2);
+    a3 = fold_add(a3, k256, d3);
+  }
+  // Four registers into one, then 64-byte blocks.
+  __m512i a = fold_add(a0, k64, a1);
+  a = fold_add(a, k64, a2);
+  a = fold_add(a, k64, a3);
+  for (; off + 64 <= len; off += 64) {
+    const __m512i d = _mm512_loadu_si512(src + off);
+    _mm512_storeu_si512(dst + off, d);
+    a = fold_add(a, k64, d);
+  }
+  // Four lanes into one 16-byte value.
+  // (Through memory: a store and four 16-byte reads cost less than the lane extractions.)
+  const __m512i t = _mm512_mask_blend_epi64(0xC0, fold(a, _mm512_load_si512(fc.lane)), a);  // lane 3 as it was
+  alignas(64) uint64_t q[8];
+  _mm512_store_si512(q, t);
+  alignas(16) uint64_t rest64[2] = {q[0] ^ q[2] ^ q[4] ^ q[6], q[1] ^ q[3] ^ q[5] ^ q[7]};
+  const uint8_t* rest = reinterpret_cast<const uint8_t*>(rest64);
+  // The lane as a message of its own (a zero initial register: zlib's crc 0xFFFFFFFF), then
+  // the bytes after the last block.
+  uint32_t c = crc32(0xFFFFFFFFu, rest, 16);
+  if (off < len) {
+    std::memcpy(dst + off, src + off, len - off);
+    c = crc32(c, dst + off, len - off);
+  }
+  return c;
+}
+
+bool have_avx512_fold() {
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("vpclmulqdq");
+  return yes;
+}
+
+#endif  // UROCE_CRC_FOLD
+
+}  // namespace
+
+uint32_t crc32_copy_portable(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t len) {
+  return crc32_copy_two_pass(crc, dst, src, len);
+}
+
+uint32_t crc32_copy(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t len) {
+#ifdef UROCE_CRC_FOLD
+  if (len >= 256 && have_avx512_fold()) return crc32_copy_avx512(crc, dst, src, len);
+#endif
+  return crc32_copy_two_pass(crc, dst, src, len);
+}
+
+const char* crc32_copy_backend() {
+#ifdef UROCE_CRC_FOLD
+  if (have_avx512_fold()) return "avx512-vpclmulqdq fold";
+#endif
+  return "memcpy, then crc32";
+}
+
+}  // namespace uroce::proto
