@@ -29,6 +29,9 @@ const char* crc32_backend();
 // reading each byte once (proto/crc32_copy.cpp): the payload of a frame placed and checked in
 // one pass. crc32_copy_portable() is the way without AVX-512 and VPCLMULQDQ (memcpy, then
 // crc32 of the bytes), exposed for tests and the benchmark.
+// Payloads from kCrcCopyMin bytes on are copied this way; below it a copy and one CRC call over
+// the whole packet cost less.
+inline constexpr size_t kCrcCopyMin = 256;
 uint32_t crc32_copy(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t len);
 uint32_t crc32_copy_portable(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t len);
 const char* crc32_copy_backend();

@@ -360,7 +360,9 @@ namespace {
 
 // BTH, extension headers, payload and zero pad at b + off (the part build() and build_from()
 // share); returns the offset after the pad.
-size_t write_transport(const Packet& p, const OpcodeInfo& info, uint8_t* b, size_t off) {
+// BTH, extension headers, payload (unless copy_payload is false: the caller copies it) and pad;
+// returns the offset of the ICRC.
+size_t write_transport(const Packet& p, const OpcodeInfo& info, uint8_t* b, size_t off, bool copy_payload = true) {
   BthView<uint8_t> bth(b + off);
   bth.set_opcode(p.opcode);
   bth.set_flags(p.solicited, p.migreq, p.pad_count(), p.tver);
@@ -375,7 +377,7 @@ size_t write_transport(const Packet& p, const OpcodeInfo& info, uint8_t* b, size
     write_ext(e, b + off, p);
     off += ext_size(e);
   }
-  if (!p.payload.empty()) std::memcpy(b + off, p.payload.data(), p.payload.size());
+  if (copy_payload && !p.payload.empty()) std::memcpy(b + off, p.payload.data(), p.payload.size());
   off += p.payload.size();
   store_le32(b + off, 0);  // the pad (0 to 3 bytes); the ICRC's 4 bytes follow, so this stays inside the frame
   return off + p.pad_count();
@@ -512,8 +514,19 @@ BuildResult build_from(const HeaderTemplate& t, const Packet& p, std::span<uint8
     Ipv6View<uint8_t>(l3).set_payload_len(uint16_t(l3_len - t.ip_hlen));
   }
   UdpView<uint8_t>(l3 + t.ip_hlen).set_length(uint16_t(l3_len - t.ip_hlen));
-  size_t off = write_transport(p, info, b, t.len);
-  store_le32(b + off, icrc_compute_inplace(l3, size_t(b + off - l3), t.ip_hlen));
+  const size_t n = p.payload.size();
+  if (n < kCrcCopyMin) {  // one CRC call over the whole packet costs less
+    const size_t off = write_transport(p, info, b, t.len);
+    store_le32(b + off, icrc_compute_inplace(l3, size_t(b + off - l3), t.ip_hlen));
+    return {BuildError::Ok, off + kIcrcSize};
+  }
+  // The payload read once: copied into the frame with its CRC, chained after the headers'.
+  const size_t off = write_transport(p, info, b, t.len, false);
+  uint8_t* const pay = b + off - p.pad_count() - n;
+  uint32_t c = icrc_compute_inplace(l3, size_t(pay - l3), t.ip_hlen);
+  c = crc32_copy(c, pay, p.payload.data(), n);
+  c = crc32(c, pay + n, p.pad_count());
+  store_le32(b + off, c);
   return {BuildError::Ok, off + kIcrcSize};
 }
 

@@ -65,7 +65,7 @@ TEST(Template, EveryOpcodeIpVersionVlanPadAndPsnWrap) {
   std::mt19937 rng(7);
   std::vector<uint8_t> data(5000);
   for (auto& x : data) x = uint8_t(rng());
-  const size_t lens[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 63, 64, 65, 255, 256, 1023, 4096};
+  const size_t lens[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 63, 64, 65, 255, 256, 257, 258, 259, 1023, 4096};
   const uint32_t psns[] = {0, 1, 0x7FFFFF, 0xFFFFFE, 0xFFFFFF};
   size_t checked = 0;
   for (int ipv : {4, 6})
