@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include "proto/icrc.hpp"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #include <immintrin.h>
@@ -37,6 +39,19 @@ inline void dma_copy(void* dst, const void* src, size_t n) {
   __tsan_ignore_thread_end();
 #else
   std::memcpy(dst, src, n);
+#endif
+}
+
+// The same copy with the CRC-32 of the bytes chained onto `crc`, in one pass (proto::crc32_copy):
+// a received payload placed while its ICRC is checked.
+inline uint32_t dma_copy_crc(void* dst, const void* src, size_t n, uint32_t crc) {
+#ifdef UROCE_TSAN
+  __tsan_ignore_thread_begin();
+  crc = proto::crc32_copy(crc, static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), n);
+  __tsan_ignore_thread_end();
+  return crc;
+#else
+  return proto::crc32_copy(crc, static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), n);
 #endif
 }
 

@@ -238,6 +238,16 @@ class Device {
   Tx& tx() { return tx_; }
   std::vector<uint8_t>& scratch() { return scratch_; }
 
+  // The received frame's ICRC, when parse() left it for the payload's copy (a WRITE's MIDDLE or
+  // LAST packet with a payload of proto::kCrcCopyMin bytes or more, engine/progress.cpp):
+  // whoever acts on the frame settles it first (true: good; false: the frame is dropped and
+  // counted as an ICRC error), except the WRITE's placement, which copies and checks in one pass
+  // (place_payload: false, and the frame counts as never received, if the ICRC is bad; the bytes
+  // it put in place are where the packet of this PSN that does verify will put its own).
+  bool icrc_pending() const { return icrc_pending_; }
+  bool settle_icrc(const proto::Packet& p);
+  bool place_payload(uint8_t* dst, const proto::Packet& p);
+
  private:
   int check_registration(const Pd* pd, void* addr, uint64_t length, uint32_t access) const;
   void rx_frame(PacketBuf& b);
@@ -286,6 +296,10 @@ class Device {
   Counters dev_ctr_{};                     // device-level drops and destroyed QPs' counters
   std::array<PacketBuf, param::kRxBurstMax> rx_{};
   proto::Packet rx_pkt_{};                 // reused for every received frame
+  bool icrc_pending_ = false;              // rx_pkt_'s ICRC not checked yet (icrc_pending())
+  uint32_t icrc_pending_len_ = 0;          // its frame's length, counted in rx_bytes before the check
+  Qp* icrc_qp_ = nullptr;                  // the QP that counted it received (rx_to_qp)
+  bool icrc_result(bool good);             // the check's end (progress.cpp)
   SnapshotMailbox telemetry_;              // telemetry requests from other threads
   struct CounterSum {                      // counters_step's sum under way
     bool active = false;

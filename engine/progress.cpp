@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "engine/cm.hpp"
+#include "engine/dma.hpp"
 #include "engine/roles.hpp"
 #include "proto/multicast.hpp"
 
@@ -142,7 +144,19 @@ bool Device::to_us(const proto::Packet& p) const {
 // P_Key, state and source address, then hand it to the role it is for.
 void Device::rx_frame(PacketBuf& b) {
   proto::Packet& p = rx_pkt_;
-  const proto::ParseResult r = proto::parse(std::span<const uint8_t>(b.data, b.len), p);
+  static constexpr proto::ParseOptions kDefer{.verify_icrc = true, .defer_payload_icrc = true};
+  const proto::ParseResult r = proto::parse(std::span<const uint8_t>(b.data, b.len), p, kDefer);
+  // A WRITE's MIDDLE or LAST packet (no immediate) is checked as its payload is placed; every
+  // other frame whose ICRC parse() left here is checked now.
+  icrc_pending_ = r.ok() && p.icrc_deferred;
+  icrc_qp_ = nullptr;
+  if (icrc_pending_) {
+    icrc_pending_len_ = b.len;
+    const proto::OpcodeInfo& in = p.info();
+    const bool placed_later = in.op == proto::Operation::Write && !in.has(proto::kImmDt) &&
+                              (in.pos == proto::Position::Middle || in.pos == proto::Position::Last);
+    if (!placed_later && !settle_icrc(p)) return;
+  }
   // An RC request with an opcode RC does not have (0x15, 0x18-0x1f) and a good ICRC is an invalid
   // request, which the responder NAKs at the expected PSN (IBA 9.7.5.2); everything else that does
   // not parse is dropped and counted. Its fields up to the BTH are in `p`; nothing after it is.
@@ -161,7 +175,7 @@ void Device::rx_frame(PacketBuf& b) {
   }
   // Ours? The destination MAC, and an IP address of this device's GID table.
   if (std::memcmp(p.eth_dst.data(), cfg_.mac.data(), 6) != 0 || !to_us(p)) {
-    ++dev_ctr_.dropped_not_for_us;
+    if (settle_icrc(p)) ++dev_ctr_.dropped_not_for_us;
     return;
   }
   // QP 1, the GSI: the connection manager's MADs (engine/cm.cpp). No data QP has number 1.
@@ -177,7 +191,7 @@ void Device::rx_frame(PacketBuf& b) {
   // only sends them) or a response to a target (which only answers).
   if (!qp || (tr != transport_of(qp->init.qp_type) && !cnp) ||
       (tr == proto::Transport::XRC && p.info().request != (qp->init.qp_type == QpType::XrcTgt))) {
-    ++dev_ctr_.dropped_unknown_qp;
+    if (settle_icrc(p)) ++dev_ctr_.dropped_unknown_qp;
     return;
   }
   rx_to_qp(*qp, p, b, tr, reserved_rc);
@@ -216,19 +230,19 @@ void Device::rx_to_qp(Qp& qp, proto::Packet& p, PacketBuf& b, proto::Transport t
   const bool cnp = tr == proto::Transport::CNP;
   // P_Key: the low 15 bits must match and at least one side must be a full member.
   if ((p.pkey & 0x7FFF) != (qp.pkey & 0x7FFF) || !((p.pkey | qp.pkey) & 0x8000)) {
-    ++qp.ctr.dropped_pkey;
+    if (settle_icrc(p)) ++qp.ctr.dropped_pkey;
     return;
   }
   const QpState s = qp.attrs.qp_state;
   if (s == QpState::Reset || s == QpState::Init || s == QpState::Err) {
-    ++qp.ctr.dropped_bad_state;
+    if (settle_icrc(p)) ++qp.ctr.dropped_bad_state;
     return;
   }
   // A connected QP takes frames from its peer's address to its own only (as rxe checks the IP
   // source): the address pair it was connected with. Datagrams come from anyone.
   if (qp.init.qp_type != QpType::UD &&
       (p.ip_version != qp.tmpl.ip_version || !same16(p.ip_src, qp.tmpl.ip_dst) || !same16(p.ip_dst, qp.tmpl.ip_src))) {
-    ++qp.ctr.dropped_source;
+    if (settle_icrc(p)) ++qp.ctr.dropped_source;
     return;
   }
   // A CNP is counted and goes to the QP's reaction point, if it has one (engine/cc.hpp): no NAK,
@@ -246,6 +260,7 @@ void Device::rx_to_qp(Qp& qp, proto::Packet& p, PacketBuf& b, proto::Transport t
   }
   // Congestion experienced on the way: tell the sender (notification point).
   if (p.ecn == 3) {
+    if (!settle_icrc(p)) return;
     ++qp.ctr.ecn_ce_rcvd;
     // A datagram only with the QP's Q_Key: no CNPs towards any address a forged frame names.
     // Nor for a group's datagram: its destination is no address of ours to answer from.
@@ -255,7 +270,11 @@ void Device::rx_to_qp(Qp& qp, proto::Packet& p, PacketBuf& b, proto::Transport t
   ++qp.ctr.rcvd_pkts;
   qp.ctr.rx_bytes += b.len;
   // The implicit RTU: the first packet on a QP whose connection waits for the RTU.
-  if (cm_ && cm_->awaiting_rtu() && tr != proto::Transport::UD) [[unlikely]] cm_->qp_data(qp.qpn());
+  if (icrc_pending_) icrc_qp_ = &qp;  // counted: uncounted if its ICRC turns out bad
+  if (cm_ && cm_->awaiting_rtu() && tr != proto::Transport::UD) [[unlikely]] {
+    if (!settle_icrc(p)) return;
+    cm_->qp_data(qp.qpn());
+  }
   if (reserved_rc) responder::on_reserved_opcode(*this, qp, p);  // a request, of no kind RC has
   else if (tr == proto::Transport::UD) responder::on_datagram(*this, qp, p);
   else if (p.info().request) {
@@ -269,6 +288,34 @@ void Device::rx_to_qp(Qp& qp, proto::Packet& p, PacketBuf& b, proto::Transport t
   }
   else if (s == QpState::Rts || s == QpState::Sqd || s == QpState::Sqe) completer::on_response(*this, qp, p);
   else ++qp.ctr.dropped_bad_state;
+}
+
+bool Device::settle_icrc(const proto::Packet& p) {
+  if (!icrc_pending_) return true;
+  return icrc_result(proto::icrc_finish(p));
+}
+
+bool Device::place_payload(uint8_t* dst, const proto::Packet& p) {
+  const size_t n = p.payload.size();
+  if (!icrc_pending_) {
+    dma_copy(dst, p.payload.data(), n);
+    return true;
+  }
+  return icrc_result(proto::icrc_finish(p, dma_copy_crc(dst, p.payload.data(), n, p.icrc_partial)));
+}
+
+// A pending ICRC checked: a bad one is counted, and the frame is no longer counted as received
+// by the QP it found (it never arrived).
+bool Device::icrc_result(bool good) {
+  icrc_pending_ = false;
+  Qp* const qp = std::exchange(icrc_qp_, nullptr);
+  if (good) return true;
+  ++dev_ctr_.icrc_errors;
+  if (qp) {
+    --qp->ctr.rcvd_pkts;
+    qp->ctr.rx_bytes -= icrc_pending_len_;
+  }
+  return false;
 }
 
 // An XRC target QP's request: the XRC SRQ its XRCETH names, which must be of the QP's domain

@@ -58,7 +58,7 @@ std::string_view comp_state_name(CompState s) {
 std::string_view resp_state_name(RespState s) {
   static constexpr std::string_view names[] = {
       "CHECK_PSN", "DUPLICATE", "OUT_OF_SEQUENCE", "CHECK_OP_SEQ", "CHECK_LENGTH", "EXEC_SEND", "EXEC_WRITE",
-      "EXEC_READ", "EXEC_ATOMIC", "EXEC_ATOMIC_WRITE", "EXEC_FLUSH", "RNR_NAK", "IDLE", "ERROR"};
+      "EXEC_READ", "EXEC_ATOMIC", "EXEC_ATOMIC_WRITE", "EXEC_FLUSH", "RNR_NAK", "BAD_ICRC", "IDLE", "ERROR"};
   return name_in(names, s);
 }
 

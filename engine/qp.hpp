@@ -178,6 +178,8 @@ enum class RespState : uint8_t {
   ExecAtomicWrite,  // 8 bytes placed as one (IBA 1.5 A19), answered like a READ of nothing
   ExecFlush,        // earlier writes made visible (or persistent), answered the same way
   RnrNak,       // (end) no receive WQE: RNR NAK, the expected PSN does not move
+  BadIcrc,      // (end) the payload was placed as its ICRC was checked, and the ICRC is bad: the
+                //       frame counts as never received (Device::place_payload), nothing moves
   Idle,         // (end) handled
   Error,        // (end) a NAK went out and the QP is in ERR, or it was already
 };

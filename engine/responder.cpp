@@ -281,7 +281,10 @@ void on_request(Device& dev, Qp& qp, const proto::Packet& p) {
   if (r.held.empty()) return process(dev, qp, p);  // selective repeat off
   if (p.psn == r.epsn) {  // a held copy of this PSN (a stale or forged one) gives way
     RecvSide::Held& h = r.held[p.psn & kSrMask];
-    if (h.valid && h.psn == p.psn) forget(r, h);
+    if (h.valid && h.psn == p.psn) {
+      if (!dev.settle_icrc(p)) return;  // to a frame that is not corrupt
+      forget(r, h);
+    }
   }
   process(dev, qp, p);
   if (r.held_n) replay_held(dev, qp);
@@ -315,9 +318,24 @@ void on_bad_xrc_srq(Device& dev, Qp& qp, const proto::Packet& p) { invalid_reque
 
 namespace {
 
+// Whether a WRITE packet whose ICRC is not checked yet (Device::icrc_pending) passes every check
+// up to its placement: the expected PSN of an RC QP, inside a WRITE, of a length the message
+// allows, into a registration that did not change. Then its ICRC is checked as it is placed;
+// any other packet's is checked before the responder looks at it, so that nothing a corrupt
+// frame says (its PSN, its length) draws a NAK or moves a state.
+bool places_unchecked(const Device& dev, const Qp& qp, const proto::Packet& p) {
+  const RecvSide& r = qp.rx;
+  const uint32_t plen = uint32_t(p.payload.size());
+  const bool last = p.info().pos == Position::Last;
+  return qp.init.qp_type == QpType::RC && p.psn == r.epsn && r.msg == RespMsg::Write && plen <= r.write_left &&
+         (last ? plen == r.write_left && plen <= qp.mtu : plen == qp.mtu) && r.write_gen == dev.mrs().gen();
+}
+
 void process(Device& dev, Qp& qp, const proto::Packet& p) {
   RecvSide& r = qp.rx;
   if (r.state == RespState::Error) return;
+  if (dev.icrc_pending() && !places_unchecked(dev, qp, p) && !dev.settle_icrc(p)) return;
+  const bool seq_nak_sent = r.seq_nak_sent;  // as it was, if the frame turns out corrupt
   const proto::OpcodeInfo& info = p.info();
   const Operation op = info.op;
   const Position pos = info.pos;
@@ -401,6 +419,9 @@ void process(Device& dev, Qp& qp, const proto::Packet& p) {
       case RespState::ExecFlush:
         s = exec_flush(dev, qp, p);
         break;
+      case RespState::BadIcrc:  // as if it had never come
+        r.seq_nak_sent = seq_nak_sent;
+        return;
       default:  // Idle, RnrNak, Error
         r.state = s;
         return;

@@ -138,7 +138,8 @@ RespState exec_write(Device& dev, Qp& qp, const proto::Packet& p) {
   }
   const bool imm = p.info().has(proto::kImmDt);
   if (imm && ends && !take_recv(qp)) return rnr_nak(dev, qp, p.psn);
-  if (plen && !r.replaying) dma_copy(r.write_host, p.payload.data(), plen);  // a held one is in place
+  // A held one is in place; a new one may be checked as it is placed (Device::place_payload).
+  if (plen && !r.replaying && !dev.place_payload(r.write_host, p)) return RespState::BadIcrc;
   r.write_host += plen;
   r.write_va += plen;
   r.write_left -= plen;

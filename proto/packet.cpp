@@ -210,6 +210,7 @@ ParseResult parse(std::span<const uint8_t> frame, Packet& out, const ParseOption
   out.payload = {};
   out.l2_trailer = {};
   out.icrc_wire = out.icrc_computed = 0;
+  out.icrc_deferred = false;
   const uint8_t* const base = frame.data();
   const size_t n = frame.size();
   size_t off = 0;
@@ -340,12 +341,22 @@ ParseResult parse(std::span<const uint8_t> frame, Packet& out, const ParseOption
   if (!info.payload && padded != 0) return fail(ParseError::UnexpectedPayload);
   out.payload = frame.subspan(off, padded - pad);
   out.icrc_wire = load_le32(base + end - kIcrcSize);
-  if (opt.verify_icrc) {
+  if (opt.verify_icrc && opt.defer_payload_icrc && out.payload.size() >= kCrcCopyMin) {
+    out.icrc_deferred = true;
+    out.icrc_partial = icrc_compute(base + l3_off, off - l3_off, ip_hlen);
+  } else if (opt.verify_icrc) {
     out.icrc_computed = icrc_compute(base + l3_off, ip_total - kIcrcSize, ip_hlen);
     if (out.icrc_computed != out.icrc_wire) return fail(ParseError::BadIcrc);
   }
   return {};
 }
+
+bool icrc_finish(const Packet& p, uint32_t after_payload) {
+  const uint8_t* end = p.payload.data() + p.payload.size();  // the pad follows in the frame
+  return crc32(after_payload, end, p.pad_count()) == p.icrc_wire;
+}
+
+bool icrc_finish(const Packet& p) { return icrc_finish(p, crc32(p.icrc_partial, p.payload.data(), p.payload.size())); }
 
 size_t header_len(const Packet& p) {
   return l2_len(p) + ip_hdr_len(p) + UdpView<const uint8_t>::kSize + BthView<const uint8_t>::kSize +

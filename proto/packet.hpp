@@ -105,6 +105,11 @@ struct Packet {
   // Filled by parse(): the ICRC found on the wire and the one computed. build() ignores them.
   uint32_t icrc_wire = 0;
   uint32_t icrc_computed = 0;
+  // Filled by parse() with ParseOptions::defer_payload_icrc: the ICRC is not checked yet, and
+  // icrc_partial is the CRC of everything before the payload (icrc_finish() ends it). Whoever
+  // copies the payload checks it then, in the same pass (crc32_copy); icrc_computed stays 0.
+  bool icrc_deferred = false;
+  uint32_t icrc_partial = 0;
   // Filled by parse(): bytes after the IP packet (Ethernet padding of short frames).
   std::span<const uint8_t> l2_trailer{};
 
@@ -152,6 +157,10 @@ struct ParseResult {
 
 struct ParseOptions {
   bool verify_icrc = true;
+  // A payload of kCrcCopyMin bytes or more: its ICRC is left for its copy (Packet::icrc_deferred),
+  // so the payload is read once. The caller must check it (icrc_finish) before acting on
+  // anything the frame says; parse()'s result is then ok() for a frame whose ICRC may be bad.
+  bool defer_payload_icrc = false;
 };
 
 // Parses an Ethernet frame (without FCS). Never reads outside `frame`. On error, `out` holds
@@ -165,6 +174,13 @@ ParseResult parse(std::span<const uint8_t> frame, Packet& out, const ParseOption
 // which a responder must still answer when it is not corrupt (NAK-invalid request). False when
 // the frame is too short to hold an IP, UDP and BTH header and an ICRC.
 bool icrc_verifies(std::span<const uint8_t> frame);
+
+// A deferred ICRC (Packet::icrc_deferred), ended: `after_payload` is the CRC chained from
+// p.icrc_partial through the payload (crc32_copy's result); the pad follows. Whether it is the
+// ICRC on the wire.
+bool icrc_finish(const Packet& p, uint32_t after_payload);
+// The same without a copy: the payload's CRC computed here.
+bool icrc_finish(const Packet& p);
 
 // Byte lengths of what build() writes.
 // The Layer a truncated extension header is reported at.

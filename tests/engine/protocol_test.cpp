@@ -297,6 +297,95 @@ TEST_F(Responder, HostileFramesAreCountedDrops) {
   EXPECT_EQ(pr->b.qp->state(), QpState::Rts);
 }
 
+// A WRITE MIDDLE of 256 bytes or more has its ICRC checked as it is placed (Device::place_payload).
+// A corrupt one is placed where its PSN's bytes go, then counted as an ICRC error and otherwise
+// ignored: no answer, the expected PSN and the QP's receive count as they were; the good copy
+// of that PSN overwrites it and the message completes with the right bytes, and nothing outside
+// the WRITE's range is touched.
+TEST_F(Responder, ACorruptWriteMiddleIsPlacedButNotTaken) {
+  std::vector<uint8_t> msg(768);
+  for (size_t i = 0; i < msg.size(); ++i) msg[i] = uint8_t(i * 7 + 1);
+  std::memset(pr->b.buf(), 0x5A, 1024);
+  proto::Packet first = request(op::kWriteFirst, epsn);
+  first.ack_req = false;
+  first.reth = {pr->b.addr() + 16, pr->b.mr->rkey, 768};
+  first.payload = {msg.data(), 256};
+  inject(first);
+  proto::Packet mid = request(op::kWriteMiddle, proto::psn_add(epsn, 1));
+  mid.ack_req = false;
+  mid.payload = {msg.data() + 256, 256};
+  std::vector<uint8_t> f(proto::frame_len(mid));
+  ASSERT_TRUE(proto::build(mid, f).ok());
+  std::vector<uint8_t> bad = f;
+  bad[f.size() - 4 - 100] ^= 0x10;  // a payload byte
+  pr->wire.b().inject(bad.data(), uint32_t(bad.size()));
+  for (int i = 0; i < 2; ++i) pr->b.dev->progress();
+  EXPECT_TRUE(out.frames.empty()) << "a corrupt frame drew an answer";
+  EXPECT_EQ(pr->b.dev->counters().icrc_errors, 1u);
+  EXPECT_EQ(pr->b.qp->expected_psn(), proto::psn_add(epsn, 1));
+  EXPECT_EQ(pr->b.qp->counters().rcvd_pkts, 1u) << "the corrupt frame counted as received";
+  pr->wire.b().inject(f.data(), uint32_t(f.size()));
+  proto::Packet last = request(op::kWriteLast, proto::psn_add(epsn, 2));
+  last.payload = {msg.data() + 512, 256};
+  inject(last);
+  ASSERT_EQ(out.frames.size(), 1u);
+  EXPECT_EQ(out.at(0).aeth.syndrome, 0x1F);
+  EXPECT_EQ(out.at(0).psn, proto::psn_add(epsn, 2));
+  EXPECT_EQ(std::memcmp(pr->b.buf() + 16, msg.data(), msg.size()), 0);
+  for (size_t i = 0; i < 1024; ++i) {
+    if (i < 16 || i >= 16 + msg.size()) ASSERT_EQ(pr->b.buf()[i], 0x5A) << "byte " << i;
+  }
+  EXPECT_EQ(pr->b.qp->counters().rcvd_pkts, 3u);
+  EXPECT_EQ(pr->b.dev->counters().icrc_errors, 1u);
+}
+
+// What a large frame with a bad ICRC says is not acted on: a PSN ahead (a sequence NAK), behind
+// (a duplicate's ACK), an opcode that breaks the message (an invalid request NAK and ERR), a QP
+// number of nobody, a length the WRITE does not allow. Each is one ICRC error, nothing else.
+TEST_F(Responder, NothingALargeCorruptFrameSaysIsActedOn) {
+  std::vector<uint8_t> msg(1024, 0x77);
+  proto::Packet first = request(op::kWriteFirst, epsn);
+  first.ack_req = false;
+  first.reth = {pr->b.addr(), pr->b.mr->rkey, 1024};
+  first.payload = {msg.data(), 256};
+  inject(first);
+  proto::Packet mid = request(op::kWriteMiddle, proto::psn_add(epsn, 1));
+  mid.payload = {msg.data(), 256};
+  std::vector<uint8_t> f(proto::frame_len(mid));
+  ASSERT_TRUE(proto::build(mid, f).ok());
+  constexpr size_t kBth = 14 + 20 + 8;
+  struct Damage {
+    const char* what;
+    size_t at;
+    uint8_t x;
+  } damages[] = {
+      {"PSN ahead", kBth + 11, 0x04},       {"PSN behind", kBth + 11, 0x01}, {"opcode (SEND MIDDLE)", kBth, 0x07 ^ 0x01},
+      {"QP number", kBth + 7, 0x40},        {"a pad count", kBth + 1, 0x10},
+  };
+  uint64_t errors = 0;
+  for (const Damage& d : damages) {
+    SCOPED_TRACE(d.what);
+    std::vector<uint8_t> bad = f;
+    bad[d.at] ^= d.x;
+    pr->wire.b().inject(bad.data(), uint32_t(bad.size()));
+    for (int i = 0; i < 2; ++i) pr->b.dev->progress();
+    const Counters c = pr->b.dev->counters();
+    EXPECT_TRUE(out.frames.empty()) << "answered";
+    EXPECT_EQ(c.icrc_errors + c.malformed, ++errors);
+    EXPECT_EQ(pr->b.qp->state(), QpState::Rts);
+    EXPECT_EQ(pr->b.qp->expected_psn(), proto::psn_add(epsn, 1));
+    EXPECT_EQ(pr->b.qp->counters().rcvd_pkts, 1u);
+    EXPECT_EQ(c.dropped_unknown_qp + pr->b.qp->counters().out_of_sequence + pr->b.qp->counters().duplicate_request,
+              0u);
+  }
+  EXPECT_GE(pr->b.dev->counters().icrc_errors, 4u);
+  pr->wire.b().inject(f.data(), uint32_t(f.size()));
+  for (int i = 0; i < 2; ++i) pr->b.dev->progress();
+  ASSERT_EQ(out.frames.size(), 1u);
+  EXPECT_EQ(out.at(0).aeth.syndrome, 0x1F);
+  EXPECT_EQ(out.at(0).psn, proto::psn_add(epsn, 1));
+}
+
 // ---- Our frames next to Linux rxe's ----------------------------------------------------------
 
 std::vector<std::vector<uint8_t>> golden(const std::string& name) {
