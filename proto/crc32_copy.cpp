@@ -40,6 +40,29 @@ uint32_t crc32_copy_two_pass(uint32_t crc, uint8_t* dst, const uint8_t* src, siz
 
 #ifdef UROCE_CRC_FOLD
 
+// A polynomial of degree < 64 (bit d: the coefficient of x^d) as a reflected 64-bit value (the
+// coefficient of x^d at bit 63 - d).
+uint64_t reflect(uint64_t v) {
+  uint64_t out = 0;
+  for (unsigned d = 0; d < 64; ++d)
+    if (v >> d & 1) out |= uint64_t(1) << (63 - d);
+  return out;
+}
+
+// floor(x^64 / P), of degree 32: long division over GF(2).
+uint64_t barrett_mu() {
+  const unsigned __int128 p = 0x104C11DB7ull;
+  unsigned __int128 rem = (unsigned __int128)1 << 64;
+  uint64_t quo = 0;
+  for (int d = 64; d >= 32; --d) {
+    if (rem >> d & 1) {
+      quo |= uint64_t(1) << (d - 32);
+      rem ^= p << (d - 32);
+    }
+  }
+  return quo;
+}
+
 // x^n mod P, P = x^32 + 0x04C11DB7 (bit d is the coefficient of x^d), as a reflected 64-bit
 // value (the coefficient of x^d at bit 63 - d), the form a lane's half takes.
 uint64_t xpow_reflected(unsigned n) {
@@ -59,7 +82,12 @@ struct FoldConstants {
   alignas(64) uint64_t k256[8];  // 256 bytes on (2048 bits): the four registers of the main loop
   alignas(64) uint64_t k64[8];   // 64 bytes on: one register onto the next
   alignas(64) uint64_t lane[8];  // lane j onto lane 3, (3 - j) * 128 bits on; lane 3 zero
+  uint64_t k95, k63, mu, poly;     // the last 16 bytes' reduction (reduce(), below)
   FoldConstants() {
+    k95 = xpow_reflected(95);
+    k63 = xpow_reflected(63);
+    mu = reflect(barrett_mu());
+    poly = reflect(0x104C11DB7ull);
     for (int j = 0; j < 4; ++j) {
       k256[2 * j] = xpow_reflected(2048 + 63);
       k256[2 * j + 1] = xpow_reflected(2048 - 1);
@@ -75,6 +103,31 @@ struct FoldConstants {
 const FoldConstants& fold_constants() {
   static const FoldConstants c;
   return c;
+}
+
+// The CRC register (reflected, 32 bits) of the 16-byte lane lo | hi as a message of its own
+// with a zero initial register, X·x^32 mod P, by two folds and a Barrett reduction:
+//   A: X·x^32 = lo·x^96 + hi·x^32; lo·x^96 by clmul with x^95 mod P: Y, of degree < 96.
+//   B: Y's part above x^64, its 32 top coefficients Q: Q·x^64 by clmul with x^63 mod P: Z, < 64.
+//   C: Z = Z1·x^32 + Z0; q = floor(Z1·mu / x^32), mu = floor(x^64 / P); Z mod P = Z0 + (q·P mod x^32).
+// Each clmul's product is in the reflected frame with its extra factor x (see above): the shifts
+// by 31 and 1 below are that x.
+__attribute__((target("pclmul,sse4.1"))) uint32_t reduce(uint64_t lo, uint64_t hi, const FoldConstants& fc) {
+  const __m128i k = _mm_set_epi64x(int64_t(fc.k63), int64_t(fc.k95));
+  // A: Y = clmul(lo, x^95) xor hi at bits 32..95.
+  __m128i y = _mm_clmulepi64_si128(_mm_set_epi64x(0, int64_t(lo)), k, 0x00);
+  y = _mm_xor_si128(y, _mm_set_epi64x(int64_t(hi >> 32), int64_t(hi << 32)));
+  // B: Q is Y's bits 32..63 (degrees 95..64), as a reflected 64-bit value; Z = clmul(Q, x^63)
+  // xor Y's high half (degrees 63..0).
+  const uint64_t ylo = uint64_t(_mm_cvtsi128_si64(y)), yhi = uint64_t(_mm_extract_epi64(y, 1));
+  const __m128i z = _mm_clmulepi64_si128(_mm_set_epi64x(0, int64_t(ylo & 0xFFFFFFFF00000000ull)), k, 0x10);
+  const uint64_t zhi = uint64_t(_mm_extract_epi64(z, 1)) ^ yhi;
+  // C: Z1 is zhi's bits 0..31 (degrees 63..32), Z0 its bits 32..63.
+  const __m128i t1 = _mm_clmulepi64_si128(_mm_set_epi64x(0, int64_t(zhi << 32)), _mm_set_epi64x(0, int64_t(fc.mu)), 0x00);
+  const uint64_t q = (uint64_t(_mm_cvtsi128_si64(t1)) >> 31) | (uint64_t(_mm_extract_epi64(t1, 1)) << 33);
+  const __m128i t2 = _mm_clmulepi64_si128(_mm_set_epi64x(0, int64_t(q & 0xFFFFFFFF00000000ull)),
+                                          _mm_set_epi64x(0, int64_t(fc.poly)), 0x00);
+  return uint32_t(zhi >> 32) ^ uint32_t(uint64_t(_mm_extract_epi64(t2, 1)) >> 31);
 }
 
 #define UROCE_FOLD_TARGET __attribute__((target("avx512f,vpclmulqdq")))
@@ -133,11 +186,9 @@ UROCE_FOLD_TARGET uint32_t crc32_copy_avx512(uint32_t crc, uint8_t* dst, const u
   const __m512i t = _mm512_mask_blend_epi64(0xC0, fold(a, _mm512_load_si512(fc.lane)), a);  // lane 3 as it was
   alignas(64) uint64_t q[8];
   _mm512_store_si512(q, t);
-  alignas(16) uint64_t rest64[2] = {q[0] ^ q[2] ^ q[4] ^ q[6], q[1] ^ q[3] ^ q[5] ^ q[7]};
-  const uint8_t* rest = reinterpret_cast<const uint8_t*>(rest64);
-  // The lane as a message of its own (a zero initial register: zlib's crc 0xFFFFFFFF), then
-  // the bytes after the last block.
-  uint32_t c = crc32(0xFFFFFFFFu, rest, 16);
+  // The lane's CRC register, complemented as zlib's convention has it; then the bytes after
+  // the last block.
+  uint32_t c = ~reduce(q[0] ^ q[2] ^ q[4] ^ q[6], q[1] ^ q[3] ^ q[5] ^ q[7], fc);
   if (off < len) {
     std::memcpy(dst + off, src + off, len - off);
     c = crc32(c, dst + off, len - off);

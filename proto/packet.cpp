@@ -353,7 +353,7 @@ ParseResult parse(std::span<const uint8_t> frame, Packet& out, const ParseOption
 
 bool icrc_finish(const Packet& p, uint32_t after_payload) {
   const uint8_t* end = p.payload.data() + p.payload.size();  // the pad follows in the frame
-  return crc32(after_payload, end, p.pad_count()) == p.icrc_wire;
+  return (p.pad_count() ? crc32(after_payload, end, p.pad_count()) : after_payload) == p.icrc_wire;
 }
 
 bool icrc_finish(const Packet& p) { return icrc_finish(p, crc32(p.icrc_partial, p.payload.data(), p.payload.size())); }
@@ -536,7 +536,7 @@ BuildResult build_from(const HeaderTemplate& t, const Packet& p, std::span<uint8
   uint8_t* const pay = b + off - p.pad_count() - n;
   uint32_t c = icrc_compute_inplace(l3, size_t(pay - l3), t.ip_hlen);
   c = crc32_copy(c, pay, p.payload.data(), n);
-  c = crc32(c, pay + n, p.pad_count());
+  if (p.pad_count()) c = crc32(c, pay + n, p.pad_count());
   store_le32(b + off, c);
   return {BuildError::Ok, off + kIcrcSize};
 }
