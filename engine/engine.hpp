@@ -238,15 +238,19 @@ class Device {
   Tx& tx() { return tx_; }
   std::vector<uint8_t>& scratch() { return scratch_; }
 
-  // The received frame's ICRC, when parse() left it for the payload's copy (a WRITE's MIDDLE or
-  // LAST packet with a payload of proto::kCrcCopyMin bytes or more, engine/progress.cpp):
+  // The received frame's ICRC, when parse() left it for the payload's copy (a WRITE's or SEND's
+  // MIDDLE or LAST packet with a payload of proto::kCrcCopyMin bytes or more, engine/progress.cpp):
   // whoever acts on the frame settles it first (true: good; false: the frame is dropped and
-  // counted as an ICRC error), except the WRITE's placement, which copies and checks in one pass
+  // counted as an ICRC error), except the payload's placement, which copies and checks in one pass
   // (place_payload: false, and the frame counts as never received, if the ICRC is bad; the bytes
   // it put in place are where the packet of this PSN that does verify will put its own).
   bool icrc_pending() const { return icrc_pending_; }
   bool settle_icrc(const proto::Packet& p);
   bool place_payload(uint8_t* dst, const proto::Packet& p);
+  // A SEND's payload into a receive WQE's buffers at `off`, checked the same way (false: bad
+  // ICRC, as place_payload). `placed`: the bytes written (fewer if a buffer is too short or not
+  // writable, which the caller answers as before once the ICRC is known to be good).
+  bool place_send_payload(const RecvWqe& r, const Pd* pd, uint32_t off, const proto::Packet& p, uint32_t& placed);
 
  private:
   int check_registration(const Pd* pd, void* addr, uint64_t length, uint32_t access) const;

@@ -9,6 +9,7 @@
 #include "engine/cm.hpp"
 #include "engine/dma.hpp"
 #include "engine/roles.hpp"
+#include "engine/sge.hpp"
 #include "proto/multicast.hpp"
 
 namespace uroce::engine {
@@ -146,14 +147,15 @@ void Device::rx_frame(PacketBuf& b) {
   proto::Packet& p = rx_pkt_;
   static constexpr proto::ParseOptions kDefer{.verify_icrc = true, .defer_payload_icrc = true};
   const proto::ParseResult r = proto::parse(std::span<const uint8_t>(b.data, b.len), p, kDefer);
-  // A WRITE's MIDDLE or LAST packet (no immediate) is checked as its payload is placed; every
-  // other frame whose ICRC parse() left here is checked now.
+  // A WRITE's or SEND's MIDDLE or LAST packet (no immediate, no invalidate) is checked as its
+  // payload is placed; every other frame whose ICRC parse() left here is checked now.
   icrc_pending_ = r.ok() && p.icrc_deferred;
   icrc_qp_ = nullptr;
   if (icrc_pending_) {
     icrc_pending_len_ = b.len;
     const proto::OpcodeInfo& in = p.info();
-    const bool placed_later = in.op == proto::Operation::Write && !in.has(proto::kImmDt) &&
+    const bool placed_later = (in.op == proto::Operation::Write || in.op == proto::Operation::Send) &&
+                              in.request && !in.has(proto::kImmDt) && !in.has(proto::kIeth) &&
                               (in.pos == proto::Position::Middle || in.pos == proto::Position::Last);
     if (!placed_later && !settle_icrc(p)) return;
   }
@@ -302,6 +304,19 @@ bool Device::place_payload(uint8_t* dst, const proto::Packet& p) {
     return true;
   }
   return icrc_result(proto::icrc_finish(p, dma_copy_crc(dst, p.payload.data(), n, p.icrc_partial)));
+}
+
+bool Device::place_send_payload(const RecvWqe& r, const Pd* pd, uint32_t off, const proto::Packet& p,
+                                uint32_t& placed) {
+  const uint32_t n = uint32_t(p.payload.size());
+  if (!icrc_pending_) {
+    placed = sge_scatter_recv(r, mrs_, pd, off, p.payload.data(), n);
+    return true;
+  }
+  uint32_t c = p.icrc_partial;
+  placed = sge_scatter_recv_crc(r, mrs_, pd, off, p.payload.data(), n, c);
+  if (placed < n) c = proto::crc32(c, p.payload.data() + placed, n - placed);  // what found no room
+  return icrc_result(proto::icrc_finish(p, c));
 }
 
 // A pending ICRC checked: a bad one is counted, and the frame is no longer counted as received

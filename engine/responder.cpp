@@ -318,17 +318,20 @@ void on_bad_xrc_srq(Device& dev, Qp& qp, const proto::Packet& p) { invalid_reque
 
 namespace {
 
-// Whether a WRITE packet whose ICRC is not checked yet (Device::icrc_pending) passes every check
-// up to its placement: the expected PSN of an RC QP, inside a WRITE, of a length the message
-// allows, into a registration that did not change. Then its ICRC is checked as it is placed;
+// Whether a WRITE or SEND packet whose ICRC is not checked yet (Device::icrc_pending) passes
+// every check up to its placement: the expected PSN of an RC QP, inside a message of its kind,
+// of a length the message allows; a WRITE into a registration that did not change, a SEND into
+// the receive WQE its FIRST took (whose buffers are checked piece by piece as it is placed). Then its ICRC is checked as it is placed;
 // any other packet's is checked before the responder looks at it, so that nothing a corrupt
 // frame says (its PSN, its length) draws a NAK or moves a state.
 bool places_unchecked(const Device& dev, const Qp& qp, const proto::Packet& p) {
   const RecvSide& r = qp.rx;
   const uint32_t plen = uint32_t(p.payload.size());
   const bool last = p.info().pos == Position::Last;
-  return qp.init.qp_type == QpType::RC && p.psn == r.epsn && r.msg == RespMsg::Write && plen <= r.write_left &&
-         (last ? plen == r.write_left && plen <= qp.mtu : plen == qp.mtu) && r.write_gen == dev.mrs().gen();
+  if (qp.init.qp_type != QpType::RC || p.psn != r.epsn || (last ? plen > qp.mtu : plen != qp.mtu)) return false;
+  if (p.info().op == Operation::Send) return r.msg == RespMsg::Send && r.have_recv;
+  return r.msg == RespMsg::Write && plen <= r.write_left && (!last || plen == r.write_left) &&
+         r.write_gen == dev.mrs().gen();
 }
 
 void process(Device& dev, Qp& qp, const proto::Packet& p) {

@@ -66,7 +66,9 @@ RespState exec_send(Device& dev, Qp& qp, const proto::Packet& p) {
   const Position pos = p.info().pos;
   const uint32_t plen = uint32_t(p.payload.size());
   if ((pos == Position::First || pos == Position::Only) && !take_recv(qp)) return rnr_nak(dev, qp, p.psn);
-  if (sge_scatter_recv(r.cur_recv, dev.mrs(), qp.rx_pd(), r.recv_off, p.payload.data(), plen) != plen) {
+  uint32_t placed = 0;  // checked as it is placed, if its ICRC is not yet (Device::place_payload)
+  if (!dev.place_send_payload(r.cur_recv, qp.rx_pd(), r.recv_off, p, placed)) return RespState::BadIcrc;
+  if (placed != plen) {
     const bool too_long = r.recv_off + plen > recv_capacity(r.cur_recv);
     r.have_recv = false;
     qp.rx_cq()->push(recv_wc(qp, r.cur_recv.wr_id, too_long ? WcStatus::LocLenErr : WcStatus::LocProtErr));

@@ -37,6 +37,17 @@ void sge_scatter(const SendSide& t, const SendWqe& w, uint32_t off, const uint8_
   });
 }
 
+uint32_t sge_scatter_recv_crc(const RecvWqe& r, const MrTable& mrs, const Pd* pd, uint32_t off, const uint8_t* data,
+                              uint32_t len, uint32_t& crc) {
+  return sge_walk(r.sge, r.num_sge, off, len, [&](uint32_t i, uint32_t in, uint32_t n) {
+    AccessCheck c = check_local(mrs, r.sge[i].lkey, pd, r.sge[i].addr + in, n, kLocalWrite);
+    if (!c.ok) return false;
+    crc = dma_copy_crc(c.host, data, n, crc);
+    data += n;
+    return true;
+  });
+}
+
 uint32_t sge_scatter_recv(const RecvWqe& r, const MrTable& mrs, const Pd* pd, uint32_t off, const uint8_t* data,
                           uint32_t len) {
   return sge_walk(r.sge, r.num_sge, off, len, [&](uint32_t i, uint32_t in, uint32_t n) {

@@ -50,6 +50,10 @@ void sge_scatter(const SendSide& t, const SendWqe& w, uint32_t off, const uint8_
 // access in `pd`. Returns the bytes written (less than len: too long, or a protection error).
 uint32_t sge_scatter_recv(const RecvWqe& r, const MrTable& mrs, const Pd* pd, uint32_t off, const uint8_t* data,
                           uint32_t len);
+// The same with the CRC-32 of the bytes written chained onto `crc`, in the same pass (a payload
+// whose ICRC is checked as it is placed: Device::place_payload).
+uint32_t sge_scatter_recv_crc(const RecvWqe& r, const MrTable& mrs, const Pd* pd, uint32_t off, const uint8_t* data,
+                              uint32_t len, uint32_t& crc);
 
 }  // namespace uroce::engine
 

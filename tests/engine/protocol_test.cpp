@@ -339,6 +339,44 @@ TEST_F(Responder, ACorruptWriteMiddleIsPlacedButNotTaken) {
   EXPECT_EQ(pr->b.dev->counters().icrc_errors, 1u);
 }
 
+// The same for a SEND MIDDLE: placed into the receive buffer and checked in one pass; the bad
+// copy is counted and otherwise ignored, the good one completes the receive with the right bytes.
+TEST_F(Responder, ACorruptSendMiddleIsPlacedButNotTaken) {
+  std::vector<uint8_t> msg(768);
+  for (size_t i = 0; i < msg.size(); ++i) msg[i] = uint8_t(i * 13 + 5);
+  std::memset(pr->b.buf(), 0x5A, 1024);
+  post_recv(1024);
+  proto::Packet first = request(op::kSendFirst, epsn);
+  first.ack_req = false;
+  first.payload = {msg.data(), 256};
+  inject(first);
+  proto::Packet mid = request(op::kSendMiddle, proto::psn_add(epsn, 1));
+  mid.ack_req = false;
+  mid.payload = {msg.data() + 256, 256};
+  std::vector<uint8_t> f(proto::frame_len(mid));
+  ASSERT_TRUE(proto::build(mid, f).ok());
+  std::vector<uint8_t> bad = f;
+  bad[f.size() - 4 - 7] ^= 0x80;
+  pr->wire.b().inject(bad.data(), uint32_t(bad.size()));
+  for (int i = 0; i < 2; ++i) pr->b.dev->progress();
+  EXPECT_TRUE(out.frames.empty());
+  EXPECT_EQ(pr->b.dev->counters().icrc_errors, 1u);
+  EXPECT_EQ(pr->b.qp->expected_psn(), proto::psn_add(epsn, 1));
+  pr->wire.b().inject(f.data(), uint32_t(f.size()));
+  proto::Packet last = request(op::kSendLast, proto::psn_add(epsn, 2));
+  last.payload = {msg.data() + 512, 256};
+  inject(last);
+  ASSERT_EQ(out.frames.size(), 1u);
+  EXPECT_EQ(out.at(0).aeth.syndrome, 0x1F);
+  Wc wc{};
+  ASSERT_EQ(pr->b.rcq->poll(&wc, 1), 1u);
+  EXPECT_EQ(wc.status, WcStatus::Success);
+  EXPECT_EQ(wc.byte_len, 768u);
+  EXPECT_EQ(std::memcmp(pr->b.buf(), msg.data(), msg.size()), 0);
+  EXPECT_EQ(pr->b.buf()[768], 0x5A);
+  EXPECT_EQ(pr->b.qp->counters().rcvd_pkts, 3u);
+}
+
 // What a large frame with a bad ICRC says is not acted on: a PSN ahead (a sequence NAK), behind
 // (a duplicate's ACK), an opcode that breaks the message (an invalid request NAK and ERR), a QP
 // number of nobody, a length the WRITE does not allow. Each is one ICRC error, nothing else.
