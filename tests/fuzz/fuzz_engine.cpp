@@ -6,7 +6,7 @@
 // frames with a valid ICRC (any RC opcode, XRC's with its XRCETH naming the SRQ or any number,
 // PSN near or far from the expected one, the real
 // rkey, the lkey or a random key, addresses in and out of the MR, any length, AETH, atomic
-// fields) injected into either end in either direction, work requests posted on either end,
+// fields; one in eight then has a bit flipped, its ICRC bad) injected into either end in either direction, work requests posted on either end,
 // memory deregistered and registered again, progress() and virtual time.
 //
 // Invariants, checked after every action:
@@ -164,6 +164,10 @@ struct World {
     p.payload = {payload, plen};
     std::vector<uint8_t> f(proto::frame_len(p));
     if (!proto::build(p, f).ok()) return;
+    // One frame in eight damaged on the way (a bit flipped anywhere): a large WRITE's or SEND's
+    // MIDDLE or LAST packet is then placed before its bad ICRC is found (Device::place_payload).
+    const uint8_t damage = in.u8();
+    if ((damage & 7) == 0) f[in.u16() % f.size()] ^= uint8_t(1u << (damage >> 5));
     pair.link(to).inject(f.data(), uint32_t(f.size()));
   }
 
