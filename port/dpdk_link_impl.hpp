@@ -43,5 +43,8 @@ void start_pdump();
 std::string memif_client_socket(const std::vector<std::string>& eal);
 // Waits (bounded, param::kLinkWaitMs) until some process listens on that socket.
 void await_memif_server(const std::string& socket);
+// Maps every page of the memif rings' shared regions into this process (a link that came up).
+// Returns the bytes it asked for.
+size_t populate_memif_regions();
 
 }  // namespace uroce::port::detail

@@ -16,7 +16,7 @@ const LinkCounterField kLinkCounterFields[] = {
     F(arp_requests),     F(arp_replies_sent), F(arp_replies_rcvd),  F(icmp_echo),        F(icmp_replies_sent),
     F(nd_solicits),      F(nd_adverts_sent),  F(nd_adverts_rcvd),   F(drop_not_our_mac), F(drop_not_our_ip),
     F(drop_udp_port),    F(drop_ip_proto),    F(drop_ethertype),    F(drop_malformed),   F(drop_multiseg),
-    F(drop_nd_hop_limit), F(neigh_unsolicited), F(neigh_mac_changed), F(capture_frames), F(capture_skipped),
+    F(drop_nd_hop_limit), F(neigh_unsolicited), F(neigh_mac_changed), F(capture_frames), F(capture_skipped), F(memif_mapped),
 #undef F
 };
 const size_t kLinkCounterFieldCount = sizeof kLinkCounterFields / sizeof kLinkCounterFields[0];

@@ -25,6 +25,9 @@ struct LinkCounters {
   uint64_t neigh_mac_changed = 0;   // a known neighbour answered from another MAC (logged)
   // Capture (key capture): frames in the file, frames not written (the file's size limit).
   uint64_t capture_frames = 0, capture_skipped = 0;
+  // memif: bytes of the rings' shared regions mapped into this process when the link came up
+  // (detail::populate_memif_regions), so that no first use of a ring slot takes a page fault.
+  uint64_t memif_mapped = 0;
   // Fault injection (keys fault_*), per direction: what each stage did.
   FaultCounts rx_fault, tx_fault;
   uint64_t dropped() const {

@@ -4,7 +4,10 @@
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
 
+#include <sys/mman.h>
+
 #include <cstdio>
+#include <cstring>
 #include <sstream>
 
 #include "port/dpdk_link_impl.hpp"
@@ -56,6 +59,31 @@ void detail::await_memif_server(const std::string& socket) {
     rte_delay_us_sleep(param::kLinkCheckMs * 1000);
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
+
+// The memif PMD maps the shared regions (its rings and their buffers, memfd "memif_region_N") at
+// connection, and each page becomes this process's on its first touch: a page fault of several
+// microseconds on each of the 2,048 slots of a ring, the first time round. A ping-pong's first
+// 1,024 round trips took 15 us instead of 1.3 us, 1% of a 100,000-iteration ib_write_lat, all of
+// its 99th percentile. Each region is mapped now instead, with the kernel's write faults
+// (MADV_POPULATE_WRITE: the pages' bytes are not changed, the peer may already be writing them).
+size_t detail::populate_memif_regions() {
+  FILE* f = std::fopen("/proc/self/maps", "r");
+  if (!f) return 0;
+  size_t done = 0;
+  char line[512];
+  while (std::fgets(line, sizeof line, f)) {
+    if (!std::strstr(line, "/memfd:memif_region_")) continue;
+    unsigned long lo = 0, hi = 0;
+    if (std::sscanf(line, "%lx-%lx", &lo, &hi) != 2 || hi <= lo) continue;
+    if (madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_POPULATE_WRITE) == 0) done += hi - lo;
+  }
+  std::fclose(f);
+  return done;
+}
+
 bool DpdkLink::wait_link(bool up, uint32_t timeout_ms) {
   const uint64_t hz = rte_get_tsc_hz();
   const uint64_t end = rte_get_tsc_cycles() + hz / 1000 * timeout_ms;
@@ -64,6 +92,7 @@ bool DpdkLink::wait_link(bool up, uint32_t timeout_ms) {
     rte_eth_link_get_nowait(port_, &lk);
     if ((lk.link_status == RTE_ETH_LINK_UP) == up) {
       if (up) reconnect_at_ = 0;
+      if (up && is_memif_) ctr_.memif_mapped = detail::populate_memif_regions();
       return true;
     }
     // A memif client whose server accepted it before the server's own port had started is

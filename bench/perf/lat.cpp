@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include "bench/perf/context.hpp"
@@ -50,8 +51,9 @@ void wait_send_cqe(Ctx& c) {
 std::vector<uint64_t> run_pingpong(Ctx& c, uint64_t size) {
   QpCtx& x = c.q[0];
   const uint64_t iters = c.o.iters;
-  std::vector<uint64_t> rtt;
+  std::vector<uint64_t> rtt, ack_t;  // round trips; their parts until the send completion
   rtt.reserve(iters);
+  ack_t.reserve(iters);
   volatile uint8_t* flag = x.rbuf + size - 1;  // last byte of the incoming message
   Wc wc;
   auto wait_incoming = [&](uint64_t i) {
@@ -82,8 +84,20 @@ std::vector<uint64_t> run_pingpong(Ctx& c, uint64_t size) {
     } else {
       const uint64_t t0 = rte_get_tsc_cycles();
       send_one(i);
+      ack_t.push_back(rte_get_tsc_cycles() - t0);
       wait_incoming(i);
       rtt.push_back(rte_get_tsc_cycles() - t0);
+    }
+  }
+  // UROCE_PERF_LAT_DUMP=FILE: each round trip in order, for finding where a tail comes from
+  // (docs/performance.md, "Tail latency"): its time and the part of it until the send completion
+  // (the peer's ACK), in ns.
+  if (const char* path = std::getenv("UROCE_PERF_LAT_DUMP"); path && !c.server) {
+    if (FILE* o = std::fopen(path, "w")) {
+      const double ns = 1e9 / double(rte_get_tsc_hz());
+      for (size_t k = 0; k < rtt.size(); ++k)
+        std::fprintf(o, "%.0f %.0f\n", double(rtt[k]) * ns, double(ack_t[k]) * ns);
+      std::fclose(o);
     }
   }
   return rtt;

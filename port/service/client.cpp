@@ -214,6 +214,13 @@ bool ServiceLink::may_drive() {
   if (!pump_ || !alive_ || !sh_->drive.load(std::memory_order_relaxed)) return false;
   const uint32_t epoch = sh_->epoch.load(std::memory_order_relaxed);
   if (epoch_ == UINT32_MAX) epoch_ = epoch;
+  // After its first step (the PMD maps the rings' regions into a secondary by then), every page
+  // of them is mapped into this process at once, not at each ring slot's first use (as
+  // DpdkLink::wait_link does for a link of the process's own), outside any hold of the port.
+  if (drives_ && !mapped_) {
+    mapped_ = true;
+    detail::populate_memif_regions();
+  }
   return epoch == epoch_;  // else the link went down since: our view of its memory is old
 }
 

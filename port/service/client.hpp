@@ -85,6 +85,7 @@ class ServiceLink : public PortLink {
   PumpShared* sh_ = nullptr;
   uint16_t port_ = 0;
   uint32_t epoch_ = UINT32_MAX;  // the link's epoch this process first drove in
+  bool mapped_ = false;          // the memif regions mapped into this process (may_drive)
   Pump::OwnerFn owner_;
   Pump::WireFn wire_;
   Pump::Counts drive_counts_;
