@@ -8,7 +8,9 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <linux/futex.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,6 +30,18 @@ void nap(uint64_t ns) {
   timespec ts{0, long(ns)};
   nanosleep(&ts, nullptr);
 }
+
+namespace {
+// The poller's nap, which a bell ends early (ProgressPolicy::poller_bell).
+void nap_or_bell(std::atomic<uint32_t>& bell, uint64_t ns) {
+  timespec ts{time_t(ns / 1'000'000'000), long(ns % 1'000'000'000)};
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&bell), FUTEX_WAIT_PRIVATE, 0u, &ts, nullptr, 0);
+}
+void ring(std::atomic<uint32_t>& bell) {
+  if (bell.exchange(1, std::memory_order_release) == 0)
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&bell), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+}
+}  // namespace
 
 // ---- One step, with the token held --------------------------------------------------------------
 
@@ -69,10 +83,11 @@ void ProgressPolicy::configure(const std::string& cfg_mode) {
 }
 
 void ProgressPolicy::print_stats() const {
-  std::fprintf(stderr, "\nuroce-verbs: poller drives %lu naps %lu, application drives %lu, lingers %lu (found nothing %lu; not needed %lu, skipped %lu)\n",
+  std::fprintf(stderr, "\nuroce-verbs: poller drives %lu naps %lu, application drives %lu, lingers %lu (found nothing %lu; not needed %lu, skipped %lu), poller woken by a linger %lu\n",
                (unsigned long)poller_drives.load(), (unsigned long)poller_naps.load(),
                (unsigned long)app_drives.load(), (unsigned long)(linger_hits.load() + linger_missed),
-               (unsigned long)linger_missed, (unsigned long)linger_answered, (unsigned long)linger_skipped);
+               (unsigned long)linger_missed, (unsigned long)linger_answered, (unsigned long)linger_skipped,
+               (unsigned long)bells.load());
 }
 
 // ---- The application's side (token held) --------------------------------------------------------
@@ -118,6 +133,10 @@ void linger(Runtime& r) {
       } else {
         p.linger_score -= param::kShimLingerMissCost;
       }
+      // The answer is late and the application waits for it away from the verbs: the poller,
+      // which a ping-pong sends to 1 ms naps, takes over now, not when its nap ends.
+      p.bells.store(p.bells.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      ring(p.poller_bell);
       return;
     }
     r.drive();
@@ -175,13 +194,26 @@ void app_call(Runtime& r) { r.policy.note_app(r.now_ns()); }
 
 namespace {
 
-// Does the application thread run on the poller's core now? It has, if it is runnable ('R' in
-// /proc/self/task/TID/stat) and was last on this CPU: then a spinning poller takes the core from
-// it. Read at most every kShimAppStateCheckNs; false when no thread has used the data path.
+// Would a spinning poller take a core from a busy thread? Yes if the application thread runs on
+// the poller's core now (runnable, 'R' in /proc/self/task/TID/stat, and last on this CPU). Yes
+// too if it runs elsewhere while the machine has no core to spare (more threads runnable than
+// this process may use CPUs: /proc/loadavg's count, the poller included): the scheduler then put
+// the poller beside another busy thread, as two ib_write_lat processes on two cores, each
+// application spinning on memory, each poller spinning beside the other's application (runs of
+// 10 to 30 round trips of 17 us; docs/performance.md, "Tail latency"). An application that is
+// blocked (a perftest server waiting on TCP) leaves the poller to spin: it is the one that drives.
+// Read at most every kShimAppStateCheckNs; false when no thread has used the data path.
 class AppWatch {
  public:
+  AppWatch() {  // at the poller's start: the process's descriptors do not change later
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    cpus_ = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    load_fd_ = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+  }
   ~AppWatch() {
     if (fd_ >= 0) close(fd_);
+    if (load_fd_ >= 0) close(load_fd_);
   }
   bool shares_core(const ProgressPolicy& p, uint64_t now) {
     if (now < next_ns_) return shares_;
@@ -209,13 +241,26 @@ class AppWatch {
     int field = 3;
     for (const char* q = q0 + 2; *q && field < 39; ++q)
       if (*q == ' ') {
-        if (++field == 39) shares_ = state == 'R' && std::atoi(q + 1) == sched_getcpu();
+        if (++field == 39) shares_ = state == 'R' && (std::atoi(q + 1) == sched_getcpu() || machine_full());
       }
     return shares_;
   }
 
  private:
-  int tid_ = 0, fd_ = -1;
+  bool machine_full() const {
+    char buf[128];
+    const ssize_t n = load_fd_ >= 0 ? pread(load_fd_, buf, sizeof buf - 1, 0) : -1;
+    if (n <= 0) return false;
+    buf[n] = 0;
+    // "0.52 0.58 0.59 3/412 12345": the first number of the fourth field is the runnable count.
+    const char* q = buf;
+    for (int field = 1; field < 4 && q; ++field) {
+      q = std::strchr(q, ' ');
+      if (q) ++q;
+    }
+    return q && std::atoi(q) > cpus_;
+  }
+  int tid_ = 0, fd_ = -1, load_fd_ = -1, cpus_ = 1;
   bool shares_ = false;
   uint64_t next_ns_ = 0;
 };
@@ -249,14 +294,17 @@ void poller_loop(Runtime& r) {
   uint64_t wake_due = last_work;  // when the last nap should have ended
   uint32_t active_checks = 0;
   uint64_t ops_seen = p.app_ops.load(std::memory_order_relaxed);
+  uint64_t hits_seen = p.linger_hits.load(std::memory_order_relaxed);
   // One nap of `ns`; remembers when it should end.
   auto sleep = [&](uint64_t now, uint64_t ns) {
     bump(p.poller_naps);
     wake_due = now + ns;
-    nap(ns);
+    nap_or_bell(p.poller_bell, ns);
   };
   while (!r.stop.load(std::memory_order_relaxed)) {
     const uint64_t now = r.now_ns();
+    // A linger found nothing: drive now, whatever the application's calls say.
+    const bool rung = p.poller_bell.exchange(0, std::memory_order_acquire) != 0;
     // The application drives if it made a data-path call within app_active_ns, counted from
     // when this nap should have ended: the time a late wake-up took is time in which the
     // application thread may have been preempted by it, not time it spent away. At most
@@ -271,12 +319,20 @@ void poller_loop(Runtime& r) {
     const uint64_t ops = p.app_ops.load(std::memory_order_relaxed);
     const bool called = ops - ops_seen >= param::kShimSteadyOps;
     ops_seen = ops;
-    if (!dedicated && (called || now - p.app_poll_ns.load(std::memory_order_relaxed) < p.app_active_ns + late)) {
+    if (!dedicated && !rung &&
+        (called || now - p.app_poll_ns.load(std::memory_order_relaxed) < p.app_active_ns + late)) {
       // After many such checks in a row with the application busy, check rarely; not while its
       // lingers back off (a ping-pong whose answers no verbs call of its own waits for: both
       // sides' pollers checking once a millisecond made each round trip a millisecond).
       active_checks = called && now >= p.linger_off_until.load(std::memory_order_relaxed) ? active_checks + 1 : 0;
-      sleep(now, active_checks > param::kShimSteadyChecks ? param::kShimPollerSteadyNapNs : param::kShimPollerNapNs);
+      // A ping-pong whose lingers find their answers (ib_write_lat) needs no poller: check rarely
+      // at once, not after kShimSteadyChecks checks. Its poller at 20 us naps woke on the
+      // application's core 15,000 times a second and more, each wake-up a late round trip.
+      const uint64_t hits = p.linger_hits.load(std::memory_order_relaxed);
+      const bool pingpong = hits - hits_seen >= param::kShimSteadyOps;
+      hits_seen = hits;
+      sleep(now, active_checks > param::kShimSteadyChecks || pingpong ? param::kShimPollerSteadyNapNs
+                                                                       : param::kShimPollerNapNs);
       continue;
     }
     wake_due = now;

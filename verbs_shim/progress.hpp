@@ -49,6 +49,10 @@ struct ProgressPolicy {
   uint32_t linger_score = param::kShimLingerScoreStart;   // +1 per linger that found the answer, -kShimLingerMissCost per miss
   std::atomic<uint64_t> linger_off_until{0};  // lingers back off until then (the poller reads it)
   uint64_t linger_mark = 0;    // requests received at the last ibv_post_send
+  // Rung by a linger that found nothing (the answer is late; the application goes back to
+  // spinning on memory): the poller, perhaps in a 1 ms nap, wakes and drives at once. A futex
+  // word: 1 rung, 0 not.
+  std::atomic<uint32_t> poller_bell{0};
 
   // Statistics (UROCE_SHIM_STATS=1 prints them at exit: print_stats).
   std::atomic<uint64_t> poller_drives{0}, poller_naps{0}, app_drives{0};
@@ -56,6 +60,7 @@ struct ProgressPolicy {
   uint64_t linger_missed = 0;             // under the token
   uint64_t linger_answered = 0;           // no linger: the answer had come
   uint64_t linger_skipped = 0;            // no linger: backing off, or no requests lately
+  std::atomic<uint64_t> bells{0};         // poller_bell rung (under the token)
 
   // The mode (the config's `progress` key, or UROCE_PROGRESS) and the knobs from the environment.
   void configure(const std::string& cfg_mode);
