@@ -147,14 +147,16 @@ void Device::rx_frame(PacketBuf& b) {
   proto::Packet& p = rx_pkt_;
   static constexpr proto::ParseOptions kDefer{.verify_icrc = true, .defer_payload_icrc = true};
   const proto::ParseResult r = proto::parse(std::span<const uint8_t>(b.data, b.len), p, kDefer);
-  // A WRITE's or SEND's MIDDLE or LAST packet (no immediate, no invalidate) is checked as its
-  // payload is placed; every other frame whose ICRC parse() left here is checked now.
+  // An RC WRITE's or SEND's MIDDLE or LAST packet (no immediate, no invalidate) is checked as its
+  // payload is placed; every other frame whose ICRC parse() left here is checked now (UC's and
+  // XRC's too: their paths to the placement have other exits, the XRC SRQ's NAK among them).
   icrc_pending_ = r.ok() && p.icrc_deferred;
   icrc_qp_ = nullptr;
   if (icrc_pending_) {
     icrc_pending_len_ = b.len;
     const proto::OpcodeInfo& in = p.info();
-    const bool placed_later = (in.op == proto::Operation::Write || in.op == proto::Operation::Send) &&
+    const bool placed_later = in.transport == proto::Transport::RC &&
+                              (in.op == proto::Operation::Write || in.op == proto::Operation::Send) &&
                               in.request && !in.has(proto::kImmDt) && !in.has(proto::kIeth) &&
                               (in.pos == proto::Position::Middle || in.pos == proto::Position::Last);
     if (!placed_later && !settle_icrc(p)) return;

@@ -321,9 +321,10 @@ namespace {
 // Whether a WRITE or SEND packet whose ICRC is not checked yet (Device::icrc_pending) passes
 // every check up to its placement: the expected PSN of an RC QP, inside a message of its kind,
 // of a length the message allows; a WRITE into a registration that did not change, a SEND into
-// the receive WQE its FIRST took (whose buffers are checked piece by piece as it is placed). Then its ICRC is checked as it is placed;
-// any other packet's is checked before the responder looks at it, so that nothing a corrupt
-// frame says (its PSN, its length) draws a NAK or moves a state.
+// the receive WQE its FIRST took (whose buffers are checked piece by piece as it is placed).
+// Then its ICRC is checked as it is placed; any other packet's is checked before the responder
+// looks at it, so that nothing a corrupt frame says (its PSN, its length) draws a NAK or moves a
+// state.
 bool places_unchecked(const Device& dev, const Qp& qp, const proto::Packet& p) {
   const RecvSide& r = qp.rx;
   const uint32_t plen = uint32_t(p.payload.size());
@@ -336,7 +337,10 @@ bool places_unchecked(const Device& dev, const Qp& qp, const proto::Packet& p) {
 
 void process(Device& dev, Qp& qp, const proto::Packet& p) {
   RecvSide& r = qp.rx;
-  if (r.state == RespState::Error) return;
+  if (r.state == RespState::Error) {
+    dev.settle_icrc(p);  // a corrupt frame is still counted as one
+    return;
+  }
   if (dev.icrc_pending() && !places_unchecked(dev, qp, p) && !dev.settle_icrc(p)) return;
   const bool seq_nak_sent = r.seq_nak_sent;  // as it was, if the frame turns out corrupt
   const proto::OpcodeInfo& info = p.info();

@@ -333,7 +333,9 @@ TEST_F(Responder, ACorruptWriteMiddleIsPlacedButNotTaken) {
   EXPECT_EQ(out.at(0).psn, proto::psn_add(epsn, 2));
   EXPECT_EQ(std::memcmp(pr->b.buf() + 16, msg.data(), msg.size()), 0);
   for (size_t i = 0; i < 1024; ++i) {
-    if (i < 16 || i >= 16 + msg.size()) ASSERT_EQ(pr->b.buf()[i], 0x5A) << "byte " << i;
+    if (i < 16 || i >= 16 + msg.size()) {
+      ASSERT_EQ(pr->b.buf()[i], 0x5A) << "byte " << i;
+    }
   }
   EXPECT_EQ(pr->b.qp->counters().rcvd_pkts, 3u);
   EXPECT_EQ(pr->b.dev->counters().icrc_errors, 1u);
