@@ -79,7 +79,7 @@ void sizes(benchmark::internal::Benchmark* b) {
 
 // A payload copied with its CRC (crc32_copy, one pass), against the two passes it replaces
 // (memcpy, then crc32 of the copy) and against memcpy alone; 4 KiB (a packet) and 1 MiB.
-enum class Copy { Memcpy, MemcpyThenCrc, Fused };
+enum class Copy { Memcpy, MemcpyThenCrc, Fused, Avx2 };
 template <Copy K>
 void BM_Copy(benchmark::State& st) {
   const size_t n = size_t(st.range(0));
@@ -94,6 +94,12 @@ void BM_Copy(benchmark::State& st) {
       c = crc32(0, dst.data(), n);
     }
     if constexpr (K == Copy::Fused) c = crc32_copy(0, dst.data(), src.data(), n);
+    if constexpr (K == Copy::Avx2) {
+      if (!crc32_copy_with(CrcCopyKernel::Avx2, c, dst.data(), src.data(), n)) {
+        st.SkipWithError("no AVX2 and VPCLMULQDQ on this CPU");
+        break;
+      }
+    }
     benchmark::DoNotOptimize(c);
     benchmark::ClobberMemory();
   }
@@ -108,6 +114,7 @@ void copy_sizes(benchmark::internal::Benchmark* b) {
 }  // namespace
 
 BENCHMARK(BM_Copy<Copy::Memcpy>)->Name("BM_CopyMemcpy")->Apply(copy_sizes);
+BENCHMARK(BM_Copy<Copy::Avx2>)->Name("BM_CopyAvx2")->Apply(copy_sizes);
 BENCHMARK(BM_Copy<Copy::MemcpyThenCrc>)->Name("BM_CopyThenCrc")->Apply(copy_sizes);
 BENCHMARK(BM_Copy<Copy::Fused>)->Name("BM_CopyFused")->Apply(copy_sizes);
 BENCHMARK(BM_Icrc)->Apply(sizes);

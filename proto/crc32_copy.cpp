@@ -4,8 +4,8 @@
 // the application's memory on receive) and once more for the ICRC. With AVX-512 and VPCLMULQDQ,
 // each 64-byte block is loaded into a register, stored at the destination and folded into the
 // CRC from that register (carry-less multiplication, the method of Intel's white paper "Fast CRC
-// Computation for Generic Polynomials Using PCLMULQDQ"). Elsewhere the bytes go in two passes,
-// as before.
+// Computation for Generic Polynomials Using PCLMULQDQ"). With VPCLMULQDQ and AVX2 only, the same
+// with 32-byte registers. Elsewhere the bytes go in two passes, as before.
 //
 // The folding, in the reflected representation of CRC-32 (bit 0 of the first byte is the
 // highest power). A 16-byte lane X holding the message up to some point stands for
@@ -83,7 +83,18 @@ struct FoldConstants {
   alignas(64) uint64_t k64[8];   // 64 bytes on: one register onto the next
   alignas(64) uint64_t lane[8];  // lane j onto lane 3, (3 - j) * 128 bits on; lane 3 zero
   uint64_t k95, k63, mu, poly;     // the last 16 bytes' reduction (reduce(), below)
+  // The 32-byte registers' (AVX2): 128 bytes on (four registers), 32 bytes on, lane 0 onto lane 1.
+  alignas(32) uint64_t y128[4], y32[4], ylane[4];
   FoldConstants() {
+    for (int j = 0; j < 2; ++j) {
+      y128[2 * j] = xpow_reflected(1024 + 63);
+      y128[2 * j + 1] = xpow_reflected(1024 - 1);
+      y32[2 * j] = xpow_reflected(256 + 63);
+      y32[2 * j + 1] = xpow_reflected(256 - 1);
+    }
+    ylane[0] = xpow_reflected(128 + 63);
+    ylane[1] = xpow_reflected(128 - 1);
+    ylane[2] = ylane[3] = 0;
     k95 = xpow_reflected(95);
     k63 = xpow_reflected(63);
     mu = reflect(barrett_mu());
@@ -196,6 +207,68 @@ UROCE_FOLD_TARGET uint32_t crc32_copy_avx512(uint32_t crc, uint8_t* dst, const u
   return c;
 }
 
+// The same with 32-byte registers, for CPUs with VPCLMULQDQ and AVX2 but no AVX-512 (AMD Zen 3,
+// Intel Alder Lake). len >= 128.
+#define UROCE_FOLD2_TARGET __attribute__((target("avx2,vpclmulqdq")))
+
+UROCE_FOLD2_TARGET inline __m256i fold2(__m256i x, __m256i k) {
+  return _mm256_xor_si256(_mm256_clmulepi64_epi128(x, k, 0x00), _mm256_clmulepi64_epi128(x, k, 0x11));
+}
+UROCE_FOLD2_TARGET inline __m256i fold2_add(__m256i x, __m256i k, __m256i d) {
+  return _mm256_xor_si256(fold2(x, k), d);
+}
+UROCE_FOLD2_TARGET inline __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+UROCE_FOLD2_TARGET inline void store32(uint8_t* p, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+
+UROCE_FOLD2_TARGET uint32_t crc32_copy_avx2(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t len) {
+  const FoldConstants& fc = fold_constants();
+  const __m256i k128 = _mm256_load_si256(reinterpret_cast<const __m256i*>(fc.y128));
+  const __m256i k32 = _mm256_load_si256(reinterpret_cast<const __m256i*>(fc.y32));
+  __m256i a0 = load32(src), a1 = load32(src + 32), a2 = load32(src + 64), a3 = load32(src + 96);
+  store32(dst, a0);
+  store32(dst + 32, a1);
+  store32(dst + 64, a2);
+  store32(dst + 96, a3);
+  a0 = _mm256_xor_si256(a0, _mm256_set_epi32(0, 0, 0, 0, 0, 0, 0, int(~crc)));
+  size_t off = 128;
+  for (; off + 128 <= len; off += 128) {
+    const __m256i d0 = load32(src + off), d1 = load32(src + off + 32);
+    const __m256i d2 = load32(src + off + 64), d3 = load32(src + off + 96);
+    store32(dst + off, d0);
+    store32(dst + off + 32, d1);
+    store32(dst + off + 64, d2);
+    store32(dst + off + 96, d3);
+    a0 = fold2_add(a0, k128, d0);
+    a1 = fold2_add(a1, k128, d1);
+    a2 = fold2_add(a2, k128, d2);
+    a3 = fold2_add(a3, k128, d3);
+  }
+  __m256i a = fold2_add(a0, k32, a1);
+  a = fold2_add(a, k32, a2);
+  a = fold2_add(a, k32, a3);
+  for (; off + 32 <= len; off += 32) {
+    const __m256i d = load32(src + off);
+    store32(dst + off, d);
+    a = fold2_add(a, k32, d);
+  }
+  // Lane 0 onto lane 1 (lane 1's constants are zero: its fold is zero, it is added as it is).
+  const __m256i t = fold2(a, _mm256_load_si256(reinterpret_cast<const __m256i*>(fc.ylane)));
+  alignas(32) uint64_t q[4], r[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(q), t);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(r), a);
+  uint32_t c = ~reduce(q[0] ^ q[2] ^ r[2], q[1] ^ q[3] ^ r[3], fc);
+  if (off < len) {
+    std::memcpy(dst + off, src + off, len - off);
+    c = crc32(c, dst + off, len - off);
+  }
+  return c;
+}
+
+bool have_avx2_fold() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("vpclmulqdq");
+  return yes;
+}
+
 bool have_avx512_fold() {
   static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("vpclmulqdq");
   return yes;
@@ -205,20 +278,38 @@ bool have_avx512_fold() {
 
 }  // namespace
 
-uint32_t crc32_copy_portable(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t len) {
-  return crc32_copy_two_pass(crc, dst, src, len);
-}
-
 uint32_t crc32_copy(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t len) {
 #ifdef UROCE_CRC_FOLD
   if (len >= 256 && have_avx512_fold()) return crc32_copy_avx512(crc, dst, src, len);
+  if (len >= 256 && have_avx2_fold()) return crc32_copy_avx2(crc, dst, src, len);
 #endif
   return crc32_copy_two_pass(crc, dst, src, len);
+}
+
+bool crc32_copy_with(CrcCopyKernel k, uint32_t& crc, uint8_t* dst, const uint8_t* src, size_t len) {
+  switch (k) {
+    case CrcCopyKernel::TwoPass:
+      crc = crc32_copy_two_pass(crc, dst, src, len);
+      return true;
+#ifdef UROCE_CRC_FOLD
+    case CrcCopyKernel::Avx512:
+      if (len < 256 || !have_avx512_fold()) return false;
+      crc = crc32_copy_avx512(crc, dst, src, len);
+      return true;
+    case CrcCopyKernel::Avx2:
+      if (len < 128 || !have_avx2_fold()) return false;
+      crc = crc32_copy_avx2(crc, dst, src, len);
+      return true;
+#endif
+    default:
+      return false;
+  }
 }
 
 const char* crc32_copy_backend() {
 #ifdef UROCE_CRC_FOLD
   if (have_avx512_fold()) return "avx512-vpclmulqdq fold";
+  if (have_avx2_fold()) return "avx2-vpclmulqdq fold";
 #endif
   return "memcpy, then crc32";
 }

@@ -27,14 +27,17 @@ const char* crc32_backend();
 
 // Copies len bytes from src to dst (which must not overlap) and returns crc32(crc, src, len),
 // reading each byte once (proto/crc32_copy.cpp): the payload of a frame placed and checked in
-// one pass. crc32_copy_portable() is the way without AVX-512 and VPCLMULQDQ (memcpy, then
-// crc32 of the bytes), exposed for tests and the benchmark.
+// one pass: VPCLMULQDQ folding in 64-byte (AVX-512) or 32-byte (AVX2) registers, else memcpy,
+// then crc32 of the bytes.
 // Payloads from kCrcCopyMin bytes on are copied this way; below it a copy and one CRC call over
 // the whole packet cost less.
 inline constexpr size_t kCrcCopyMin = 256;
 uint32_t crc32_copy(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t len);
-uint32_t crc32_copy_portable(uint32_t crc, uint8_t* dst, const uint8_t* src, size_t len);
-const char* crc32_copy_backend();
+const char* crc32_copy_backend();  // the kernel crc32_copy() uses on this CPU
+// One kernel by name, for tests and the benchmark: false (nothing done) where this CPU lacks it
+// or len is below its minimum (AVX-512: 256 bytes, AVX2: 128).
+enum class CrcCopyKernel { Avx512, Avx2, TwoPass };
+bool crc32_copy_with(CrcCopyKernel k, uint32_t& crc, uint8_t* dst, const uint8_t* src, size_t len);
 
 // The ICRC of a RoCEv2 packet. `l3` runs from the first byte of the IP header to the last pad
 // byte (the ICRC itself excluded). The IP version is read from the first nibble; `ip_header_len`
