@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/bench-lib.sh
-. scripts/bench-lib.sh  # bench_build, wait_memif, cpu_line, bench_log, track
+. scripts/bench-lib.sh  # bench_build, wait_memif, cpu_line, bench_log, track, on
 BUILD=${1:-build-bench}
 bench_build "$BUILD"
 PERF=$BUILD/bench/uroce-perf
@@ -25,10 +25,6 @@ ROUNDS=${ROUNDS:-3} GBPS=${GBPS:-10} MSGS=${MSGS:-4000} PLACE=${PLACE:-user} SVG
 [ "$(id -u)" = 0 ] || { echo "needs root" >&2; exit 1; }
 bench_log bench-cc-memif
 fail() { cat "$@" >&2; exit 1; }
-on() {
-  local side=$1; shift
-  if [ "$PLACE" = pinned ]; then taskset -c "$([ "$side" = srv ] && echo 0 || echo 1)" "$@"; else "$@"; fi
-}
 
 BN="bottleneck_mbps = $((GBPS * 1000))
 bottleneck_queue_kb = 512

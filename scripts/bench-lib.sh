@@ -1,5 +1,6 @@
 # Helpers the memif benchmarks share (sourced by scripts/bench-side.sh, bench-qps.sh,
-# bench-capture.sh, bench-port.sh and bench-service.sh, from the source tree's top).
+# bench-placement.sh, bench-cc-memif.sh, bench-capture.sh, bench-port.sh and bench-service.sh,
+# from the source tree's top).
 
 # The build the bench runs: build-bench, a release build, made here if missing and brought up
 # to date; any other directory is used as it is.
@@ -44,3 +45,24 @@ bench_cleanup() {
   rm -rf "$LOG"
 }
 track() { echo "$1" >> "$LOG/pids"; }
+
+# A bench of unmodified perftest through the shim against uroce-perf ($1: the build): both built,
+# root, perftest installed; the shim's library exported for scripts/uroce-run. Sets PERF and RUN.
+need_shim_bench() {
+  # shellcheck disable=SC2034  # for the calling script
+  PERF=$1/bench/uroce-perf RUN=scripts/uroce-run
+  [ -x "$PERF" ] && [ -f "$1/verbs_shim/liburoce-verbs.so" ] || { echo "build first: $PERF, liburoce-verbs.so" >&2; exit 1; }
+  [ "$(id -u)" = 0 ] || { echo "needs root" >&2; exit 1; }
+  command -v ib_write_bw > /dev/null || { echo "perftest is not installed (scripts/install-deps.sh)" >&2; exit 1; }
+  export UROCE_VERBS_LIB=$1/verbs_shim/liburoce-verbs.so
+}
+
+# on SIDE CMD...: the command as placed ($PLACE pinned: taskset to the side's CPU, server 0,
+# client 1; anything else: as it is, as a user starts it)
+on() {
+  local side=$1; shift
+  if [ "$PLACE" = pinned ]; then taskset -c "$([ "$side" = srv ] && echo 0 || echo 1)" "$@"; else "$@"; fi
+}
+
+# ratio A B: A / B with two decimals ("-" when B is 0)
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }

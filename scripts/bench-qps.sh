@@ -13,27 +13,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/bench-lib.sh
-. scripts/bench-lib.sh  # bench_build, wait_memif, wait_tcp, cpu_line, bench_log, track
+. scripts/bench-lib.sh  # bench_build, need_shim_bench, wait_memif, wait_tcp, cpu_line, bench_log, track, on, ratio
 BUILD=${1:-build-bench}
 bench_build "$BUILD"
-PERF=$BUILD/bench/uroce-perf
-RUN=scripts/uroce-run
+need_shim_bench "$BUILD"  # PERF, RUN, UROCE_VERBS_LIB
 ROUNDS=${ROUNDS:-3} QPS=${QPS:-1024} ONE_QP_MSGS=${ONE_QP_MSGS:-2000000} PER_QP_MSGS=${PER_QP_MSGS:-2000}
 SRV_CFG=config/memif-server.conf CLI_CFG=config/memif-client.conf
 SRV_DEV=uroce-memif-s CLI_DEV=uroce-memif-c
-[ -x "$PERF" ] && [ -f "$BUILD/verbs_shim/liburoce-verbs.so" ] || { echo "build first: $PERF, liburoce-verbs.so" >&2; exit 1; }
-[ "$(id -u)" = 0 ] || { echo "needs root" >&2; exit 1; }
-command -v ib_write_bw > /dev/null || { echo "perftest is not installed (scripts/install-deps.sh)" >&2; exit 1; }
-export UROCE_VERBS_LIB=$BUILD/verbs_shim/liburoce-verbs.so
 
 bench_log bench-qps
 fail() { cat "$@" >&2; exit 1; }
 
-# on SIDE CMD...: the command as placed (pinned: taskset to the side's CPU; user: as it is)
-on() {
-  local side=$1; shift
-  if [ "$PLACE" = pinned ]; then taskset -c "$([ "$side" = srv ] && echo 0 || echo 1)" "$@"; else "$@"; fi
-}
 
 # pt QPS MSGS -> ib_write_bw's MsgRate (Mpps); a TCP port of its own each time (the counter is
 # in a file: pt runs in a command substitution's subshell)
@@ -63,7 +53,6 @@ perf() {
   grep -E "^ 64 " "$LOG/pcli" | awk '{print $5}'
 }
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
 
 echo "# $(date -u +%Y-%m-%dT%H:%MZ), $(cpu_line), memif, 64 B WRITE, $ROUNDS rounds alternating"
 echo "# one QP: $ONE_QP_MSGS messages; $QPS QPs: $PER_QP_MSGS per QP; load average $(cut -d' ' -f1-3 /proc/loadavg)"
