@@ -329,7 +329,7 @@ void poller_loop(Runtime& r) {
       // at once, not after kShimSteadyChecks checks. Its poller at 20 us naps woke on the
       // application's core 15,000 times a second and more, each wake-up a late round trip.
       const uint64_t hits = p.linger_hits.load(std::memory_order_relaxed);
-      const bool pingpong = hits - hits_seen >= param::kShimSteadyOps;
+      const bool pingpong = hits != hits_seen;  // a linger found its answer since the last look
       hits_seen = hits;
       sleep(now, active_checks > param::kShimSteadyChecks || pingpong ? param::kShimPollerSteadyNapNs
                                                                        : param::kShimPollerNapNs);
