@@ -202,6 +202,11 @@ bool set_key(EndpointConfig& c, const std::string& key, const std::string& val, 
   } else if (key == "service_group") {
     if (val.empty() || val.size() > 64 || val.find_first_of(" /:") != std::string::npos) return fail("bad group name");
     c.service_group = val;
+  } else if (key == "service_rt_priority") {
+    uint32_t u = 0;
+    if (!parse_u32(val, u) || u > param::kServiceRtPriorityMax)
+      return fail("service_rt_priority is 0 (the fair scheduler) .. " + std::to_string(param::kServiceRtPriorityMax));
+    c.service_rt_priority = u;
   } else if (key == "netdev_link") {
     if (val != "af_xdp" && val != "af_packet") return fail("netdev_link is af_xdp or af_packet");
     c.netdev_link = val;

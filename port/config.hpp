@@ -45,6 +45,8 @@ struct EndpointConfig {
   // uroced's: a group whose members may attach besides root and the daemon's user (a name or a
   // number; empty: none), as /dev/infiniband/uverbs* may be a group's (port/service/access.hpp).
   std::string service_group;
+  // uroced's: SCHED_FIFO priority of its data-path thread (0: the fair scheduler; param.hpp).
+  uint32_t service_rt_priority = param::kServiceRtPriority;
   bool have_link_local = false;        // the netdev's own link-local address (else made from the MAC)
   proto::Ip6 link_local{};
   int port = -1;                       // DPDK port id; -1: the first available

@@ -95,6 +95,15 @@ inline constexpr uint32_t kServiceTxBursts = 4;      // bursts of a process's tx
 inline constexpr uint64_t kServiceControlNs = 1'000'000;  // the daemon looks at its sockets this often
 inline constexpr uint64_t kServiceIdleSpinNs = 200'000;   // busy polling this long after the last frame,
 inline constexpr uint32_t kServiceIdleSleepUs = 50;       // then sleeping this long between looks
+// The daemon's data-path thread runs at SCHED_FIFO this priority (key service_rt_priority; 0: the
+// fair scheduler, as every other thread). It is the device: with more busy-polling threads than
+// cores, the fair scheduler left it off the CPU for up to half a second at a time (measured on 2
+// cores, eight perftest and pingpong programs, docs/service.md "Scheduling"), longer than a
+// perftest QP's retry budget (7 x 67 ms), and every QP of the device stalled with it. rxe's
+// device work runs in softirq, ahead of every user thread. It still sleeps when idle
+// (kServiceIdleSpinNs), and the kernel's RT throttling leaves the other threads their 5%.
+inline constexpr uint32_t kServiceRtPriority = 1;
+inline constexpr uint32_t kServiceRtPriorityMax = 99;
 inline constexpr uint64_t kServiceDrivenNs = 500'000;     // a process drove the port this recently: the daemon leaves it,
 inline constexpr uint32_t kServiceDrivenWaitMs = 10;      // waiting on its sockets and doorbell this long between looks
 inline constexpr uint64_t kServiceDrivenMarkNs = 100'000; // a driver marks the time it drives this often

@@ -12,7 +12,7 @@ pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libpcap-dev libisal-dev libmnl-dev libbpf-dev libxdp-dev
   tshark python3-scapy python3
-  iproute2 tcpdump
+  iproute2 iputils-ping tcpdump
   dpkg-dev debhelper lintian
   # browser test of uroce-dissect --html (tests/dissect/test_html.py)
   chromium chromium-driver python3-selenium

@@ -303,6 +303,9 @@ bool Daemon::from_drivers() {
 }
 
 bool Daemon::step() {
+  const uint64_t t = monotonic_ns();
+  if (last_step_ns_) ctr_.longest_pause_ns = std::max(ctr_.longest_pause_ns, t - last_step_ns_);
+  last_step_ns_ = t;
   engine::PacketBuf bufs[param::kLinkBurst];
   void* ms[param::kLinkBurst];
   const size_t n = link_->recv(bufs, param::kLinkBurst);
@@ -335,6 +338,7 @@ void Daemon::run(const std::atomic<bool>& stop) {
       held_ = true;
       busy = from_drivers();
       if (!driven) busy |= step();
+      else last_step_ns_ = 0;  // the processes move the frames: no pause of the daemon's
       held_ = false;
       pump_->give_back(kDaemonHolder);
     }

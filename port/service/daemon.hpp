@@ -46,6 +46,10 @@ class Daemon {
 
   // Serves until `stop` is set (a signal handler sets it), then tells every process and closes.
   void run(const std::atomic<bool>& stop);
+  // Whether the daemon alone polls the port (af_xdp, af_packet, `service_drive = off`): then it is
+  // the device's data path, and uroced runs it ahead of the programs (kServiceRtPriority). Where
+  // processes may drive the port (memif) it mostly waits on its sockets, and stays as they are.
+  bool polls_alone() const { return !(drive_allowed_ && link_->secondaries_can_poll()); }
 
   DpdkLink& link() { return *link_; }
 
@@ -57,6 +61,9 @@ class Daemon {
     // The pool's buffers, and the fewest of them free when the daemon looked (every
     // kServiceControlNs while it polls; the fill rings it tops up are not free).
     uint64_t pool_size = 0, pool_low = UINT64_MAX;
+    // The longest time between two of the daemon's steps (a nap that overslept, the CPU taken
+    // by other threads) while it moves the frames: the device stood still that long.
+    uint64_t longest_pause_ns = 0;
   };
   // What processes that drove the port did (zero when none could).
   const PumpShared* driving() const { return sh_; }
@@ -121,6 +128,7 @@ class Daemon {
   bool link_was_up_ = false;
   uint64_t port_rx_before_ = 0, port_rx_now_ = 0;  // port_received(): earlier connections', this one's
   Counters ctr_;
+  uint64_t last_step_ns_ = 0;  // the last step()'s start (0: processes drive, or none yet)
   Pump::OwnerFn owner_fn_;
   Pump::WireFn wire_fn_;
   void count(const Pump::Counts& c);

@@ -143,6 +143,27 @@ TEST(Config, ServiceKeys) {
   EXPECT_NE(err.find("service_drive"), std::string::npos) << err;
 }
 
+TEST(Config, ServiceRtPriority) {
+  std::string err;
+  {
+    TempConfig t(kEal + "ip = 198.18.0.1/24\n");
+    auto c = load_config(t.path, err);
+    ASSERT_TRUE(c.has_value()) << err;
+    EXPECT_EQ(c->service_rt_priority, uroce::param::kServiceRtPriority);
+  }
+  for (uint32_t v : {0u, 99u}) {
+    TempConfig t(kEal + "ip = 198.18.0.1/24\nservice_rt_priority = " + std::to_string(v) + "\n");
+    auto c = load_config(t.path, err);
+    ASSERT_TRUE(c.has_value()) << err;
+    EXPECT_EQ(c->service_rt_priority, v);
+  }
+  for (const char* v : {"100", "-1", "fifo"}) {
+    TempConfig bad(kEal + "ip = 198.18.0.1/24\nservice_rt_priority = " + v + "\n");
+    EXPECT_FALSE(load_config(bad.path, err).has_value()) << v;
+    EXPECT_NE(err.find("service_rt_priority is 0"), std::string::npos) << err;
+  }
+}
+
 TEST(Config, UnknownKeyAndSyntax) {
   std::string path;
   std::string err = error_of(kEal + "mtuu = 1024\n", &path);

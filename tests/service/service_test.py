@@ -174,6 +174,14 @@ def share():
     hugepages_up()
     if not (daemon_up("a") and daemon_up("b")):
         return
+    # The data path runs ahead of the programs' busy pollers (SCHED_FIFO 1, port/param.hpp
+    # kServiceRtPriority): under the fair scheduler, with the eight programs below on two cores, it
+    # waited up to half a second for the CPU and a pingpong pair ended in RETRY_EXC_ERR (docs/service.md).
+    for side in ("a", "b"):
+        pid = daemons[side][0].pid
+        policy, prio = os.sched_getscheduler(pid), os.sched_getparam(pid).sched_priority
+        check(policy == os.SCHED_FIFO and prio == 1 and "data path: SCHED_FIFO 1" in output(f"uroced-{side}"),
+              f"uroced-{side}'s data path at SCHED_FIFO 1: policy {policy}, priority {prio}: {output(f'uroced-{side}')[-300:]}")
     iters = 3000  # long enough to be running when the others are killed
     pp = ["ibv_rc_pingpong", "-g", "1", "-s", "4096", "-n", str(iters), "--chk"]
     servers = [start("b", pp + ["-p", str(18701 + i)], f"pp{i}-server") for i in range(2)]

@@ -8,6 +8,8 @@
 //   --group G                processes of group G (a name or a number) may attach too, besides
 //                            root and uroced's user (config key service_group; docs/service.md)
 // Runs in the foreground until SIGINT or SIGTERM; "uroced: serving" on stdout says it is ready.
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -76,18 +78,32 @@ int main(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
-  std::printf("uroced: serving %s on %s\n", cfg->name.c_str(), d->link().describe().c_str());
+  // The data path (this thread, which runs the loop) ahead of the programs' busy pollers
+  // (param.hpp, kServiceRtPriority), where the daemon alone polls the port. Only this thread: the
+  // EAL's own threads stay as they are.
+  std::string sched = "the fair scheduler";
+  if (cfg->service_rt_priority > 0 && d->polls_alone()) {
+    sched_param sp{};
+    sp.sched_priority = int(cfg->service_rt_priority);
+    if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0)
+      sched = "SCHED_FIFO " + std::to_string(cfg->service_rt_priority);
+    else
+      std::fprintf(stderr, "uroced: cannot run the data path at SCHED_FIFO %u (needs CAP_SYS_NICE): with more busy "
+                           "threads than cores it may wait for the CPU long enough for QPs to time out "
+                           "(docs/service.md, Scheduling)\n", cfg->service_rt_priority);
+  }
+  std::printf("uroced: serving %s on %s; data path: %s\n", cfg->name.c_str(), d->link().describe().c_str(), sched.c_str());
   std::fflush(stdout);
   d->run(g_stop);
   const auto& c = d->counters();
   // The daemon's own moves; those of processes that drove the port are counted in theirs.
   std::printf("uroced: stopped (%lu attached, %lu detached, %lu DREQs sent and %lu buffers taken back for them, %lu DREQs that could not be sent; frames delivered %lu, looped %lu, sent %lu, "
               "for nobody %lu, ring full %lu; taken from drivers %lu, drivers that died holding the port %lu; "
-              "the port received %lu; pool %lu buffers, fewest free %lu, fill rings left short %lu)\n",
+              "the port received %lu; longest pause %.1f ms; pool %lu buffers, fewest free %lu, fill rings left short %lu)\n",
               (unsigned long)c.attached, (unsigned long)c.detached, (unsigned long)c.wills_sent, (unsigned long)c.reclaimed, (unsigned long)c.wills_lost, (unsigned long)c.delivered,
               (unsigned long)c.looped, (unsigned long)c.sent, (unsigned long)c.no_owner, (unsigned long)c.ring_full,
               (unsigned long)c.from_drivers, (unsigned long)c.driver_deaths,
-              (unsigned long)d->port_received(), (unsigned long)c.pool_size,
+              (unsigned long)d->port_received(), double(c.longest_pause_ns) / 1e6, (unsigned long)c.pool_size,
               (unsigned long)(c.pool_low == UINT64_MAX ? c.pool_size : c.pool_low),
               (unsigned long)d->driving()->fill_short.load());
   return 0;
