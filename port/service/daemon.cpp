@@ -230,7 +230,7 @@ void Daemon::update_drive() {
   if (up != link_was_up_) sh_->epoch.fetch_add(1, std::memory_order_relaxed);
   link_was_up_ = up;
   count_port_rx();
-  sh_->drive.store(drive_allowed_ && up && link_->secondaries_can_poll() ? 1 : 0, std::memory_order_relaxed);
+  sh_->drive.store(up && !polls_alone() ? 1 : 0, std::memory_order_relaxed);
 }
 
 // Each process's share of the pool (param::kServiceShareMin): half of it split among those attached.
@@ -302,10 +302,9 @@ bool Daemon::from_drivers() {
   return true;
 }
 
-bool Daemon::step() {
-  const uint64_t t = monotonic_ns();
-  if (last_step_ns_) ctr_.longest_pause_ns = std::max(ctr_.longest_pause_ns, t - last_step_ns_);
-  last_step_ns_ = t;
+bool Daemon::step(uint64_t now) {
+  if (last_step_ns_) ctr_.longest_pause_ns = std::max(ctr_.longest_pause_ns, now - last_step_ns_);
+  last_step_ns_ = now;
   engine::PacketBuf bufs[param::kLinkBurst];
   void* ms[param::kLinkBurst];
   const size_t n = link_->recv(bufs, param::kLinkBurst);
@@ -337,7 +336,7 @@ void Daemon::run(const std::atomic<bool>& stop) {
     if (pump_->try_take(kDaemonHolder)) {
       held_ = true;
       busy = from_drivers();
-      if (!driven) busy |= step();
+      if (!driven) busy |= step(now);
       else last_step_ns_ = 0;  // the processes move the frames: no pause of the daemon's
       held_ = false;
       pump_->give_back(kDaemonHolder);
@@ -503,7 +502,7 @@ void Daemon::on_message(uint32_t i) {
       // Waiting for the answer here holds up every other process's control messages (never their
       // frames: the pump keeps the data path going), at most arp_timeout_ms.
       Hold hold(*this);
-      r.ok = link_->lookup(gid, mac) || link_->resolve(gid, mac, [this] { step(); });
+      r.ok = link_->lookup(gid, mac) || link_->resolve(gid, mac, [this] { step(monotonic_ns()); });
       if (r.ok) std::memcpy(r.mac, mac.data(), 6);
       r.hop_limit = link_->route_hop_limit();
       copy_str(r.error, sizeof r.error, link_->resolve_error());

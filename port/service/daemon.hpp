@@ -84,7 +84,7 @@ class Daemon {
   };
   Daemon() = default;
   bool make_rings(std::string& err);
-  bool step();                        // one pass over the port and every slot; true if busy
+  bool step(uint64_t now);            // one pass over the port and every slot, begun at `now`; true if busy
   bool from_drivers();                // the frames drivers handed over, sorted as if received
   // Frames to their owners' rx rings (Pump::deliver); those of nobody, or that find the ring
   // full, freed (counted).
